@@ -97,6 +97,25 @@ class Resolved:
     def is_root(self) -> bool:
         return self.name is None
 
+    def refresh(self, *, allow_link: bool = False) -> os.stat_result | None:
+        """Look at the final object again (``lstat``); a symlink swapped in is refused.
+
+        With *allow_link* (delete, rename) a symbolic link is the object itself.
+        """
+        if self.name is None:
+            self.st = os.fstat(self.dir_fd)
+            return self.st
+        try:
+            st = os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and ((stat.S_ISLNK(st.st_mode) and not allow_link) or _is_special(st.st_mode)):
+            raise PermissionDenied(
+                f"{self.rel} changed into a link or special file", reason="symlink_race", path=self.rel
+            )
+        self.st = st
+        return st
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .errors import ClosedError, ConfigError
+from .observers import Listeners
 
 __all__ = ["Root", "RootSet"]
 
@@ -84,7 +85,7 @@ class RootSet:
         self._roots: dict[str, Root] = {}
         self._fds: dict[int, int] = {}
         self._generation = 0
-        self._listeners: list[Callable[[int], None]] = []
+        self._listeners: Listeners[[int]] = Listeners()
         self._closed = False
 
     # -- changes ---------------------------------------------------------------
@@ -225,23 +226,12 @@ class RootSet:
 
     # -- observers ---------------------------------------------------------------
 
-    def subscribe(self, listener: Callable[[int], None]) -> Callable[[], None]:
+    def subscribe(self, listener: Callable[[int], object]) -> Callable[[], None]:
         """Call *listener(generation)* after every change; returns an unsubscribe function."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.add(listener)
 
     def _notify(self, generation: int) -> None:
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            listener(generation)
+        self._listeners.notify(generation)
 
     def _check_open(self) -> None:
         if self._closed:

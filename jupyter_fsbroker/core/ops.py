@@ -1,0 +1,495 @@
+"""Filesystem mechanics on checked objects.
+
+Every function here works on a :class:`~jupyter_fsbroker.core.paths.Resolved`
+(a parent directory descriptor and a final name that were checked) and never
+on a path string, so nothing here can be steered outside a root. Policy
+(grants, locks, limits) is the broker's business; this module only does the
+I/O, and does it safely: ``O_NOFOLLOW`` everywhere, ``O_NONBLOCK`` so that a
+FIFO swapped in can never hang a read, and writes that go to a temporary file
+in the same directory, are flushed and fsynced, and replace the target with
+one rename.
+
+Every function blocks; the broker calls them off any event loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import mimetypes
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from .errors import AlreadyExists, EncodingError, InvalidParams, NotFound, PermissionDenied, WrongType
+from .paths import Resolved
+from .timestamps import iso_utc
+
+__all__ = [
+    "TEMP_PREFIX",
+    "Chunk",
+    "commit_temp",
+    "entry_type",
+    "etag",
+    "is_temp_name",
+    "list_entries",
+    "make_directory",
+    "mime_type",
+    "new_temp",
+    "open_directory",
+    "open_regular",
+    "read_chunk",
+    "rename",
+    "stat_info",
+    "write_atomic",
+]
+
+#: Temporary files of the broker start with this; they are never listed nor reported.
+TEMP_PREFIX = ".fsbroker-"
+_TEMP_SUFFIX = ".tmp"
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DIR_READ_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _read_umask() -> int:
+    # os.umask() can only be read by setting it, which races with other threads:
+    # read it once, at import, from /proc when possible.
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_NEW_FILE_MODE = 0o666 & ~_read_umask()
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether *name* is one of the broker's temporary files."""
+    return name.startswith(TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX)
+
+
+def etag(st: os.stat_result) -> str:
+    """An opaque tag that changes whenever the content changes."""
+    return f"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}-{st.st_ctime_ns:x}"
+
+
+def mime_type(name: str) -> str:
+    """The MIME type guessed from *name*, ``application/octet-stream`` when unknown."""
+    guessed, _ = mimetypes.guess_type(name, strict=False)
+    return guessed or "application/octet-stream"
+
+
+def entry_type(mode: int) -> str:
+    """``file``, ``directory``, ``symlink`` or ``other`` for an ``st_mode``."""
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "other"
+
+
+def stat_info(res: Resolved) -> dict[str, object]:
+    """``type``, ``size``, ``mtime``, ``etag`` and ``mimeType`` of an existing object."""
+    st = res.st
+    if st is None:
+        raise NotFound(f"{res.rel} does not exist", path=res.rel)
+    kind = entry_type(st.st_mode)
+    return {
+        "path": res.rel,
+        "type": kind,
+        "size": st.st_size if kind == "file" else 0,
+        "mtime": iso_utc(st.st_mtime),
+        "etag": etag(st),
+        "mimeType": "inode/directory" if kind == "directory" else mime_type(res.name or res.root.name),
+    }
+
+
+# -- opening -----------------------------------------------------------------------------------
+
+
+def open_regular(res: Resolved, shown: str) -> tuple[int, os.stat_result]:
+    """Open an existing regular file for reading; return the descriptor and its ``fstat``."""
+    if res.name is None:
+        raise WrongType(f"{shown} is a directory", reason="is_directory", path=shown)
+    try:
+        fd = os.open(res.name, _READ_FLAGS, dir_fd=res.dir_fd)
+    except FileNotFoundError:
+        raise NotFound(f"{shown} does not exist", path=shown) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PermissionDenied(
+                f"{shown} was replaced by a symbolic link", reason="symlink_race", path=shown
+            ) from None
+        raise
+    st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode):
+        return fd, st
+    os.close(fd)
+    if stat.S_ISDIR(st.st_mode):
+        raise WrongType(f"{shown} is a directory", reason="is_directory", path=shown)
+    raise PermissionDenied(
+        "special files (pipes, sockets, devices) are not served", reason="special_file", path=shown
+    )
+
+
+def open_directory(res: Resolved, shown: str) -> int:
+    """Open an existing directory for listing; return a readable descriptor."""
+    try:
+        if res.name is None:
+            return os.open(".", _DIR_READ_FLAGS, dir_fd=res.dir_fd)
+        return os.open(res.name, _DIR_READ_FLAGS, dir_fd=res.dir_fd)
+    except FileNotFoundError:
+        raise NotFound(f"{shown} does not exist", path=shown) from None
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            raise WrongType(f"{shown} is not a directory", reason="not_a_directory", path=shown) from None
+        if exc.errno == errno.ELOOP:
+            raise PermissionDenied(
+                f"{shown} was replaced by a symbolic link", reason="symlink_race", path=shown
+            ) from None
+        raise
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One read: the content as sent and what it covers."""
+
+    content: str
+    size: int
+    offset: int
+    bytes_read: int
+    eof: bool
+    etag: str
+
+
+def text_codec(encoding: str, shown: str) -> codecs.CodecInfo:
+    """Look up a text codec; refuse unknown ones and byte-to-byte codecs (``hex``, ``zlib``)."""
+    try:
+        info = codecs.lookup(encoding)
+    except LookupError:
+        raise InvalidParams(f"unknown encoding {encoding!r}", reason="unknown_encoding", path=shown) from None
+    if not getattr(info, "_is_text_encoding", True):
+        raise InvalidParams(f"{encoding!r} is not a text encoding", reason="unknown_encoding", path=shown)
+    return info
+
+
+def read_chunk(res: Resolved, *, offset: int, length: int, encoding: str, shown: str) -> Chunk:
+    """Read up to *length* bytes at *offset*; text chunks end on a character boundary.
+
+    A text chunk that would end inside a multi-byte character stops before it
+    (the next chunk starts there). When *length* is shorter than one character,
+    the chunk is extended to hold exactly one.
+    """
+    codec = None if encoding == "base64" else text_codec(encoding, shown)
+    fd, st = open_regular(res, shown)
+    try:
+        size = st.st_size
+        data = os.pread(fd, length, offset) if length else b""
+        eof = offset + len(data) >= size
+        if codec is None:
+            return Chunk(base64.b64encode(data).decode("ascii"), size, offset, len(data), eof, etag(st))
+        text, used = _decode_prefix(codec, data, eof, shown)
+        if used == 0 and data and not eof:
+            # The asked length is shorter than one character: take one whole character.
+            data += os.pread(fd, 16, offset + len(data))
+            eof = offset + len(data) >= size
+            text, used = _decode_prefix(codec, data, eof, shown)
+            if used == 0:
+                raise EncodingError(
+                    f"{shown} is not valid {encoding} at byte {offset}; ask for base64",
+                    reason="invalid_content",
+                    path=shown,
+                )
+        eof = offset + used >= size
+        return Chunk(text, size, offset, used, eof, etag(st))
+    finally:
+        os.close(fd)
+
+
+def _decode_prefix(codec: codecs.CodecInfo, data: bytes, eof: bool, shown: str) -> tuple[str, int]:
+    decoder = codec.incrementaldecoder("strict")
+    try:
+        text = decoder.decode(data, final=eof)
+    except UnicodeDecodeError:
+        raise EncodingError(
+            f"{shown} is not valid {codec.name}; ask for base64", reason="invalid_content", path=shown
+        ) from None
+    pending = decoder.getstate()[0]
+    return text, len(data) - len(pending)
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def new_temp(dir_fd: int) -> tuple[str, int]:
+    """Create a new, empty temporary file in the directory *dir_fd*; return its name and descriptor."""
+    for _ in range(100):
+        name = f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}{_TEMP_SUFFIX}"
+        try:
+            fd = os.open(
+                name,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=dir_fd,
+            )
+        except FileExistsError:
+            continue
+        return name, fd
+    raise AlreadyExists("cannot create a temporary file", reason="temp_exists")  # pragma: no cover
+
+
+def discard_temp(dir_fd: int, name: str) -> None:
+    """Remove a temporary file if it is still there."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def commit_temp(
+    dir_fd: int,
+    temp: str,
+    fd: int,
+    name: str,
+    *,
+    previous: os.stat_result | None,
+    exclusive: bool,
+    shown: str,
+) -> os.stat_result:
+    """Make the temporary file *temp* (open as *fd*) the file *name*, atomically.
+
+    The content is fsynced first; the mode (and owner, where allowed) of
+    *previous*, the file being replaced, is kept. A new file gets its name by a
+    hard link, which never replaces anything: if *name* appeared meanwhile it is
+    replaced, unless *exclusive* (ALREADY_EXISTS). The temporary file is gone
+    afterwards whatever happens, and *fd* is closed. Returns the new file's ``fstat``.
+    """
+    try:
+        if previous is not None:
+            if exclusive:
+                raise AlreadyExists(f"{shown} exists already", path=shown)
+            os.fchmod(fd, stat.S_IMODE(previous.st_mode))
+            if (previous.st_uid, previous.st_gid) != (os.geteuid(), os.getegid()):
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, previous.st_uid, previous.st_gid)
+        else:
+            os.fchmod(fd, _NEW_FILE_MODE)
+        os.fsync(fd)
+        if previous is not None:
+            os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        else:
+            try:
+                _place_noreplace(dir_fd, temp, name, shown)
+            except AlreadyExists:
+                if exclusive:
+                    raise
+                os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        _fsync_dir(dir_fd)
+        return os.fstat(fd)
+    except BaseException:
+        discard_temp(dir_fd, temp)
+        raise
+    finally:
+        os.close(fd)
+
+
+def write_atomic(res: Resolved, data: bytes, *, exclusive: bool, shown: str) -> os.stat_result:
+    """Write *data* as the whole content of *res*, atomically (temp, fsync, rename)."""
+    assert res.name is not None
+    temp, fd = new_temp(res.dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+    except BaseException:
+        os.close(fd)
+        discard_temp(res.dir_fd, temp)
+        raise
+    return commit_temp(res.dir_fd, temp, fd, res.name, previous=res.st, exclusive=exclusive, shown=shown)
+
+
+def _place_noreplace(dir_fd: int, temp: str, name: str, shown: str) -> None:
+    """Give the temporary file its final *name* unless that exists; *temp* is gone afterwards."""
+    # A hard link never replaces an existing name, and shows watchers a plain "created".
+    try:
+        os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except FileExistsError:
+        raise AlreadyExists(f"{shown} exists already", path=shown) from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        # A filesystem without hard links.
+        rename_noreplace(dir_fd, temp, dir_fd, name, shown)
+    else:
+        os.unlink(temp, dir_fd=dir_fd)
+
+
+def _fsync_dir(dir_fd: int) -> None:
+    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_RENAME_NOREPLACE = 1
+_libc: ctypes.CDLL | None
+try:
+    _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    _renameat2: Callable[..., int] | None = _libc.renameat2
+except (OSError, AttributeError):  # pragma: no cover - old libc, other platforms
+    _libc = None
+    _renameat2 = None
+
+
+def rename_noreplace(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str, shown: str) -> None:
+    """Rename without ever replacing an existing destination (ALREADY_EXISTS if there is one)."""
+    if _renameat2 is not None:
+        rc = _renameat2(src_dir_fd, os.fsencode(src), dst_dir_fd, os.fsencode(dst), _RENAME_NOREPLACE)
+        if rc == 0:
+            return
+        err = ctypes.get_errno()
+        if err == errno.EEXIST:
+            raise AlreadyExists(f"{shown} exists already", path=shown)
+        if err not in (errno.EINVAL, errno.ENOSYS):
+            raise OSError(err, os.strerror(err))
+    # No atomic no-replace rename here: check, then rename.
+    try:
+        os.stat(dst, dir_fd=dst_dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        os.rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+    else:
+        raise AlreadyExists(f"{shown} exists already", path=shown)
+
+
+def rename(src: Resolved, dst: Resolved, *, overwrite: bool, shown: str) -> None:
+    """Rename the object *src* to *dst* (both checked); replace only with *overwrite*."""
+    assert src.name is not None and dst.name is not None
+    if overwrite:
+        os.rename(src.name, dst.name, src_dir_fd=src.dir_fd, dst_dir_fd=dst.dir_fd)
+    else:
+        rename_noreplace(src.dir_fd, src.name, dst.dir_fd, dst.name, shown)
+    _fsync_dir(dst.dir_fd)
+    if not os.path.samestat(os.fstat(src.dir_fd), os.fstat(dst.dir_fd)):
+        _fsync_dir(src.dir_fd)
+
+
+def make_directory(res: Resolved, shown: str) -> None:
+    """Create the directory *res* (its parent exists and was checked)."""
+    assert res.name is not None
+    try:
+        os.mkdir(res.name, dir_fd=res.dir_fd)
+    except FileExistsError:
+        raise AlreadyExists(f"{shown} exists already", path=shown) from None
+
+
+# -- listing -----------------------------------------------------------------------------------
+
+
+def list_entries(
+    res: Resolved,
+    *,
+    recursive: bool,
+    include_hidden: bool,
+    limit: int,
+    after: tuple[str, ...] | None,
+    accept: Callable[[tuple[str, ...]], bool],
+    shown: str,
+) -> tuple[list[dict[str, object]], tuple[str, ...] | None]:
+    """List a directory in a stable order (depth first, by name), resuming *after* a path.
+
+    Returns the entries and, when more remain, the components of the last one
+    (the broker turns it into a cursor). Symbolic links are listed as links and
+    never descended; hidden names need *include_hidden*; the broker's temporary
+    files never appear; *accept* (sensitive names) filters the rest.
+    """
+    base = res.parts
+    root_name = res.root.name
+    fd = open_directory(res, shown)
+    entries: list[dict[str, object]] = []
+    last: tuple[str, ...] | None = None
+    for parts, st in _walk(
+        fd, base, recursive=recursive, include_hidden=include_hidden, after=after, accept=accept
+    ):
+        if len(entries) == limit:
+            return entries, last
+        kind = entry_type(st.st_mode)
+        entries.append(
+            {
+                "name": parts[-1],
+                "path": "/".join((root_name, *parts)),
+                "type": kind,
+                "size": st.st_size if kind == "file" else 0,
+                "mtime": iso_utc(st.st_mtime),
+            }
+        )
+        last = parts
+    return entries, None
+
+
+def _walk(
+    fd: int,
+    base: tuple[str, ...],
+    *,
+    recursive: bool,
+    include_hidden: bool,
+    after: tuple[str, ...] | None,
+    accept: Callable[[tuple[str, ...]], bool],
+) -> Iterator[tuple[tuple[str, ...], os.stat_result]]:
+    # Depth-first with names sorted, which is the order of the component tuples:
+    # a cursor "after P" skips every entry <= P, and whole subtrees before P.
+    stack: list[tuple[int, tuple[str, ...], Iterator[str]]] = [(fd, base, iter(_names(fd)))]
+    try:
+        while stack:
+            dir_fd, dir_parts, names = stack[-1]
+            name = next(names, None)
+            if name is None:
+                os.close(dir_fd)
+                stack.pop()
+                continue
+            if is_temp_name(name) or (not include_hidden and name.startswith(".")):
+                continue
+            parts = (*dir_parts, name)
+            if not accept(parts):
+                continue
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if after is not None and parts <= after:
+                # Sent on an earlier page: descend only towards the cursor.
+                if after[: len(parts)] != parts:
+                    continue
+            else:
+                yield parts, st
+            if recursive and stat.S_ISDIR(st.st_mode):
+                try:
+                    child = os.open(name, _DIR_READ_FLAGS, dir_fd=dir_fd)
+                except OSError:
+                    continue  # swapped for a link or removed meanwhile: never descend
+                stack.append((child, parts, iter(_names(child))))
+    finally:
+        for dir_fd, _, _ in stack:
+            os.close(dir_fd)
+
+
+def _names(dir_fd: int) -> list[str]:
+    with os.scandir(dir_fd) as it:
+        return sorted(entry.name for entry in it)
