@@ -242,6 +242,10 @@ def from_os_error(exc: OSError, path: str | None = None) -> FilesError:
             return InvalidParams(f"{shown} has a name that is too long", reason="name_too_long", path=path)
         case errno.ENOSPC | errno.EDQUOT:
             return TooLarge(f"no space left on the device for {shown}", reason="no_space", path=path)
+        case errno.EINVAL:
+            return InvalidParams(
+                f"{shown}: the operation is not possible here", reason="invalid_operation", path=path
+            )
         case errno.EXDEV:
             return InternalError(
                 f"{shown} cannot be moved across filesystems", reason="cross_device", path=path

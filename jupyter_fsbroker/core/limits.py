@@ -1,0 +1,252 @@
+"""Limits on what one connection may ask for, and the rate limiter that enforces the rates.
+
+:class:`Limits` is an immutable, validated set of numbers (chunk sizes, list
+sizes, watch and upload counts, timeouts, rates). :class:`RateLimiter` holds
+one connection's two token buckets: operations per second and bytes per second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError, RateLimited
+
+__all__ = ["MAX_CHUNK_BYTES", "Limits", "MiB", "RateLimiter"]
+
+MiB = 1024 * 1024
+
+#: The wire's cap on one request's content (PROTOCOL.md): every message must stay under 4 MiB.
+MAX_CHUNK_BYTES = 2 * MiB
+
+_INT_FIELDS = frozenset(
+    {
+        "max_chunk_bytes",
+        "default_read_bytes",
+        "max_list_entries",
+        "max_watches",
+        "max_uploads",
+        "ops_burst",
+        "bytes_burst",
+    }
+)
+
+# Relative tolerance for float rounding when comparing bucket levels.
+_EPSILON = 1e-9
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits applied to every connection.
+
+    Attributes
+    ----------
+    max_chunk_bytes
+        Largest read length and largest decoded content of one request
+        (at most 2 MiB, the wire's cap).
+    default_read_bytes
+        Read length when a request gives none.
+    max_list_entries
+        Most entries in one ``files/list`` answer.
+    max_watches
+        Most watches per connection.
+    max_uploads
+        Most concurrent staged (chunked) uploads per connection.
+    upload_idle_timeout
+        Seconds of silence after which a staged upload is discarded.
+    lock_wait
+        Seconds an operation waits for a conflicting short operation's lock.
+    ops_per_second
+        Sustained operations per second per connection.
+    ops_burst
+        Operations a connection may make at once after being idle.
+    bytes_per_second
+        Sustained bytes (read plus written) per second per connection.
+    bytes_burst
+        Bytes a connection may move at once after being idle.
+    consent_timeout
+        Seconds a consent prompt waits before it counts as denied.
+
+    Raises
+    ------
+    ConfigError
+        A value is not a positive number (integers where counts are meant),
+        ``max_chunk_bytes`` exceeds 2 MiB, or ``default_read_bytes`` exceeds
+        ``max_chunk_bytes``.
+    """
+
+    max_chunk_bytes: int = 2 * MiB
+    default_read_bytes: int = 1 * MiB
+    max_list_entries: int = 10_000
+    max_watches: int = 64
+    max_uploads: int = 16
+    upload_idle_timeout: float = 300.0
+    lock_wait: float = 2.0
+    ops_per_second: float = 2000.0
+    ops_burst: int = 4000
+    bytes_per_second: float = 512 * MiB
+    bytes_burst: int = 256 * MiB
+    consent_timeout: float = 120.0
+
+    def __post_init__(self) -> None:
+        """Validate every field; see the class's *Raises* section."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in _INT_FIELDS:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ConfigError(f"limit {f.name} must be an integer, not {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"limit {f.name} must be a number, not {value!r}")
+            if not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"limit {f.name} must be a positive number, not {value!r}")
+        if self.max_chunk_bytes > MAX_CHUNK_BYTES:
+            raise ConfigError(
+                f"limit max_chunk_bytes must be at most {MAX_CHUNK_BYTES} (2 MiB, the protocol's cap), "
+                f"not {self.max_chunk_bytes}"
+            )
+        if self.default_read_bytes > self.max_chunk_bytes:
+            raise ConfigError(
+                f"limit default_read_bytes ({self.default_read_bytes}) must not exceed "
+                f"max_chunk_bytes ({self.max_chunk_bytes})"
+            )
+
+    def replace(self, **changes: Any) -> Limits:
+        """Return a copy with *changes* applied, validated.
+
+        Raises
+        ------
+        ConfigError
+            An unknown limit name or an invalid value.
+        """
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise ConfigError(f"unknown limit(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return dataclasses.replace(self, **changes)
+
+
+class _Bucket:
+    """A token bucket; the owner holds the lock."""
+
+    __slots__ = ("burst", "level", "rate", "stamp")
+
+    def __init__(self, rate: float, burst: float, now: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.level = burst
+        self.stamp = now
+
+    def refill(self, now: float) -> None:
+        elapsed = now - self.stamp
+        if elapsed > 0:
+            self.level = min(self.burst, self.level + elapsed * self.rate)
+        self.stamp = max(self.stamp, now)
+
+    def try_take(self, need: float, n: float) -> bool:
+        """Take *n* tokens if at least *need* are there (float noise forgiven and not carried)."""
+        if self.level + _EPSILON * max(1.0, need) < need:
+            return False
+        self.level = max(self.level, need) - n
+        return True
+
+    def retry_after_ms(self, need: float) -> int:
+        # Rounded first so that float noise (0.050000000001 s) does not add a millisecond.
+        return max(1, math.ceil(round((need - self.level) / self.rate * 1000, 6)))
+
+
+class RateLimiter:
+    """One connection's operation and byte rates, as two token buckets.
+
+    Both buckets start full. Thread-safe.
+
+    Parameters
+    ----------
+    limits
+        Supplies ``ops_per_second``/``ops_burst`` and ``bytes_per_second``/``bytes_burst``.
+    clock
+        A monotonic clock in seconds (for tests).
+    """
+
+    def __init__(self, limits: Limits, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._limits = limits
+        self._clock = clock
+        self._lock = threading.Lock()
+        now = clock()
+        self._ops = _Bucket(limits.ops_per_second, limits.ops_burst, now)
+        self._bytes = _Bucket(limits.bytes_per_second, limits.bytes_burst, now)
+
+    @property
+    def limits(self) -> Limits:
+        """The limits this limiter enforces."""
+        return self._limits
+
+    def take_op(self, *, path: str | None = None) -> None:
+        """Count one operation.
+
+        Parameters
+        ----------
+        path
+            The request's path, for the error's ``data.path``.
+
+        Raises
+        ------
+        RateLimited
+            The operation bucket is empty (``reason="ops_rate"``, ``data.retryAfterMs``).
+        """
+        with self._lock:
+            bucket = self._ops
+            bucket.refill(self._clock())
+            if bucket.try_take(1, 1):
+                return
+            retry = bucket.retry_after_ms(1)
+        raise RateLimited(
+            f"too many operations: at most {self._limits.ops_per_second:g} per second; retry in {retry} ms",
+            reason="ops_rate",
+            path=path,
+            retryAfterMs=retry,
+        )
+
+    def take_bytes(self, n: int, *, path: str | None = None) -> None:
+        """Count *n* bytes read or written.
+
+        A request larger than the burst passes when the bucket is full and
+        leaves it in debt, so a maximal chunk always passes eventually while
+        the long-run rate still holds.
+
+        Parameters
+        ----------
+        n
+            Bytes moved; 0 takes nothing.
+        path
+            The request's path, for the error's ``data.path``.
+
+        Raises
+        ------
+        RateLimited
+            The byte bucket lacks *n* tokens (``reason="bytes_rate"``, ``data.retryAfterMs``).
+        ValueError
+            *n* is negative.
+        """
+        if n < 0:
+            raise ValueError(f"byte count must not be negative, not {n}")
+        if n == 0:
+            return
+        with self._lock:
+            bucket = self._bytes
+            bucket.refill(self._clock())
+            need = min(n, bucket.burst)
+            if bucket.try_take(need, n):
+                return
+            retry = bucket.retry_after_ms(need)
+        raise RateLimited(
+            f"too many bytes: at most {self._limits.bytes_per_second / MiB:g} MiB per second; "
+            f"retry in {retry} ms",
+            reason="bytes_rate",
+            path=path,
+            retryAfterMs=retry,
+        )

@@ -1,0 +1,750 @@
+"""Watches: file-system change notifications for ``files/watch``.
+
+A :class:`WatchManager` owns one watchdog observer (started on the first watch,
+stopped when the last one goes) and one dispatcher thread. Raw events from the
+observer are mapped back to root-relative paths, kept to the watch's scope, and
+coalesced per watch: a burst of events on one path within ``coalesce`` seconds
+becomes a single :class:`ChangeEvent`. When the window closes, the dispatcher
+asks the watch's ``accept`` callback whether each path may still be shown (the
+broker uses it for grants, sensitive names and its own temporary files), applies
+the watch's ``events`` filter and hands the events to the watch's ``sink``, in
+the order their paths last changed, never while an internal lock is held.
+
+Coalescing keeps the last state of a path, except that ``modified`` after
+``created`` (or after ``moved``) keeps the first kind: a file written right
+after it appeared is still new to the client. For the same reason a path created
+and then atomically replaced within one window is reported ``created``.
+
+Renames are reported as follows:
+
+* source and destination both in scope, source accepted: ``moved`` (with
+  ``old_path``);
+* destination in scope, source out of scope or refused by ``accept`` (an atomic
+  replace through a hidden temporary file, or a sibling renamed onto a watched
+  file): ``modified`` for the destination;
+* only the source in scope, or the destination refused: ``deleted`` for the source.
+
+A watch without ``moved`` in its ``events`` gets a move as ``deleted`` (old path)
+plus ``created`` (new path), each subject to the filter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import secrets
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileAttribEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+    FileSystemMovedEvent,
+)
+from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver, ObservedWatch
+
+from .errors import (
+    ClosedError,
+    FilesError,
+    InternalError,
+    InvalidParams,
+    NotFound,
+    PermissionDenied,
+    WrongType,
+    from_os_error,
+)
+from .roots import Root
+
+__all__ = ["EVENTS", "ChangeEvent", "WatchInfo", "WatchManager"]
+
+logger = logging.getLogger(__name__)
+
+#: The event kinds of ``notifications/files/changed``.
+EVENTS: frozenset[str] = frozenset({"created", "modified", "deleted", "moved"})
+
+#: The raw watchdog events a watch listens to. Directory "modified" (caused by
+#: entries changing), opens and closes are left out: they are noise here.
+_RAW_EVENTS: list[type[FileSystemEvent]] = [
+    FileCreatedEvent,
+    DirCreatedEvent,
+    FileModifiedEvent,
+    FileAttribEvent,
+    FileDeletedEvent,
+    DirDeletedEvent,
+    FileMovedEvent,
+    DirMovedEvent,
+]
+
+#: How long remove() and close() wait for a sink that is running (a sink that
+#: blocks on the thread calling them would otherwise dead-lock it).
+_WAIT_TIMEOUT = 5.0
+
+Parts = tuple[str, ...]
+Accept = Callable[[Root, Parts], bool]
+Sink = Callable[["ChangeEvent"], None]
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """One coalesced change, as sent in ``notifications/files/changed``.
+
+    Attributes
+    ----------
+    watch_id
+        The watch that reports it.
+    path
+        Root-relative path of the changed entry (``data/sub/x.csv``).
+    event
+        ``created``, ``modified``, ``deleted`` or ``moved``.
+    timestamp
+        ``time.time()`` of the last raw event coalesced into this one.
+    old_path
+        For ``moved``: the root-relative path the entry had before.
+    """
+
+    watch_id: str
+    path: str
+    event: str
+    timestamp: float
+    old_path: str | None = None
+
+    def to_params(self) -> dict[str, Any]:
+        """Return the ``params`` of the ``notifications/files/changed`` notification.
+
+        Returns
+        -------
+        dict
+            ``watchId``, ``path``, ``event``, ``timestamp`` (ISO 8601 UTC with
+            milliseconds, e.g. ``2026-11-29T12:30:00.123Z``) and, when set, ``oldPath``.
+        """
+        params: dict[str, Any] = {
+            "watchId": self.watch_id,
+            "path": self.path,
+            "event": self.event,
+            "timestamp": _iso_utc(self.timestamp),
+        }
+        if self.old_path is not None:
+            params["oldPath"] = self.old_path
+        return params
+
+
+@dataclass(frozen=True)
+class WatchInfo:
+    """A live watch, as listed by :meth:`WatchManager.watches`.
+
+    Attributes
+    ----------
+    watch_id
+        The id returned by :meth:`WatchManager.add`.
+    owner
+        Who created it (the broker uses the connection id).
+    path
+        Root-relative path of the watched directory or file.
+    recursive
+        Whether descendants below direct children are reported.
+    events
+        The event kinds delivered.
+    """
+
+    watch_id: str
+    owner: str
+    path: str
+    recursive: bool
+    events: frozenset[str]
+
+
+def _iso_utc(timestamp: float) -> str:
+    millis = round(timestamp * 1000)
+    seconds, ms = divmod(millis, 1000)
+    moment = datetime.fromtimestamp(seconds, tz=UTC)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{ms:03d}Z"
+
+
+@dataclass
+class _Pending:
+    kind: str  # "created" | "modified" | "deleted" | "moved"
+    timestamp: float
+    src: Parts | None = None  # for "moved": the source parts when in scope
+    fresh: bool = False  # for "moved": the path was created earlier in this window
+
+
+@dataclass(eq=False)
+class _Watch:
+    id: str
+    owner: str
+    root: Root
+    parts: Parts
+    is_dir: bool
+    recursive: bool
+    events: frozenset[str]
+    sink: Sink
+    accept: Accept
+    key: tuple[str, bool]
+    active: bool = True
+    pending: dict[Parts, _Pending] = field(default_factory=dict)
+    deadline: float | None = None
+
+    @property
+    def rel(self) -> str:
+        return "/".join((self.root.name, *self.parts))
+
+    def in_scope(self, parts: Parts | None) -> bool:
+        if parts is None:
+            return False
+        if not self.is_dir:
+            return parts == self.parts
+        n = len(self.parts)
+        if len(parts) <= n or parts[:n] != self.parts:
+            return False
+        return self.recursive or len(parts) == n + 1
+
+    def to_parts(self, path: bytes | str) -> Parts | None:
+        """Root-relative parts of an absolute event path, or ``None`` when outside the root."""
+        if not path:
+            return None
+        text = os.fsdecode(path)
+        prefix = self.root.path + "/"
+        if not text.startswith(prefix):
+            return None
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return None  # a name JSON cannot carry
+        parts = tuple(text[len(prefix) :].split("/"))
+        if any(p in ("", ".", "..") for p in parts):
+            return None
+        return parts
+
+
+@dataclass(eq=False)
+class _Observed:
+    """One scheduled watchdog watch (a directory, recursive or not), shared by watches."""
+
+    path: str
+    recursive: bool
+    members: set[_Watch] = field(default_factory=set)
+    handle: ObservedWatch | None = None
+
+
+class _Handler(FileSystemEventHandler):
+    """Forwards the raw events of one observed directory to the manager."""
+
+    def __init__(self, manager: WatchManager, observed: _Observed) -> None:
+        super().__init__()
+        self._manager = manager
+        self._observed = observed
+
+    def dispatch(self, event: FileSystemEvent) -> None:
+        try:
+            self._manager._on_raw(self._observed, event)
+        except Exception:
+            logger.exception("error while handling a file-system event")
+
+
+class WatchManager:
+    """Watches directories and files inside roots and reports coalesced changes.
+
+    Parameters
+    ----------
+    coalesce
+        The coalescing window in seconds: events of one watch are collected
+        for this long after the first one before they are delivered.
+
+    Notes
+    -----
+    Every method is thread-safe. Sinks and ``accept`` callbacks run on the
+    manager's dispatcher thread, one at a time, with no lock of the manager
+    held; they may call :meth:`remove`. A sink should not block on a thread
+    that calls :meth:`remove` or :meth:`close`: those wait (up to a few seconds)
+    for a running sink of the watches they end.
+    """
+
+    def __init__(self, *, coalesce: float = 0.05) -> None:
+        if not coalesce >= 0:
+            raise ValueError(f"coalesce must be a non-negative number of seconds, not {coalesce!r}")
+        self._coalesce = float(coalesce)
+        # Order: _sched_lock -> (observer's lock) ; _cond is never held while calling into watchdog.
+        self._sched_lock = threading.RLock()
+        self._cond = threading.Condition(threading.Lock())
+        self._watches: dict[str, _Watch] = {}
+        self._observed: dict[tuple[str, bool], _Observed] = {}
+        self._due: set[_Watch] = set()
+        self._observer: BaseObserver | None = None
+        self._thread: threading.Thread | None = None
+        self._delivering: _Watch | None = None
+        self._closed = False
+
+    # -- public API ----------------------------------------------------------------
+
+    def add(
+        self,
+        *,
+        owner: str,
+        root: Root,
+        parts: tuple[str, ...],
+        is_dir: bool,
+        recursive: bool,
+        events: frozenset[str],
+        sink: Callable[[ChangeEvent], None],
+        accept: Callable[[Root, tuple[str, ...]], bool],
+    ) -> str:
+        """Start watching ``root.path/parts`` and return the new watch id.
+
+        Parameters
+        ----------
+        owner
+            Who owns the watch (the connection); :meth:`remove` checks it.
+        root
+            The root the path is in.
+        parts
+            Canonical components of the watched path below the root (as
+            resolved by :func:`jupyter_fsbroker.core.paths.resolve`).
+        is_dir
+            ``True`` to watch a directory's entries. ``False`` to watch the single
+            file *parts*: its parent directory is watched non-recursively and only
+            that name is reported (it need not exist yet).
+        recursive
+            For directories: report entries at any depth, not only direct children.
+        events
+            The kinds to deliver, a subset of :data:`EVENTS`.
+        sink
+            Receives each :class:`ChangeEvent`, on the dispatcher thread.
+            Exceptions it raises are logged and otherwise ignored.
+        accept
+            ``accept(root, parts)`` is called when an event is about to be
+            delivered; a false answer drops the event (a revoked grant, a
+            sensitive name, a temporary file).
+
+        Returns
+        -------
+        str
+            ``"w_"`` followed by 16 hex characters from a CSPRNG.
+
+        Raises
+        ------
+        ClosedError
+            The manager was closed.
+        InvalidParams
+            *events* names an unknown kind.
+        NotFound
+            The directory to watch does not exist.
+        WrongType
+            The directory to watch is not a directory, or a file watch of the root itself.
+        PermissionDenied
+            The directory to watch is reached through a symbolic link.
+        FilesError
+            The operating system refused the watch (e.g. ``reason="watch_limit"``).
+        """
+        unknown = set(events) - EVENTS
+        if unknown:
+            raise InvalidParams(
+                f"unknown watch events: {', '.join(sorted(unknown))}", reason="unknown_event", path=None
+            )
+        rel = "/".join((root.name, *parts))
+        target = "/".join((root.path, *parts)) if parts else root.path
+        if is_dir:
+            dir_path, dir_recursive = target, recursive
+        else:
+            if not parts:
+                raise WrongType(f"{rel} is a directory", reason="is_directory", path=rel)
+            dir_path, dir_recursive = os.path.dirname(target), False
+        key = (dir_path, dir_recursive)
+
+        with self._sched_lock:
+            self._check_open()
+            observed = self._observed.get(key)
+            if observed is not None and not self._is_alive(observed):
+                # Its directory was deleted (the emitter stopped): watch the new one.
+                _check_dir(dir_path, rel)
+                assert self._observer is not None
+                if observed.handle is not None:
+                    with contextlib.suppress(KeyError):
+                        self._observer.unschedule(observed.handle)
+                self._schedule(observed, rel)
+            elif observed is None:
+                _check_dir(dir_path, rel)
+                self._start_threads(rel)
+                observed = _Observed(dir_path, dir_recursive)
+                try:
+                    self._schedule(observed, rel)
+                except BaseException:
+                    if not self._observed:
+                        self._stop_observer()
+                    raise
+                self._observed[key] = observed
+            with self._cond:
+                watch_id = "w_" + secrets.token_hex(8)
+                while watch_id in self._watches:
+                    watch_id = "w_" + secrets.token_hex(8)
+                watch = _Watch(
+                    id=watch_id,
+                    owner=owner,
+                    root=root,
+                    parts=tuple(parts),
+                    is_dir=is_dir,
+                    recursive=recursive if is_dir else False,
+                    events=frozenset(events),
+                    sink=sink,
+                    accept=accept,
+                    key=key,
+                )
+                self._watches[watch_id] = watch
+                observed.members.add(watch)
+        return watch_id
+
+    def remove(self, watch_id: str, *, owner: str) -> None:
+        """Stop the watch *watch_id* of *owner*.
+
+        When this returns, the watch's sink is not running (unless this is
+        called from that sink) and is not called again.
+
+        Raises
+        ------
+        NotFound
+            ``reason="unknown_watch"``: no such watch, or it belongs to another owner.
+        """
+        with self._sched_lock:
+            with self._cond:
+                watch = self._watches.get(watch_id)
+                if watch is None or watch.owner != owner:
+                    raise NotFound(f"no watch {watch_id!r}", reason="unknown_watch")
+                self._detach(watch)
+            self._release_observed([watch])
+        self._wait_idle([watch])
+
+    def remove_owner(self, owner: str) -> int:
+        """Stop every watch of *owner* (a closed connection); return how many there were."""
+        with self._sched_lock:
+            with self._cond:
+                gone = [w for w in self._watches.values() if w.owner == owner]
+                for watch in gone:
+                    self._detach(watch)
+            self._release_observed(gone)
+        self._wait_idle(gone)
+        return len(gone)
+
+    def count(self, owner: str) -> int:
+        """The number of live watches of *owner*."""
+        with self._cond:
+            return sum(1 for w in self._watches.values() if w.owner == owner)
+
+    def watches(self) -> tuple[WatchInfo, ...]:
+        """The live watches, in the order they were added."""
+        with self._cond:
+            return tuple(
+                WatchInfo(watch_id=w.id, owner=w.owner, path=w.rel, recursive=w.recursive, events=w.events)
+                for w in self._watches.values()
+            )
+
+    def close(self) -> None:
+        """Stop every watch, the observer and the dispatcher thread, and join them.
+
+        Pending events are dropped. Idempotent; :meth:`add` raises
+        :class:`ClosedError` afterwards.
+        """
+        with self._sched_lock:
+            with self._cond:
+                already = self._closed
+                self._closed = True
+                for watch in list(self._watches.values()):
+                    self._detach(watch)
+                self._cond.notify_all()
+            self._observed.clear()
+            self._stop_observer()
+            thread, self._thread = self._thread, None
+        if already and thread is None:
+            return
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(_WAIT_TIMEOUT)
+            if thread.is_alive():
+                logger.warning("the watch dispatcher did not stop: a sink is blocked")
+
+    def __enter__(self) -> WatchManager:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- scheduling (under _sched_lock) -----------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the watch manager is closed")
+
+    def _start_threads(self, rel: str) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="fsbroker-watch-dispatch", daemon=True)
+            self._thread.start()
+        if self._observer is None:
+            try:
+                observer = Observer()
+            except OSError as exc:
+                raise _watch_error(exc, rel) from None
+            observer.name = "fsbroker-watch-observer"
+            try:
+                observer.start()
+            except BaseException:
+                _stop_quietly(observer)
+                raise
+            self._observer = observer
+
+    def _stop_observer(self) -> None:
+        observer, self._observer = self._observer, None
+        if observer is not None:
+            observer.stop()
+            if observer is not threading.current_thread():
+                observer.join()
+
+    def _schedule(self, observed: _Observed, rel: str) -> None:
+        assert self._observer is not None
+        observed.handle = None
+        try:
+            handle = self._observer.schedule(
+                _Handler(self, observed),
+                observed.path,
+                recursive=observed.recursive,
+                event_filter=_RAW_EVENTS,
+                follow_symlink=False,
+            )
+        except OSError as exc:
+            raise _watch_error(exc, rel) from None
+        try:
+            # The directory may have been swapped for a symlink while the watch was set up.
+            _check_dir(observed.path, rel)
+        except FilesError:
+            self._observer.unschedule(handle)
+            raise
+        observed.handle = handle
+
+    def _is_alive(self, observed: _Observed) -> bool:
+        if self._observer is None or observed.handle is None:
+            return False
+        return any(e.watch == observed.handle and e.is_alive() for e in self._observer.emitters)
+
+    def _release_observed(self, gone: list[_Watch]) -> None:
+        for watch in gone:
+            observed = self._observed.get(watch.key)
+            if observed is None:
+                continue
+            with self._cond:
+                observed.members.discard(watch)
+                empty = not observed.members
+            if empty:
+                del self._observed[watch.key]
+                if self._observer is not None and observed.handle is not None:
+                    with contextlib.suppress(KeyError):
+                        self._observer.unschedule(observed.handle)
+        if not self._observed:
+            self._stop_observer()
+
+    # -- state (under _cond) -----------------------------------------------------
+
+    def _detach(self, watch: _Watch) -> None:
+        watch.active = False
+        watch.pending.clear()
+        watch.deadline = None
+        self._due.discard(watch)
+        self._watches.pop(watch.id, None)
+
+    def _wait_idle(self, gone: list[_Watch]) -> None:
+        if threading.current_thread() is self._thread or not gone:
+            return
+        with self._cond:
+            idle = self._cond.wait_for(lambda: self._delivering not in gone, timeout=_WAIT_TIMEOUT)
+        if not idle:
+            logger.warning("a watch sink is still running after its watch was removed")
+
+    # -- raw events (observer thread) --------------------------------------------
+
+    def _on_raw(self, observed: _Observed, event: FileSystemEvent) -> None:
+        now = time.time()
+        with self._cond:
+            if self._closed:
+                return
+            for watch in observed.members:
+                if not watch.active:
+                    continue
+                changes = _classify(watch, event)
+                if not changes:
+                    continue
+                for parts, kind, src in changes:
+                    _merge(watch.pending, parts, _Pending(kind, now, src))
+                if watch.deadline is None:
+                    watch.deadline = time.monotonic() + self._coalesce
+                    self._due.add(watch)
+                    self._cond.notify_all()
+
+    # -- dispatcher thread ---------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._closed:
+                        return
+                    now = time.monotonic()
+                    ready = [w for w in self._due if w.deadline is not None and w.deadline <= now]
+                    if ready:
+                        break
+                    deadlines = [w.deadline for w in self._due if w.deadline is not None]
+                    self._cond.wait(max(0.0, min(deadlines) - now) if deadlines else None)
+                batches: list[tuple[_Watch, list[tuple[Parts, _Pending]]]] = []
+                for watch in sorted(ready, key=lambda w: w.deadline or 0.0):
+                    batches.append((watch, list(watch.pending.items())))
+                    watch.pending = {}
+                    watch.deadline = None
+                    self._due.discard(watch)
+            for watch, batch in batches:
+                try:
+                    self._deliver(watch, batch)
+                except Exception:
+                    logger.exception("error while delivering watch events")
+
+    def _deliver(self, watch: _Watch, batch: list[tuple[Parts, _Pending]]) -> None:
+        for parts, pending in batch:
+            for event in self._resolve(watch, parts, pending):
+                with self._cond:
+                    if not watch.active or self._closed:
+                        return
+                    self._delivering = watch
+                try:
+                    watch.sink(event)
+                except Exception:
+                    logger.exception("a watch sink failed on %s %s", event.event, event.path)
+                finally:
+                    with self._cond:
+                        self._delivering = None
+                        self._cond.notify_all()
+
+    def _resolve(self, watch: _Watch, parts: Parts, pending: _Pending) -> list[ChangeEvent]:
+        """Turn a pending change into the events to deliver (accept and events filter applied)."""
+        path = "/".join((watch.root.name, *parts))
+        if not _accepts(watch, parts):
+            if pending.kind == "moved" and pending.src is not None and _accepts(watch, pending.src):
+                old = "/".join((watch.root.name, *pending.src))
+                return _filtered(watch, [ChangeEvent(watch.id, old, "deleted", pending.timestamp)])
+            return []
+        if pending.kind != "moved":
+            return _filtered(watch, [ChangeEvent(watch.id, path, pending.kind, pending.timestamp)])
+        if pending.src is None or not _accepts(watch, pending.src):
+            # An atomic replace (or a file renamed in from outside the scope).
+            kind = "created" if pending.fresh else "modified"
+            return _filtered(watch, [ChangeEvent(watch.id, path, kind, pending.timestamp)])
+        old = "/".join((watch.root.name, *pending.src))
+        if "moved" in watch.events:
+            return [ChangeEvent(watch.id, path, "moved", pending.timestamp, old_path=old)]
+        return _filtered(
+            watch,
+            [
+                ChangeEvent(watch.id, old, "deleted", pending.timestamp),
+                ChangeEvent(watch.id, path, "created", pending.timestamp),
+            ],
+        )
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+def _classify(watch: _Watch, event: FileSystemEvent) -> list[tuple[Parts, str, Parts | None]]:
+    """The changes a raw event means for *watch*: (parts, kind, move source)."""
+    src = watch.to_parts(event.src_path)
+    if isinstance(event, FileSystemMovedEvent):
+        dest = watch.to_parts(event.dest_path)
+        src_in, dest_in = watch.in_scope(src), watch.in_scope(dest)
+        if dest_in:
+            assert dest is not None
+            return [(dest, "moved", src if src_in else None)]
+        if src_in:
+            assert src is not None
+            return [(src, "deleted", None)]
+        return []
+    if src is None or not watch.in_scope(src):
+        return []
+    if isinstance(event, FileCreatedEvent | DirCreatedEvent):
+        return [(src, "created", None)]
+    if isinstance(event, FileDeletedEvent | DirDeletedEvent):
+        return [(src, "deleted", None)]
+    if isinstance(event, FileModifiedEvent | FileAttribEvent):
+        return [(src, "modified", None)]
+    # Directory "modified"/"attrib" (its entries changed), opens, closes: not interesting.
+    return []
+
+
+def _merge(pending: dict[Parts, _Pending], parts: Parts, new: _Pending) -> None:
+    """Coalesce *new* into *pending*: the last state wins, but ``modified`` keeps ``created``/``moved``.
+
+    The entry moves to the end, so that delivery follows the order of last changes.
+    """
+    old = pending.pop(parts, None)
+    if old is not None:
+        if new.kind == "modified" and old.kind in ("created", "moved"):
+            new = _Pending(old.kind, new.timestamp, old.src, old.fresh)
+        elif new.kind == "moved" and (old.kind == "created" or old.fresh):
+            new.fresh = True
+    pending[parts] = new
+
+
+def _accepts(watch: _Watch, parts: Parts) -> bool:
+    try:
+        return bool(watch.accept(watch.root, parts))
+    except Exception:
+        logger.exception("a watch accept() callback failed; the event is dropped")
+        return False
+
+
+def _filtered(watch: _Watch, events: list[ChangeEvent]) -> list[ChangeEvent]:
+    return [e for e in events if e.event in watch.events]
+
+
+def _check_dir(dir_path: str, rel: str) -> None:
+    try:
+        st = os.lstat(dir_path)
+    except FileNotFoundError:
+        raise NotFound(f"{rel}: the directory to watch does not exist", path=rel) from None
+    except OSError as exc:
+        raise from_os_error(exc, rel) from None
+    if stat.S_ISLNK(st.st_mode) or os.path.realpath(dir_path) != dir_path:
+        raise PermissionDenied(
+            f"{rel}: the directory to watch is reached through a symbolic link",
+            reason="symlink",
+            path=rel,
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        raise WrongType(f"{rel}: not a directory", reason="not_a_directory", path=rel)
+
+
+def _watch_error(exc: OSError, rel: str) -> FilesError:
+    if exc.errno in (errno.ENOSPC, errno.EMFILE):
+        return InternalError(
+            "the operating system's limit of file watches is reached", reason="watch_limit", path=rel
+        )
+    return from_os_error(exc, rel)
+
+
+def _stop_quietly(observer: BaseObserver) -> None:
+    try:
+        observer.stop()
+    except Exception:
+        logger.debug("could not stop a watch observer", exc_info=True)
