@@ -832,7 +832,8 @@ class Connection:
             finally:
                 os.close(dir_fd)
         except BaseException:
-            self.broker.locks.release(upload.lock_id, owner=self.id)
+            with suppress(NotFound):  # already gone if the connection closed meanwhile
+                self.broker.locks.release(upload.lock_id, owner=self.id)
             raise
         result: dict[str, Any] = {"bytesWritten": chunk, "size": st.st_size, "etag": ops.etag(st)}
         if keep:

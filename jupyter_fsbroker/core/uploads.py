@@ -15,13 +15,19 @@ import time
 from dataclasses import dataclass, field
 
 from . import ops
+from .errors import PermissionDenied
 
 __all__ = ["Upload", "Uploads"]
 
 
 @dataclass
 class Upload:
-    """One staged upload (mutable: it grows chunk by chunk)."""
+    """One staged upload (mutable: it grows chunk by chunk).
+
+    A chunk being written, a commit taking the descriptors over and a discard
+    (disconnect, silence) may come from different threads: ``_guard`` makes
+    them take turns, and once discarded or committed the upload refuses more.
+    """
 
     key: str
     rel: str
@@ -34,29 +40,46 @@ class Upload:
     if_match: str | None
     size: int = 0
     last_activity: float = field(default_factory=time.monotonic)
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _state: str = "open"
 
     def append(self, data: bytes) -> None:
         """Add *data* at the end of what is staged."""
-        view = memoryview(data)
-        offset = self.size
-        while view:
-            written = os.pwrite(self.fd, view, offset)
-            view = view[written:]
-            offset += written
-        self.size = offset
-        self.last_activity = time.monotonic()
+        with self._guard:
+            self._check_open()
+            view = memoryview(data)
+            offset = self.size
+            while view:
+                written = os.pwrite(self.fd, view, offset)
+                view = view[written:]
+                offset += written
+            self.size = offset
+            self.last_activity = time.monotonic()
 
     def discard(self) -> None:
-        """Drop the staged content: close and remove the temporary file."""
-        try:
-            os.close(self.fd)
-        finally:
-            ops.discard_temp(self.dir_fd, self.temp)
-            os.close(self.dir_fd)
+        """Drop the staged content: close and remove the temporary file. Idempotent."""
+        with self._guard:
+            if self._state != "open":
+                return
+            self._state = "discarded"
+            try:
+                os.close(self.fd)
+            finally:
+                ops.discard_temp(self.dir_fd, self.temp)
+                os.close(self.dir_fd)
 
     def detach(self) -> tuple[int, int]:
         """Hand the descriptors over for a commit: ``(dir_fd, fd)``; the caller closes them."""
-        return self.dir_fd, self.fd
+        with self._guard:
+            self._check_open()
+            self._state = "committed"
+            return self.dir_fd, self.fd
+
+    def _check_open(self) -> None:
+        if self._state != "open":
+            raise PermissionDenied(
+                "the upload was discarded (disconnect or silence)", reason="upload_discarded", path=self.rel
+            )
 
 
 class Uploads:
