@@ -50,7 +50,10 @@ def main() -> None:
             send("files/read", {"path": "data/sales/2024.csv"})
             send(
                 "files/consent",
-                {"message": "Profile the sales data", "requestedPaths": ["data/sales", str(base / "secret.txt")]},
+                {
+                    "message": "Profile the sales data",
+                    "requestedPaths": ["data/sales", str(base / "secret.txt")],
+                },
             )
             send("files/list", {"path": "data/sales"})
             send("files/read", {"path": "data/sales/2024.csv", "length": 16})

@@ -155,6 +155,13 @@ def open_directory(res: Resolved, shown: str) -> int:
     except FileNotFoundError:
         raise NotFound(f"{shown} does not exist", path=shown) from None
     except OSError as exc:
+        if exc.errno == errno.ENOTDIR and res.name is not None:
+            # O_DIRECTORY|O_NOFOLLOW on a symlink also says ENOTDIR: tell the two apart.
+            with contextlib.suppress(OSError):
+                if stat.S_ISLNK(os.stat(res.name, dir_fd=res.dir_fd, follow_symlinks=False).st_mode):
+                    raise PermissionDenied(
+                        f"{shown} was replaced by a symbolic link", reason="symlink_race", path=shown
+                    ) from None
         if exc.errno == errno.ENOTDIR:
             raise WrongType(f"{shown} is not a directory", reason="not_a_directory", path=shown) from None
         if exc.errno == errno.ELOOP:
@@ -195,7 +202,7 @@ def read_chunk(res: Resolved, *, offset: int, length: int, encoding: str, shown:
 
     A text chunk that would end inside a multi-byte character stops before it
     (the next chunk starts there). When *length* is shorter than one character,
-    the chunk is extended to hold exactly one.
+    the chunk is extended to hold at least one whole character.
     """
     codec = None if encoding == "base64" else text_codec(encoding, shown)
     fd, st = open_regular(res, shown)
