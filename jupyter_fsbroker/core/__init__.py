@@ -1,4 +1,84 @@
 """The protocol-independent core: roots, paths, grants, operations, locks, watches, audit.
 
 Nothing here imports Jupyter or ``mcp``; the protocol and kernel layers build on it.
+The entry point is :class:`Broker`: ``broker.connect(server)`` gives a
+:class:`Connection` whose :meth:`~Connection.handle` answers one ``files/*`` request.
 """
+
+from .audit import AuditLog, AuditRecord
+from .broker import Broker, BrokerConfig, Connection
+from .consent import (
+    CallbackConsenter,
+    ConsentDecision,
+    Consenter,
+    ConsentItem,
+    ConsentRequest,
+    DenyingConsenter,
+)
+from .errors import (
+    AlreadyExists,
+    BrokerError,
+    ClosedError,
+    ConfigError,
+    EncodingError,
+    FileLocked,
+    FilesError,
+    InternalError,
+    InvalidParams,
+    MethodNotFound,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    RateLimited,
+    TooLarge,
+    WrongType,
+    to_jsonrpc_error,
+)
+from .grants import OPERATIONS, Grant
+from .limits import Limits
+from .locks import LockInfo
+from .roots import Root
+from .sensitive import DEFAULT_SENSITIVE_PATTERNS, SensitiveNames
+from .trash import TrashItem
+from .watch import ChangeEvent, WatchInfo
+
+__all__ = [
+    "DEFAULT_SENSITIVE_PATTERNS",
+    "OPERATIONS",
+    "AlreadyExists",
+    "AuditLog",
+    "AuditRecord",
+    "Broker",
+    "BrokerConfig",
+    "BrokerError",
+    "CallbackConsenter",
+    "ChangeEvent",
+    "ClosedError",
+    "ConfigError",
+    "Connection",
+    "ConsentDecision",
+    "ConsentItem",
+    "ConsentRequest",
+    "Consenter",
+    "DenyingConsenter",
+    "EncodingError",
+    "FileLocked",
+    "FilesError",
+    "Grant",
+    "InternalError",
+    "InvalidParams",
+    "Limits",
+    "LockInfo",
+    "MethodNotFound",
+    "NotFound",
+    "PermissionDenied",
+    "PreconditionFailed",
+    "RateLimited",
+    "Root",
+    "SensitiveNames",
+    "TooLarge",
+    "TrashItem",
+    "WatchInfo",
+    "WrongType",
+    "to_jsonrpc_error",
+]

@@ -17,10 +17,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import IO, Any
 
 from .errors import ConfigError
+from .observers import Listeners
+from .resource import Closeable
 
 __all__ = ["AuditLog", "AuditRecord", "iso_utc_ms"]
 
@@ -133,7 +134,7 @@ class _Totals:
         return {"read": self.read, "written": self.written, "allowed": self.allowed, "denied": self.denied}
 
 
-class AuditLog:
+class AuditLog(Closeable):
     """Thread-safe, observable store of audit records.
 
     Parameters
@@ -162,7 +163,7 @@ class AuditLog:
         self._lock = threading.Lock()
         self._ring: collections.deque[AuditRecord] = collections.deque(maxlen=capacity)
         self._totals: dict[str, _Totals] = {}
-        self._listeners: list[Callable[[AuditRecord], None]] = []
+        self._listeners: Listeners[[AuditRecord]] = Listeners()
         self._file: IO[str] | None = None
         self._write_failing = False
         self._path = os.fspath(path) if path is not None else None
@@ -208,12 +209,7 @@ class AuditLog:
                 totals.written += record.bytes
             if self._file is not None:
                 self._write(record)
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(record)
-            except Exception:
-                log.exception("an audit listener failed")
+        self._listeners.notify(record)
 
     def _write(self, record: AuditRecord) -> None:
         assert self._file is not None
@@ -266,15 +262,7 @@ class AuditLog:
         Callable[[], None]
             Unsubscribes; calling it again does nothing.
         """
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.add(listener)
 
     def totals(self) -> dict[str, dict[str, int]]:
         """Per server, the totals over every record ever appended.
@@ -298,14 +286,3 @@ class AuditLog:
                 file.close()
             except OSError as exc:
                 log.warning("cannot close the audit file %s: %s", self._path, exc)
-
-    def __enter__(self) -> AuditLog:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

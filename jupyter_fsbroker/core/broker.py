@@ -58,6 +58,7 @@ from .limits import Limits, RateLimiter
 from .locks import Hold, LockManager
 from .observers import Listeners
 from .paths import Resolved, Target, parse, resolve
+from .resource import Closeable
 from .roots import Root, RootSet
 from .sensitive import SensitiveNames
 from .timestamps import iso_utc
@@ -115,7 +116,7 @@ def _default_lock_dir() -> str:
     return str(platformdirs.user_cache_path("jupyter_fsbroker") / "locks")
 
 
-class Broker:
+class Broker(Closeable):
     """Roots, grants, locks, watches and audit of one notebook, and its server connections.
 
     Parameters
@@ -330,12 +331,6 @@ class Broker:
     def closed(self) -> bool:
         return self._closed
 
-    def __enter__(self) -> Broker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("the broker is closed")
@@ -420,7 +415,7 @@ class _Audit:
         self.root = res.root.name
 
 
-class Connection:
+class Connection(Closeable):
     """The broker side of one server connection: its grants, locks, watches and uploads.
 
     Created by :meth:`Broker.connect`. :meth:`close` is the kill switch: it
@@ -521,12 +516,6 @@ class Connection:
         self.broker.watches.remove_owner(self.id)
         self.broker.locks.release_owner(self.id)
         self.broker._forget_connection(self)
-
-    def __enter__(self) -> Connection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def revoke(self, path: str | None = None) -> tuple[Grant, ...]:
         """Revoke this connection's grants on *path* (or all of them)."""

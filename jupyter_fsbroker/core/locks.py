@@ -53,6 +53,8 @@ import portalocker
 from portalocker.exceptions import AlreadyLocked, LockException
 
 from .errors import ClosedError, FileLocked, InternalError, NotFound
+from .observers import Listeners
+from .resource import Closeable
 
 __all__ = ["Hold", "LockInfo", "LockManager", "LockMode"]
 
@@ -298,7 +300,7 @@ class Hold:
         return f"Hold({self.path!r}, {self.mode}, owner={self.owner!r}, {state})"
 
 
-class LockManager:
+class LockManager(Closeable):
     """The locks of one broker: in-process state plus OS locks on files in *lock_dir*.
 
     Parameters
@@ -326,7 +328,7 @@ class LockManager:
         self._cond = threading.Condition(threading.Lock())
         self._states: dict[str, _State] = {}
         self._kept_ids: dict[str, str] = {}  # lockId -> key
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: Listeners[[]] = Listeners()
         self._closed = False
 
     # ------------------------------------------------------------------ public API
@@ -559,13 +561,7 @@ class LockManager:
         """
         with self._cond:
             self._check_open()
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._cond, contextlib.suppress(ValueError):
-                self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.add(listener)
 
     def close(self) -> None:
         """Release every lock, remove this process's lock files; idempotent.
@@ -589,26 +585,14 @@ class LockManager:
             self._states.clear()
             self._kept_ids.clear()
             self._cond.notify_all()
-            listeners = list(self._listeners)
-            self._listeners.clear()
         if had_kept:
-            self._call(listeners)
+            self._listeners.notify()
+        self._listeners.clear()
 
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed
-
-    def __enter__(self) -> LockManager:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"LockManager({self._dir!r}, keys={len(self._states)}, closed={self._closed})"
@@ -809,14 +793,4 @@ class LockManager:
     # ------------------------------------------------------------------ listeners (outside self._cond)
 
     def _notify(self) -> None:
-        with self._cond:
-            listeners = list(self._listeners)
-        self._call(listeners)
-
-    @staticmethod
-    def _call(listeners: list[Callable[[], None]]) -> None:
-        for listener in listeners:
-            try:
-                listener()
-            except Exception:
-                _log.exception("a lock listener failed")
+        self._listeners.notify()

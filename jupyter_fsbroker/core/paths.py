@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes, urlsplit
 
 from .errors import InvalidParams, NotFound, PermissionDenied, WrongType
+from .resource import Closeable
 from .roots import Root, RootSet
 
 __all__ = ["MAX_SYMLINKS", "Check", "Resolved", "Target", "parse", "resolve"]
@@ -62,7 +63,7 @@ class Target:
 
 
 @dataclass
-class Resolved:
+class Resolved(Closeable):
     """A checked object inside a root, held by descriptor.
 
     ``dir_fd`` is an ``O_PATH`` descriptor of the directory that holds the
@@ -120,12 +121,6 @@ class Resolved:
         if not self._closed:
             self._closed = True
             os.close(self.dir_fd)
-
-    def __enter__(self) -> Resolved:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def parse(raw: str, roots: RootSet) -> Target:

@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from .errors import ClosedError, ConfigError
 from .observers import Listeners
+from .resource import Closeable
 
 __all__ = ["Root", "RootSet"]
 
@@ -73,7 +74,7 @@ def _split_abs(path: str) -> tuple[str, ...]:
     return tuple(p for p in path.split("/") if p not in ("", "."))
 
 
-class RootSet:
+class RootSet(Closeable):
     """The broker's roots: add, remove, look up, observe.
 
     Every method is thread-safe. Listeners registered with :meth:`subscribe`

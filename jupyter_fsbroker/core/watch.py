@@ -41,7 +41,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any
 
 from watchdog.events import (
@@ -70,6 +69,7 @@ from .errors import (
     WrongType,
     from_os_error,
 )
+from .resource import Closeable
 from .roots import Root
 
 __all__ = ["EVENTS", "ChangeEvent", "WatchInfo", "WatchManager"]
@@ -258,7 +258,7 @@ class _Handler(FileSystemEventHandler):
             logger.exception("error while handling a file-system event")
 
 
-class WatchManager:
+class WatchManager(Closeable):
     """Watches directories and files inside roots and reports coalesced changes.
 
     Parameters
@@ -475,17 +475,6 @@ class WatchManager:
             thread.join(_WAIT_TIMEOUT)
             if thread.is_alive():
                 logger.warning("the watch dispatcher did not stop: a sink is blocked")
-
-    def __enter__(self) -> WatchManager:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- scheduling (under _sched_lock) -----------------------------------------
 
