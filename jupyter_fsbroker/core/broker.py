@@ -110,9 +110,11 @@ class BrokerConfig:
 
 
 def _default_lock_dir() -> str:
-    runtime = platformdirs.user_runtime_path("jupyter_fsbroker")
-    if runtime.parent.is_dir() and os.access(runtime.parent, os.W_OK):
-        return str(runtime / "locks")
+    # The per-user runtime folder when the session has one (it is cleared at logout, like
+    # the locks); otherwise the per-user cache folder.
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK):
+        return os.path.join(runtime, "jupyter_fsbroker", "locks")
     return str(platformdirs.user_cache_path("jupyter_fsbroker") / "locks")
 
 
@@ -1210,7 +1212,9 @@ class Connection(Closeable):
                     path=record.path,
                     canonical=record.canonical,
                     root=record.root,
-                    decision="allow" if error is None and record.refused is None else "deny",
+                    decision="deny"
+                    if record.refused is not None or isinstance(error, _POLICY_REFUSALS)
+                    else "allow",
                     error=None if error is None else _error_name(error),
                     reason=record.refused if error is None else error.reason,
                     bytes=record.bytes if error is None else 0,
@@ -1220,6 +1224,10 @@ class Connection(Closeable):
             )
         except Exception:  # pragma: no cover - the audit never breaks a request
             log.exception("could not record an audit entry")
+
+
+#: Errors that are the broker's policy saying no; other errors happen to allowed requests.
+_POLICY_REFUSALS = (PermissionDenied, RateLimited, TooLarge)
 
 
 def _error_name(error: FilesError) -> str:

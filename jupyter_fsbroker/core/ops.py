@@ -205,6 +205,13 @@ def read_chunk(res: Resolved, *, offset: int, length: int, encoding: str, shown:
     the chunk is extended to hold at least one whole character.
     """
     codec = None if encoding == "base64" else text_codec(encoding, shown)
+    if codec is not None and offset > 0 and _is_stateful(codec):
+        # A chunk of a BOM- or escape-sequence codec cannot be decoded without what came before.
+        raise InvalidParams(
+            f"{encoding} cannot be read from the middle of a file; read it whole or ask for base64",
+            reason="stateful_encoding",
+            path=shown,
+        )
     fd, st = open_regular(res, shown)
     try:
         size = st.st_size
@@ -228,6 +235,14 @@ def read_chunk(res: Resolved, *, offset: int, length: int, encoding: str, shown:
         return Chunk(text, size, offset, used, eof, etag(st))
     finally:
         os.close(fd)
+
+
+_STATEFUL_PREFIXES = ("utf-16", "utf-32", "utf-8-sig", "iso2022")
+
+
+def _is_stateful(codec: codecs.CodecInfo) -> bool:
+    name = codec.name.replace("_", "-")
+    return name.startswith(_STATEFUL_PREFIXES) and not name.endswith(("-le", "-be"))
 
 
 def _decode_prefix(codec: codecs.CodecInfo, data: bytes, eof: bool, shown: str) -> tuple[str, int]:

@@ -1,0 +1,369 @@
+"""The stream middleware between an MCP transport and mcp's ``ClientSession``.
+
+mcp 2.3's ``ClientSession`` cannot carry SEP-1708 by itself: its typed models
+drop the ``filesystemBrokering`` capability key, it answers every server→client
+method it does not know with ``-32601``, and it has no way to send vendor
+notifications. :class:`BrokerMiddleware` therefore sits *between* a transport's
+``(read, write)`` stream pair and the session, where every JSON-RPC message
+passes as a plain ``SessionMessage``::
+
+    transport read ──► pump_in ──┬─► files/* ──► one task each ──► core ─┐
+                                 ├─► roots/list (answered here)          │
+                                 └─► everything else ──► ClientSession   │
+    transport write ◄── pump_out ◄── ClientSession                       │
+                    ◄── responses, notifications ◄───────────────────────┘
+
+* ``initialize`` going out gets ``capabilities.roots = {"listChanged": true,
+  "filesystemBrokering": true}`` written into its raw params.
+* ``files/*`` requests are answered through an async handler (the core
+  connection's ``ahandle``), each in its own task, so a slow read or a pending
+  consent never holds up another request. At most ``max_in_flight`` of one
+  connection run at once (the others wait their turn), so that one server
+  cannot occupy every worker thread the broker shares between connections. A
+  :class:`~jupyter_fsbroker.core.errors.FilesError` becomes the JSON-RPC error
+  that :func:`~jupyter_fsbroker.core.errors.to_jsonrpc_error` builds; anything
+  else is logged here and answered ``-32603`` with a summary. A server's
+  ``notifications/cancelled`` for one of them stops the task and nothing is sent.
+* ``roots/list`` is answered from a callable returning ``{"uri", "name"}`` items.
+* :meth:`BrokerMiddleware.notify` / :meth:`BrokerMiddleware.notify_threadsafe`
+  queue client→server notifications (``notifications/roots/list_changed``,
+  ``notifications/files/changed``); the thread-safe form only schedules a
+  callback on the event loop and never blocks its caller.
+
+The middleware runs on asyncio (it uses the loop for thread hops); every other
+await is anyio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
+)
+
+from ..core.errors import FilesError, InternalError, to_jsonrpc_error
+
+__all__ = [
+    "DEFAULT_MAX_IN_FLIGHT",
+    "FILES_PREFIX",
+    "ROOTS_CAPABILITY",
+    "BrokerMiddleware",
+    "FilesHandler",
+    "MessageReader",
+    "MessageWriter",
+    "RootsProvider",
+]
+
+log = logging.getLogger(__name__)
+
+#: The prefix of the server→client methods answered through the core.
+FILES_PREFIX = "files/"
+
+#: What ``capabilities.roots`` of the outgoing ``initialize`` carries (PROTOCOL.md).
+ROOTS_CAPABILITY: dict[str, Any] = {"listChanged": True, "filesystemBrokering": True}
+
+#: Answers one ``files/*`` request: ``(method, params) -> result``, raising ``FilesError``.
+FilesHandler = Callable[[str, Any], Awaitable[dict[str, Any]]]
+
+#: Returns the current roots as ``[{"uri": ..., "name": ...}, ...]``.
+RootsProvider = Callable[[], list[dict[str, str]]]
+
+
+class MessageReader(Protocol):
+    """The read side of a transport: what ``stdio_client`` and ``streamable_http_client`` yield first."""
+
+    def __aiter__(self) -> AsyncIterator[SessionMessage | Exception]: ...
+
+
+class MessageWriter(Protocol):
+    """The write side of a transport."""
+
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+
+#: How many ``files/*`` requests of one connection are handled at once, by default.
+DEFAULT_MAX_IN_FLIGHT = 16
+
+# Client→server notifications queued at once before they wait for the transport;
+# beyond that, watch events are dropped (and logged) rather than piling up.
+_OUTBOX_SIZE = 10_000
+
+_Stream = MemoryObjectSendStream[SessionMessage | Exception]
+_INITIALIZED = "notifications/initialized"
+_ClosedErrors = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+
+class BrokerMiddleware:
+    """Answers ``files/*`` and ``roots/list``, adds the capability, sends notifications.
+
+    Parameters
+    ----------
+    read_stream, write_stream
+        The transport's streams (as yielded by ``stdio_client`` or
+        ``streamable_http_client``).
+    handle_files
+        Awaited for each ``files/*`` request with ``(method, params)``; returns
+        the result or raises :class:`~jupyter_fsbroker.core.errors.FilesError`.
+    list_roots
+        Called (on the event loop) for each ``roots/list``.
+    on_transport_closed
+        Called once, on the event loop, when the transport's read side ends
+        (the server exited or went away).
+    label
+        Names the connection in log messages.
+    max_in_flight
+        How many ``files/*`` requests of this connection are handled at once.
+
+    Notes
+    -----
+    Enter :meth:`attach` (an async context manager) in the task that owns the
+    connection; it yields the ``(read, write)`` streams to give
+    ``ClientSession``. Leaving it stops every pump and every request still
+    being answered.
+    """
+
+    def __init__(
+        self,
+        read_stream: MessageReader,
+        write_stream: MessageWriter,
+        *,
+        handle_files: FilesHandler,
+        list_roots: RootsProvider,
+        on_transport_closed: Callable[[], None] | None = None,
+        label: str = "",
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    ) -> None:
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be at least 1")
+        self._read = read_stream
+        self._write = write_stream
+        self._handle_files = handle_files
+        self._list_roots = list_roots
+        self._on_transport_closed = on_transport_closed
+        self._label = label
+        self._max_in_flight = max_in_flight
+        self._slots: anyio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._outbox: MemoryObjectSendStream[SessionMessage] | None = None
+        self._in_flight: dict[RequestId, anyio.CancelScope] = {}
+        self._initialized = False
+        self._closing = False
+        self._initialize_id: RequestId | None = None
+        #: The protocol version proposed in the outgoing ``initialize``.
+        self.requested_version: str | None = None
+        #: The protocol version in the server's answer to ``initialize`` (whatever it is).
+        self.answered_version: str | None = None
+        #: Set when the transport's read side ends (the server exited or went away).
+        self.transport_closed = anyio.Event()
+
+    # -- public ---------------------------------------------------------------------------------
+
+    @property
+    def initialized(self) -> bool:
+        """Whether ``notifications/initialized`` has gone out (notifications are sent from then on)."""
+        return self._initialized
+
+    @property
+    def in_flight(self) -> int:
+        """The number of ``files/*`` requests being answered."""
+        return len(self._in_flight)
+
+    @asynccontextmanager
+    async def attach(
+        self,
+    ) -> AsyncIterator[
+        tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+    ]:
+        """Run the pumps; yield the ``(read_stream, write_stream)`` pair for ``ClientSession``."""
+        self._loop = asyncio.get_running_loop()
+        to_session, session_read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        session_write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+        outbox, outbox_reader = anyio.create_memory_object_stream[SessionMessage](_OUTBOX_SIZE)
+        self._outbox = outbox
+        self._slots = anyio.Semaphore(self._max_in_flight)
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                tg.start_soon(self._pump_in, to_session)
+                tg.start_soon(self._pump_out, from_session)
+                tg.start_soon(self._drain_outbox, outbox_reader)
+                try:
+                    yield session_read, session_write
+                finally:
+                    self._closing = True
+                    tg.cancel_scope.cancel()
+        finally:
+            self._closing = True
+            self._tg = None
+            for stream in (to_session, session_read, session_write, from_session, outbox, outbox_reader):
+                stream.close()
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> bool:
+        """Queue a client→server notification; call on the event loop.
+
+        Returns
+        -------
+        bool
+            Whether it was queued. Nothing is sent before the handshake has
+            completed or once the middleware is closing; a full queue drops the
+            notification (logged).
+        """
+        if not self._initialized or self._closing or self._outbox is None:
+            return False
+        if params is None:
+            message = JSONRPCNotification(jsonrpc="2.0", method=method)
+        else:
+            message = JSONRPCNotification(jsonrpc="2.0", method=method, params=params)
+        try:
+            self._outbox.send_nowait(SessionMessage(message))
+        except anyio.WouldBlock:
+            log.warning("%s: too many notifications waiting; dropped a %s", self._label, method)
+            return False
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        return True
+
+    def notify_threadsafe(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """:meth:`notify` from any thread: schedules it on the loop and returns at once."""
+        loop = self._loop
+        if loop is None or self._closing:
+            return
+        with suppress(RuntimeError):  # a closed loop: the connection is gone anyway
+            loop.call_soon_threadsafe(self.notify, method, params)
+
+    # -- inbound --------------------------------------------------------------------------------
+
+    async def _pump_in(self, to_session: _Stream) -> None:
+        ended = False  # by the transport (not by the session going away, nor by cancellation)
+        try:
+            async with to_session:
+                async for item in self._read:
+                    if isinstance(item, SessionMessage) and self._intercept(item.message):
+                        continue
+                    try:
+                        await to_session.send(item)
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return  # the session is gone
+            ended = True
+        except _ClosedErrors:
+            ended = True
+        finally:
+            if ended:
+                self.transport_closed.set()
+                if self._on_transport_closed is not None and not self._closing:
+                    self._on_transport_closed()
+
+    def _intercept(self, message: JSONRPCMessage) -> bool:
+        """Handle *message* here if it is ours; return whether it was."""
+        if isinstance(message, JSONRPCRequest):
+            if message.method.startswith(FILES_PREFIX):
+                self._start(message)
+                return True
+            if message.method == "roots/list":
+                self._start(message)
+                return True
+        elif isinstance(message, JSONRPCResponse) and message.id == self._initialize_id:
+            version = message.result.get("protocolVersion")
+            self.answered_version = version if isinstance(version, str) else None
+        elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            request_id = (message.params or {}).get("requestId")
+            if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+                scope = self._in_flight.get(request_id)
+                if scope is not None:
+                    scope.cancel()
+                    return True
+        return False
+
+    def _start(self, request: JSONRPCRequest) -> None:
+        assert self._tg is not None
+        scope = anyio.CancelScope()
+        self._in_flight[request.id] = scope
+        self._tg.start_soon(self._answer, request, scope)
+
+    async def _answer(self, request: JSONRPCRequest, scope: anyio.CancelScope) -> None:
+        try:
+            with scope:
+                reply = await self._reply_to(request)
+                await self._send(reply)
+        finally:
+            if self._in_flight.get(request.id) is scope:
+                del self._in_flight[request.id]
+
+    async def _reply_to(self, request: JSONRPCRequest) -> JSONRPCMessage:
+        method = request.method
+        try:
+            if method == "roots/list":
+                result: dict[str, Any] = {"roots": self._list_roots()}
+            else:
+                assert self._slots is not None
+                async with self._slots:
+                    result = await self._handle_files(method, request.params)
+            return JSONRPCResponse(jsonrpc="2.0", id=request.id, result=result)
+        except FilesError as exc:
+            error = to_jsonrpc_error(exc)
+        except Exception as exc:
+            log.exception("%s: unexpected failure answering %s", self._label, method)
+            path = (request.params or {}).get("path")
+            summary = InternalError(
+                f"the client failed to answer {method} ({type(exc).__name__})",
+                path=path if isinstance(path, str) else None,
+            )
+            error = to_jsonrpc_error(summary)
+        return JSONRPCError(jsonrpc="2.0", id=request.id, error=ErrorData.model_validate(error))
+
+    async def _send(self, message: JSONRPCMessage) -> None:
+        try:
+            await self._write.send(SessionMessage(message))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.debug("%s: transport closed; dropped a message", self._label)
+
+    # -- outbound -------------------------------------------------------------------------------
+
+    async def _pump_out(self, from_session: MemoryObjectReceiveStream[SessionMessage]) -> None:
+        try:
+            async with from_session:
+                async for item in from_session:
+                    message = item.message
+                    if isinstance(message, JSONRPCRequest) and message.method == "initialize":
+                        item = SessionMessage(self._with_capability(message), metadata=item.metadata)
+                    await self._write.send(item)
+                    if isinstance(message, JSONRPCNotification) and message.method == _INITIALIZED:
+                        self._initialized = True
+        except _ClosedErrors:
+            pass
+
+    def _with_capability(self, request: JSONRPCRequest) -> JSONRPCRequest:
+        params = dict(request.params or {})
+        capabilities = dict(params.get("capabilities") or {})
+        roots = dict(capabilities.get("roots") or {})
+        roots.update(ROOTS_CAPABILITY)
+        capabilities["roots"] = roots
+        params["capabilities"] = capabilities
+        version = params.get("protocolVersion")
+        self.requested_version = version if isinstance(version, str) else None
+        self._initialize_id = request.id
+        return JSONRPCRequest(jsonrpc="2.0", id=request.id, method=request.method, params=params)
+
+    async def _drain_outbox(self, outbox: MemoryObjectReceiveStream[SessionMessage]) -> None:
+        try:
+            async with outbox:
+                async for item in outbox:
+                    await self._write.send(item)
+        except _ClosedErrors:
+            pass

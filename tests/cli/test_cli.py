@@ -1,0 +1,221 @@
+"""``jupyter-fsbroker connect``: real processes, the example server over stdio and HTTP."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jupyter_fsbroker.cli import TerminalConsenter
+from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
+
+SERVER = [sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"]
+CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "sales.csv").write_text("region,revenue\nnorth,120\nsouth,95\neast,\n")
+    monkeypatch.chdir(tmp_path)
+    # Lock files and trash of these processes stay inside the test's folder.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    return tmp_path
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+
+
+def test_call_over_stdio_prints_the_result(workdir: Path) -> None:
+    out = run_cli(
+        "--root",
+        "data=./data",
+        "--allow",
+        "data:read",
+        "--audit",
+        "audit.jsonl",
+        "--call",
+        "profile_csv",
+        "--args",
+        '{"path": "data/sales.csv"}',
+        "--",
+        *SERVER,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["isError"] is False
+    columns = {c["name"]: c for c in result["structuredContent"]["columns"]}
+    assert columns["revenue"]["missing"] == 1 and columns["revenue"]["max"] == 120
+    records = [json.loads(line) for line in (workdir / "audit.jsonl").read_text().splitlines()]
+    assert any(r["method"] == "files/read" and r["decision"] == "allow" for r in records)
+
+
+def test_consent_is_refused_when_not_interactive(workdir: Path) -> None:
+    out = run_cli(
+        "--root", "./data", "--call", "write_report", "--args", '{"path": "data/sales.csv"}', "--", *SERVER
+    )
+    assert out.returncode == 1, out.stderr
+    assert json.loads(out.stdout)["isError"] is True
+    assert sorted(os.listdir(workdir / "data")) == ["sales.csv"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(workdir: Path) -> Iterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [*SERVER, "--http", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("the example server did not start") from None
+            select.select([], [], [], 0.05)  # the port is not open yet: poll again
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_call_over_http(workdir: Path, http_server: str) -> None:
+    out = run_cli(
+        "--root",
+        "data=./data",
+        "--allow",
+        "data:read,write",
+        "--header",
+        "X-Trace: cli-test",
+        "--call",
+        "write_report",
+        "--args",
+        '{"path": "data/sales.csv"}',
+        "--url",
+        http_server,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["structuredContent"]["report"] == "data/sales.report.md"
+    assert (workdir / "data" / "sales.report.md").read_text().startswith("#")
+
+
+def test_exit_codes_for_usage_and_failures(workdir: Path) -> None:
+    for args in (
+        ("--bogus",),
+        ("--root", "./data"),
+        ("--url", "http://127.0.0.1:1/mcp", "--", "python"),
+        ("--root", "./missing", "--url", "http://127.0.0.1:1/mcp"),
+        ("--args", "[1]", "--call", "x", "--", *SERVER),
+        ("--allow", "/etc:read", "--root", "./data", "--", *SERVER),
+    ):
+        out = run_cli(*args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert out.stderr.count("\n") == 1 and out.stderr.startswith("jupyter-fsbroker: "), (args, out.stderr)
+        assert out.stdout == ""
+    unknown = run_cli("--root", "./data", "--call", "no_such_tool", "--", *SERVER)
+    assert unknown.returncode == 2 and "no_such_tool" in unknown.stderr
+    unreachable = run_cli("--root", "./data", "--call", "x", "--url", f"http://127.0.0.1:{_free_port()}/mcp")
+    assert unreachable.returncode == 2
+
+
+def test_serves_until_sigterm_and_exits_cleanly(workdir: Path) -> None:
+    proc = subprocess.Popen(
+        [*CLI, "--root", "./data", "--", *SERVER],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        ready, _, _ = select.select([proc.stderr], [], [], 30)
+        assert ready, "the broker did not start serving"
+        assert "serving" in proc.stderr.readline()
+        children = subprocess.run(
+            ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True
+        ).stdout.split()
+        assert children, "the server process was not started"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        for pid in children:
+            with pytest.raises(ProcessLookupError):
+                os.kill(int(pid), 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _request(timeout: float = 30) -> ConsentRequest:
+    return ConsentRequest(
+        server="analysis",
+        connection_id="c1",
+        message="Profile the sales data",
+        items=(
+            ConsentItem("data/sales", "data/sales", True),
+            ConsentItem("/etc", None, False, "outside_roots"),
+        ),
+        operations=("read", "write"),
+        timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("y\n", ConsentDecision(("data/sales",), ("read", "write"))),
+        ("r\n", ConsentDecision(("data/sales",), ("read",))),
+        ("n\n", ConsentDecision.deny()),
+        ("\n", ConsentDecision.deny()),
+    ],
+)
+def test_terminal_consenter_answers(answer: str, expected: ConsentDecision) -> None:
+    read_fd, write_fd = os.pipe()
+    shown = io.StringIO()
+    with os.fdopen(read_fd) as reader:
+        consenter = TerminalConsenter(input=reader, output=shown)
+        try:
+            future = consenter.request_consent(_request())
+            os.write(write_fd, answer.encode())
+            assert future.result(10) == expected
+        finally:
+            consenter.close()
+            os.close(write_fd)
+    text = shown.getvalue()
+    assert "analysis asks" in text and "Profile the sales data" in text and "outside_roots" in text
+
+
+def test_terminal_consenter_withdraws_a_cancelled_request() -> None:
+    read_fd, write_fd = os.pipe()
+    with os.fdopen(read_fd) as reader:
+        consenter = TerminalConsenter(input=reader, output=io.StringIO())
+        try:
+            future = consenter.request_consent(_request(timeout=0.3))
+            # Nobody answers: past the deadline the prompt gives up and refuses.
+            assert future.result(10) == ConsentDecision.deny()
+        finally:
+            consenter.close()
+            os.close(write_fd)

@@ -1,0 +1,345 @@
+"""The example analysis server end to end: its four tools over stdio and over Streamable HTTP.
+
+The server runs as ``python -m jupyter_fsbroker.examples.analysis_server`` (stdio)
+and with ``--http 127.0.0.1:<free port>`` under uvicorn; ``rawclient`` answers
+its ``files/*`` requests with the core broker. Nothing is pre-approved: every
+tool has to ask ``files/consent`` first, and the consenter approves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import io
+import os
+import random
+import socket
+import statistics
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_fsbroker.core.broker import Broker, BrokerConfig
+from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
+from jupyter_fsbroker.core.limits import Limits
+from jupyter_fsbroker.examples.analysis_server import CsvProfiler, render_report, report_path
+
+if __package__:
+    from .rawclient import HttpClient, RawClient, RpcError, StdioClient, python_argv
+else:  # collected without a package
+    from rawclient import HttpClient, RawClient, RpcError, StdioClient, python_argv  # type: ignore[no-redef]
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parents[2]
+MODULE = "jupyter_fsbroker.examples.analysis_server"
+MiB = 1024 * 1024
+SEP_MESSAGE = (
+    "Filesystem access is required but the client is not advertising the filesystemBrokering capability"
+)
+TOOLS = {"profile_csv", "write_report", "atomic_increment", "watch_changes"}
+
+
+def server_env() -> dict[str, str]:
+    """Make the server import this checkout, whatever the environment's install points at."""
+    path = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": str(REPO) + (os.pathsep + path if path else "")}
+
+
+def make_csv(target: int, seed: int) -> str:
+    """A CSV of about *target* bytes with missing values, quoted commas and quotes, non-ASCII
+    text, and a quoted multi-line field straddling every MiB boundary."""
+    rng = random.Random(seed)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["id", "region", "amount", "comment", "when"])
+    next_boundary = MiB
+    row = 0
+    while out.tell() < target:
+        row += 1
+        comment = rng.choice(["", "ok", "late, again", 'said "hi"', "café crème", "naïve 🎉"])
+        if out.tell() > next_boundary - 300:
+            comment = "\n".join(f"line {i}, with a comma" for i in range(40))  # about 800 chars
+            next_boundary += MiB
+        writer.writerow(
+            [
+                row,
+                rng.choice(["north", "south", "east", "west", ""]),
+                rng.choice([f"{rng.uniform(-50, 500):.2f}", "NA", str(rng.randint(0, 9))]),
+                comment,
+                f"2026-{rng.randint(1, 12):02}-{rng.randint(1, 28):02}",
+            ]
+        )
+    return out.getvalue()
+
+
+class Consents:
+    def __init__(self) -> None:
+        self.requests: list[ConsentRequest] = []
+
+    def decide(self, request: ConsentRequest) -> ConsentDecision:
+        self.requests.append(request)
+        return ConsentDecision.approve_all(request)
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("analysis")
+    folder = base / "data"
+    folder.mkdir()
+    (folder / "sales.csv").write_text(make_csv(3 * MiB + 1000, seed=11), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def consents() -> Consents:
+    return Consents()
+
+
+@pytest.fixture(scope="module")
+def broker(data: Path) -> Iterator[Broker]:
+    base = data.parent
+    config = BrokerConfig(
+        lock_dir=str(base / "locks"), trash_dir=str(base / "trash"), limits=Limits(lock_wait=0.5)
+    )
+    with Broker(config) as b:
+        b.add_root(data, name="data")
+        yield b
+
+
+@pytest.fixture(scope="module")
+async def stdio(broker: Broker, consents: Consents) -> AsyncIterator[StdioClient]:
+    c = await StdioClient.start(
+        python_argv("-m", MODULE), broker, env=server_env(), consenter=CallbackConsenter(consents.decide)
+    )
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+async def http_url() -> AsyncIterator[str]:
+    """The server under uvicorn on 127.0.0.1 and a free port; yields its /mcp URL once it listens."""
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        *python_argv("-m", MODULE, "--http", f"127.0.0.1:{port}"),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **server_env()},
+    )
+    assert proc.stderr is not None
+    seen: list[str] = []
+
+    async def until_listening() -> None:
+        assert proc.stderr is not None
+        while line := await proc.stderr.readline():
+            seen.append(line.decode(errors="replace"))
+            if "Uvicorn running on" in seen[-1]:
+                return
+        raise AssertionError("the server exited:\n" + "".join(seen))
+
+    async def drain() -> None:
+        assert proc.stderr is not None
+        while line := await proc.stderr.readline():
+            seen.append(line.decode(errors="replace"))
+            del seen[:-200]
+
+    drainer: asyncio.Task[None] | None = None
+    try:
+        await asyncio.wait_for(until_listening(), 30)
+        drainer = asyncio.ensure_future(drain())
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        if drainer is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(drainer, 5)
+
+
+@pytest.fixture(scope="module")
+async def http(http_url: str, broker: Broker, consents: Consents) -> AsyncIterator[HttpClient]:
+    c = await HttpClient.start(
+        http_url, broker, name="analysis-http", consenter=CallbackConsenter(consents.decide)
+    )
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+@pytest.fixture(params=["stdio", "http"])
+def client(request: pytest.FixtureRequest) -> RawClient:
+    c: RawClient = request.getfixturevalue(request.param)
+    c.reset()
+    return c
+
+
+def reference_profile(text: str) -> dict[str, Any]:
+    profiler = CsvProfiler()
+    profiler.feed(text)
+    return profiler.finish()
+
+
+# -- tools -----------------------------------------------------------------------------------------
+
+
+async def test_lists_its_tools(client: RawClient) -> None:
+    result = await client.request("tools/list")
+    assert {tool["name"] for tool in result["tools"]} >= TOOLS
+    assert client.initialize_result is not None
+    assert client.initialize_result["serverInfo"]["name"] == "jupyter-fsbroker-analysis"
+
+
+async def test_profile_csv_streams_the_file_in_chunks(client: RawClient, data: Path) -> None:
+    text = (data / "sales.csv").read_text(encoding="utf-8")
+    stats = await client.tool_json("profile_csv", {"path": "data/sales.csv"})
+    expected = reference_profile(text)
+    assert stats["rows"] == expected["rows"] and stats["columns"] == expected["columns"]
+    assert stats["bytes"] == len(text.encode("utf-8")) and stats["chunks"] >= 4
+    reads = [r for r in client.requests("files/read") if r.result is not None]
+    assert all(r.result["bytesRead"] <= MiB for r in reads)
+    # Independent checks with the csv module.
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    assert stats["rows"] == len(rows)
+    columns = {c["name"]: c for c in stats["columns"]}
+    amounts = [float(r["amount"]) for r in rows if r["amount"] != "NA"]
+    amount = columns["amount"]
+    assert amount["type"] == "numeric" and amount["missing"] == sum(r["amount"] == "NA" for r in rows)
+    assert (amount["min"], amount["max"]) == (min(amounts), max(amounts))
+    assert amount["mean"] == pytest.approx(statistics.fmean(amounts))
+    assert amount["std"] == pytest.approx(statistics.stdev(amounts))
+    region = columns["region"]
+    assert region["type"] == "text" and region["distinct"] == 4
+    assert region["missing"] == sum(r["region"] == "" for r in rows)
+    assert sum(t["count"] for t in region["top"]) == region["count"]
+    assert len(rows) > 10_000 and columns["id"]["distinct"] == 10_000 and columns["id"]["distinct_capped"]
+    assert columns["id"]["top_approximate"] is True
+    multiline = [r for r in rows if "\n" in r["comment"]]
+    assert len(multiline) >= 3  # one across each MiB boundary
+
+
+async def test_write_report_writes_markdown_next_to_the_data(
+    client: RawClient, data: Path, consents: Consents
+) -> None:
+    name = f"report_{type(client).__name__}"
+    (data / name).mkdir()
+    text = 'city,temp\nOslo,-3.5\nLima,19\n"Quito, EC",14\n'
+    (data / name / "weather.csv").write_text(text)
+    before = len(consents.requests)
+    result = await client.tool_json("write_report", {"path": f"data/{name}/weather.csv"})
+    assert result["report"] == f"data/{name}/weather.report.md" and result["rows"] == 3
+    report = (data / name / "weather.report.md").read_text(encoding="utf-8")
+    assert report.startswith(f"# Profile of `data/{name}/weather.csv`")
+    assert "| city | text | 3 | 0 | 3 |" in report and "| temp | numeric | 3 | 0 | 3 | -3.5 | 19 |" in report
+    assert result["bytes"] == len(report.encode("utf-8"))
+    # One prompt covered reading the data and writing the report.
+    [asked] = consents.requests[before:]
+    assert {item.path for item in asked.items} == {
+        f"data/{name}/weather.csv",
+        f"data/{name}/weather.report.md",
+    }
+    assert set(asked.operations) == {"read", "write"}
+    assert report_path("data/x/sales.csv") == "data/x/sales.report.md"
+    assert render_report({**reference_profile(text), "path": "p", "bytes": 1}).count("\n| ") == 3
+
+
+async def test_atomic_increment_under_concurrency(client: RawClient, data: Path, broker: Broker) -> None:
+    path = f"data/counter_{type(client).__name__}.txt"
+    values = await asyncio.gather(*(client.tool_json("atomic_increment", {"path": path}) for _ in range(4)))
+    assert sorted(v["value"] for v in values) == [1, 2, 3, 4]
+    assert (data / path.removeprefix("data/")).read_text() == "4\n"
+    # Each call locked (a keepLocked read, or a keepLocked create for the first) and unlocked.
+    locked = [r.result["lockId"] for r in client.answered if r.result and "lockId" in r.result]
+    unlocks = client.requests("files/unlock")
+    assert len(locked) == 4 and [u.params["lockId"] for u in unlocks] == locked
+    assert all(u.error is None for u in unlocks)
+    assert [info for info in broker.locks.held() if info.owner == client.conn.id] == []
+
+
+async def test_atomic_increment_across_two_connections(
+    stdio: StdioClient, http: HttpClient, data: Path
+) -> None:
+    path = "data/shared_counter.txt"
+    calls = [
+        c.tool_json("atomic_increment", {"path": path}, timeout=60) for c in (stdio, http) for _ in range(2)
+    ]
+    values = await asyncio.gather(*calls)
+    assert sorted(v["value"] for v in values) == [1, 2, 3, 4]
+    assert (data / "shared_counter.txt").read_text() == "4\n"
+
+
+async def test_watch_changes_reports_events(client: RawClient, data: Path) -> None:
+    folder = data / f"watched_{type(client).__name__}"
+    folder.mkdir()
+    task = asyncio.ensure_future(
+        client.tool_json("watch_changes", {"path": f"data/{folder.name}", "seconds": 2.5})
+    )
+    # The first files/watch is refused (not granted yet); the one after consent starts the watch.
+    await client.wait_answered("files/watch", lambda a: a.error is None)
+    (folder / "new.txt").write_text("hello")
+    result = await asyncio.wait_for(task, 30)
+    assert result["count"] == len(result["events"]) >= 1
+    assert {e["path"] for e in result["events"]} == {f"data/{folder.name}/new.txt"}
+    assert {e["event"] for e in result["events"]} <= {"created", "modified"}
+    await client.wait_answered("files/unwatch")
+
+
+# -- capability ------------------------------------------------------------------------------------
+
+
+async def test_refuses_clients_that_do_not_broker_files(broker: Broker) -> None:
+    c = await StdioClient.start(python_argv("-m", MODULE), broker, env=server_env(), brokering=False)
+    try:
+        with pytest.raises(RpcError) as info:
+            await c.call_tool("profile_csv", {"path": "data/sales.csv"})
+        assert (info.value.code, info.value.message) == (-32603, SEP_MESSAGE)
+    finally:
+        await c.close()
+
+
+def test_profiler_handles_chunks_cut_anywhere() -> None:
+    text = make_csv(40_000, seed=3)
+    whole = reference_profile(text)
+    rng = random.Random(5)
+    for _ in range(20):
+        profiler = CsvProfiler()
+        position = 0
+        while position < len(text):
+            step = rng.randint(1, 3000)
+            profiler.feed(text[position : position + step])
+            position += step
+        assert profiler.finish() == whole
+
+
+def test_main_rejects_a_bad_http_address(capsys: pytest.CaptureFixture[str]) -> None:
+    from jupyter_fsbroker.examples.analysis_server import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["--http", "nonsense"])
+    assert info.value.code == 2
+    assert "HOST:PORT" in capsys.readouterr().err
+    assert sys.executable  # the module is importable without serving
