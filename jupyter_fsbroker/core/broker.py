@@ -25,8 +25,8 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable
-from contextlib import ExitStack, suppress
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -240,7 +240,7 @@ class Broker(Closeable):
 
     def connect(
         self,
-        server: str,
+        name: str,
         *,
         consenter: Consenter | None = None,
         notify: Callable[[ChangeEvent], None] | None = None,
@@ -249,8 +249,9 @@ class Broker(Closeable):
 
         Parameters
         ----------
-        server
-            The server's name, shown to the user and in the audit log.
+        name
+            The user's name for the connection (``analysis``): consent prompts,
+            the audit log, and other servers' ``lockedBy`` show it.
         consenter
             Asks the user on ``files/consent``; default: refuse.
         notify
@@ -258,7 +259,7 @@ class Broker(Closeable):
             ``notifications/files/changed``).
         """
         self._check_open()
-        conn = Connection(self, server, consenter or DenyingConsenter(), notify)
+        conn = Connection(self, name, consenter or DenyingConsenter(), notify)
         with self._lock:
             self._connections[conn.id] = conn
         self._connection_listeners.notify()
@@ -469,6 +470,37 @@ class Connection(Closeable):
         FilesError
             The answer to send as the JSON-RPC error (see ``to_jsonrpc_error``).
         """
+        with self._request(method, params) as (handler, p, record):
+            return handler(self, p, record)
+
+    async def ahandle(self, method: str, params: object) -> dict[str, Any]:
+        """:meth:`handle`, awaitable from any event loop.
+
+        File I/O runs on the broker's worker threads; a consent is awaited on
+        the loop itself, so prompts waiting for the user hold no thread.
+        """
+        loop = asyncio.get_running_loop()
+        if method == "files/consent":
+            with self._request(method, params) as (_, p, record):
+                prepared = self._consent_request(p, record)
+                if isinstance(prepared, dict):
+                    return prepared
+                request, targets = prepared
+                decision = await self._aask(request)
+                return await loop.run_in_executor(
+                    self._executor(), self._consent_grant, request, targets, decision, record
+                )
+        return await loop.run_in_executor(self._executor(), self.handle, method, params)
+
+    def _executor(self) -> concurrent.futures.Executor:
+        try:
+            return self.broker.executor()
+        except ClosedError:
+            raise PermissionDenied("the connection is closed", reason="connection_closed") from None
+
+    @contextmanager
+    def _request(self, method: str, params: object) -> Iterator[tuple[_Handler, _Params, _Audit]]:
+        """Check one request's envelope, map what it raises to a FilesError, and audit it."""
         record = _Audit(method)
         error: FilesError | None = None
         try:
@@ -481,7 +513,7 @@ class Connection(Closeable):
             if self._closed:
                 raise PermissionDenied("the connection is closed", reason="connection_closed")
             self._rate.take_op(path=record.path)
-            return handler(self, p, record)
+            yield handler, p, record
         except FilesError as exc:
             error = exc
             if record.path is not None and exc.path is None and not isinstance(exc, MethodNotFound):
@@ -496,11 +528,6 @@ class Connection(Closeable):
             raise error from exc
         finally:
             self._record(record, error)
-
-    async def ahandle(self, method: str, params: object) -> dict[str, Any]:
-        """:meth:`handle` on the broker's worker threads, awaitable from any event loop."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.broker.executor(), self.handle, method, params)
 
     def close(self) -> None:
         """End the connection: revoke its grants, release its locks, stop its watches,
@@ -747,8 +774,13 @@ class Connection(Closeable):
                 )
             upload.append(data)
             if not final:
-                # Nothing is committed yet: the staged content has no etag.
-                return {"bytesWritten": len(data), "size": upload.size, "etag": "", "staged": True}
+                # Nothing is committed yet: the target, and so its etag, is as it was.
+                return {
+                    "bytesWritten": len(data),
+                    "size": upload.size,
+                    "etag": "" if res.st is None else ops.etag(res.st),
+                    "staged": True,
+                }
             self._uploads.pop(res.key)
             return self._commit_upload(res, upload, raw, len(data), keep, record)
 
@@ -1095,6 +1127,16 @@ class Connection(Closeable):
     # -- files/consent -------------------------------------------------------------------------
 
     def _consent(self, p: _Params, record: _Audit) -> dict[str, Any]:
+        prepared = self._consent_request(p, record)
+        if isinstance(prepared, dict):
+            return prepared
+        request, targets = prepared
+        return self._consent_grant(request, targets, self._ask(request), record)
+
+    def _consent_request(
+        self, p: _Params, record: _Audit
+    ) -> tuple[ConsentRequest, dict[str, Target]] | dict[str, Any]:
+        """Check a consent request and build what the user sees; a refusal when nothing is approvable."""
         message = p.get("message", str, "")
         requested = p.strings("requestedPaths")
         assert requested is not None
@@ -1117,12 +1159,20 @@ class Connection(Closeable):
             operations=operations,
             timeout=self.limits.consent_timeout,
         )
-        decision = self._ask(request) if request.approvable_paths else ConsentDecision.deny()
+        if not request.approvable_paths:
+            record.refused = "nothing_approvable"
+            return _refusal()
+        return request, targets
+
+    def _consent_grant(
+        self, request: ConsentRequest, targets: dict[str, Target], decision: ConsentDecision, record: _Audit
+    ) -> dict[str, Any]:
+        """Turn the user's decision, narrowed to what was asked, into grants and the result."""
         approved = [path for path in decision.approved_paths if path in targets]
-        ops_ok = [op for op in operations if op in decision.operations]
-        if not approved or not ops_ok:
+        ops_ok = [op for op in request.operations if op in decision.operations]
+        if not approved or not ops_ok or self._closed:
             record.refused = "consent_refused"
-            return {"granted": False, "approvedPaths": [], "operations": []}
+            return _refusal()
         expires = None if decision.duration is None else time.time() + decision.duration
         for path in approved:
             target = targets[path]
@@ -1175,16 +1225,10 @@ class Connection(Closeable):
         return spellings
 
     def _ask(self, request: ConsentRequest) -> ConsentDecision:
-        try:
-            future = self.consenter.request_consent(request)
-        except Exception:
-            log.exception("the consenter failed; denying")
+        """Ask the consenter and wait (blocking) for the answer; deny on timeout or close."""
+        future = self._submit_consent(request)
+        if future is None:
             return ConsentDecision.deny()
-        with self._lock:
-            if self._closed:
-                future.cancel()
-                return ConsentDecision.deny()
-            self._pending_consents.add(future)
         try:
             return future.result(timeout=request.timeout)
         except concurrent.futures.TimeoutError:
@@ -1196,8 +1240,45 @@ class Connection(Closeable):
             log.exception("the consenter failed; denying")
             return ConsentDecision.deny()
         finally:
-            with self._lock:
-                self._pending_consents.discard(future)
+            self._forget_consent(future)
+
+    async def _aask(self, request: ConsentRequest) -> ConsentDecision:
+        """:meth:`_ask` awaited on the event loop, holding no thread while the user thinks."""
+        future = self._submit_consent(request)
+        if future is None:
+            return ConsentDecision.deny()
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), request.timeout)
+        except TimeoutError:
+            return ConsentDecision.deny()  # wait_for cancelled the future: the prompt withdraws
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the request itself was cancelled (server cancelled, connection closing)
+            return ConsentDecision.deny()  # the consent was withdrawn (connection closed)
+        except Exception:
+            log.exception("the consenter failed; denying")
+            return ConsentDecision.deny()
+        finally:
+            future.cancel()
+            self._forget_consent(future)
+
+    def _submit_consent(self, request: ConsentRequest) -> concurrent.futures.Future[ConsentDecision] | None:
+        try:
+            future = self.consenter.request_consent(request)
+        except Exception:
+            log.exception("the consenter failed; denying")
+            return None
+        with self._lock:
+            if self._closed:
+                future.cancel()
+                return None
+            self._pending_consents.add(future)
+        return future
+
+    def _forget_consent(self, future: concurrent.futures.Future[ConsentDecision]) -> None:
+        with self._lock:
+            self._pending_consents.discard(future)
 
     # -- audit ---------------------------------------------------------------------------------
 
@@ -1224,6 +1305,11 @@ class Connection(Closeable):
             )
         except Exception:  # pragma: no cover - the audit never breaks a request
             log.exception("could not record an audit entry")
+
+
+def _refusal() -> dict[str, Any]:
+    """The answer to a consent that was refused, timed out or withdrawn: not an error."""
+    return {"granted": False, "approvedPaths": [], "operations": []}
 
 
 #: Errors that are the broker's policy saying no; other errors happen to allowed requests.

@@ -498,3 +498,64 @@ def test_close_leaves_no_threads(tmp_path: Path, data: Path) -> None:
     assert not any(name.endswith(".lock") for name in os.listdir(tmp_path / ".locks"))
     with pytest.raises(FilesError):
         c.handle("files/stat", {"path": "data"})
+
+
+def test_async_consent_holds_no_worker_thread(tmp_path: Path, data: Path) -> None:
+    """Many prompts waiting for the user must not starve file I/O of threads."""
+    pending: list[Future[ConsentDecision]] = []
+
+    class Waiting:
+        def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
+            future: Future[ConsentDecision] = Future()
+            pending.append(future)
+            return future
+
+    (data / "f").write_text("still served")
+    with make_broker(tmp_path, workers=2) as b:
+        b.add_root(data, name="data")
+        b.allow("data", ops=("read",))
+        c = b.connect("s", consenter=Waiting())
+
+        async def main() -> tuple[list[dict[str, object]], dict[str, object]]:
+            prompts = [
+                asyncio.ensure_future(c.ahandle("files/consent", {"requestedPaths": ["data"]}))
+                for _ in range(8)
+            ]
+            while len(pending) < 8:
+                await asyncio.sleep(0)
+            # Eight prompts are open on a pool of two threads, and a read still goes through.
+            read = await asyncio.wait_for(c.ahandle("files/read", {"path": "data/f"}), 10)
+            for i, future in enumerate(pending):
+                future.set_result(ConsentDecision(("data",), ("read",)) if i % 2 else ConsentDecision.deny())
+            return list(await asyncio.gather(*prompts)), read
+
+        answers, read = asyncio.run(main())
+        assert read["content"] == "still served"
+        assert [a["granted"] for a in answers] == [False, True] * 4
+
+
+def test_async_consent_timeout_and_close_withdraw_the_prompt(tmp_path: Path, data: Path) -> None:
+    pending: list[Future[ConsentDecision]] = []
+
+    class Waiting:
+        def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
+            future: Future[ConsentDecision] = Future()
+            pending.append(future)
+            return future
+
+    refusal = {"granted": False, "approvedPaths": [], "operations": []}
+    with make_broker(tmp_path, limits=Limits(consent_timeout=0.2)) as b:
+        b.add_root(data, name="data")
+        c = b.connect("s", consenter=Waiting())
+        assert asyncio.run(c.ahandle("files/consent", {"requestedPaths": ["data"]})) == refusal
+        assert pending[-1].cancelled()
+
+        async def closed_meanwhile() -> dict[str, object]:
+            task = asyncio.ensure_future(c.ahandle("files/consent", {"requestedPaths": ["data"]}))
+            while len(pending) < 2:
+                await asyncio.sleep(0)
+            c.close()
+            return await task
+
+        assert asyncio.run(closed_meanwhile()) == refusal
+        assert pending[-1].cancelled()
