@@ -6,7 +6,7 @@ The entry point is :class:`Broker`: ``broker.connect(server)`` gives a
 """
 
 from .audit import AuditLog, AuditRecord
-from .broker import Broker, BrokerConfig, Connection
+from .broker import Broker, BrokerConfig, Connection, Transfer
 from .consent import (
     CallbackConsenter,
     ConsentDecision,
@@ -77,6 +77,7 @@ __all__ = [
     "Root",
     "SensitiveNames",
     "TooLarge",
+    "Transfer",
     "TrashItem",
     "WatchInfo",
     "WrongType",

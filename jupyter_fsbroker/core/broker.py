@@ -66,7 +66,7 @@ from .trash import Trash, remove_tree
 from .uploads import Upload, Uploads
 from .watch import EVENTS, ChangeEvent, WatchManager
 
-__all__ = ["Broker", "BrokerConfig", "Connection"]
+__all__ = ["Broker", "BrokerConfig", "Connection", "Transfer"]
 
 log = logging.getLogger(__name__)
 _connection_ids = itertools.count(1)
@@ -107,6 +107,36 @@ class BrokerConfig:
     audit_capacity: int = 2000
     coalesce: float = 0.05
     workers: int = 32
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """Progress of a file moving in chunks, for views: one per chunk read or staged.
+
+    Attributes
+    ----------
+    connection_id, server
+        Who moves it.
+    path
+        The canonical root-relative path.
+    direction
+        ``"read"`` or ``"write"``.
+    done
+        Bytes moved so far (the end of this chunk).
+    total
+        The file's size for reads; ``None`` for writes (unknown until the last chunk).
+    finished
+        The last chunk: the read reached the end, or the upload was committed.
+    """
+
+    connection_id: str
+    server: str
+    path: str
+    direction: str
+    done: int
+    total: int | None
+    finished: bool
+    time: float = field(default_factory=time.time)
 
 
 def _default_lock_dir() -> str:
@@ -156,6 +186,7 @@ class Broker(Closeable):
         self._janitor.start()
         self._changes: Listeners[[ChangeEvent, Connection]] = Listeners()
         self._connection_listeners: Listeners[[]] = Listeners()
+        self._transfers: Listeners[[Transfer]] = Listeners()
         self.roots.subscribe(self._roots_changed)
 
     # -- roots and pre-approvals ---------------------------------------------------------------
@@ -273,6 +304,10 @@ class Broker(Closeable):
     def on_change(self, listener: Callable[[ChangeEvent, Connection], object]) -> Callable[[], None]:
         """Call *listener(event, connection)* for every watch event sent; returns an unsubscribe."""
         return self._changes.add(listener)
+
+    def on_transfer(self, listener: Callable[[Transfer], object]) -> Callable[[], None]:
+        """Call *listener(transfer)* after every chunk read or staged; returns an unsubscribe."""
+        return self._transfers.add(listener)
 
     def on_connections(self, listener: Callable[[], object]) -> Callable[[], None]:
         """Call *listener()* when a connection opens or closes; returns an unsubscribe."""
@@ -642,6 +677,7 @@ class Connection(Closeable):
                 chunk = ops.read_chunk(res, offset=offset, length=length, encoding=encoding, shown=raw)
                 lock_id = hold.keep() if keep else None
             record.bytes = chunk.bytes_read
+            self._progress(res.rel, "read", chunk.offset + chunk.bytes_read, chunk.size, chunk.eof)
             record.lock_id = lock_id
             result: dict[str, Any] = {
                 "content": chunk.content,
@@ -773,6 +809,7 @@ class Connection(Closeable):
                     expectedOffset=expected,
                 )
             upload.append(data)
+            self._progress(res.rel, "write", upload.size, None, False)
             if not final:
                 # Nothing is committed yet: the target, and so its etag, is as it was.
                 return {
@@ -782,7 +819,9 @@ class Connection(Closeable):
                     "staged": True,
                 }
             self._uploads.pop(res.key)
-            return self._commit_upload(res, upload, raw, len(data), keep, record)
+            result = self._commit_upload(res, upload, raw, len(data), keep, record)
+            self._progress(res.rel, "write", upload.size, upload.size, True)
+            return result
 
     def _start_upload(
         self, res: Resolved, raw: str, *, create: bool, exclusive: bool, if_match: str | None
@@ -865,6 +904,9 @@ class Connection(Closeable):
         else:
             self.broker.locks.release(upload.lock_id, owner=self.id)
         return result
+
+    def _progress(self, path: str, direction: str, done: int, total: int | None, finished: bool) -> None:
+        self.broker._transfers.notify(Transfer(self.id, self.server, path, direction, done, total, finished))
 
     def _drop_upload(self, upload: Upload) -> None:
         try:

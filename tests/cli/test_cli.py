@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_fsbroker.cli import TerminalConsenter
+from jupyter_fsbroker.widgets.text import TerminalConsenter
 from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
 
 SERVER = [sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"]

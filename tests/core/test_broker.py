@@ -559,3 +559,26 @@ def test_async_consent_timeout_and_close_withdraw_the_prompt(tmp_path: Path, dat
 
         assert asyncio.run(closed_meanwhile()) == refusal
         assert pending[-1].cancelled()
+
+
+def test_transfers_report_chunk_progress(data: Path, broker: Broker, conn: Connection) -> None:
+    from jupyter_fsbroker.core.broker import Transfer
+
+    seen: list[Transfer] = []
+    broker.on_transfer(seen.append)
+    (data / "f.bin").write_bytes(b"x" * 10)
+    for offset in (0, 4, 8):
+        conn.handle("files/read", {"path": "data/f.bin", "encoding": "base64", "offset": offset, "length": 4})
+    conn.handle("files/write", {"path": "data/up.bin", "content": "eHh4", "encoding": "base64", "offset": 0})
+    conn.handle(
+        "files/write",
+        {"path": "data/up.bin", "content": "eHh4", "encoding": "base64", "offset": 3, "final": True},
+    )
+    assert [(t.path, t.direction, t.done, t.total, t.finished) for t in seen] == [
+        ("data/f.bin", "read", 4, 10, False),
+        ("data/f.bin", "read", 8, 10, False),
+        ("data/f.bin", "read", 10, 10, True),
+        ("data/up.bin", "write", 3, None, False),
+        ("data/up.bin", "write", 6, None, False),
+        ("data/up.bin", "write", 6, 6, True),
+    ]
