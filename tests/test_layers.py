@@ -38,6 +38,51 @@ def test_core_sources_import_no_jupyter_and_no_mcp() -> None:
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+def _module_files(folder: str) -> list[Path]:
+    return sorted((PACKAGE / folder).rglob("*.py")) if (PACKAGE / folder).is_dir() else []
+
+
+def _all_imports(path: Path) -> set[str]:
+    """Every module imported, absolute or relative, spelled from the package root."""
+    found: set[str] = set()
+    package = path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                found.add(".".join((*base, node.module)) if node.module else ".".join(base))
+            elif node.module:
+                found.add(node.module)
+    return found
+
+
+def test_only_the_protocol_layer_imports_mcp() -> None:
+    allowed = {"protocol", "examples"}
+    offenders = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] not in allowed
+        and "mcp" in {m.split(".")[0] for m in _all_imports(path)}
+    ]
+    assert offenders == []
+
+
+def test_the_server_helper_stands_alone() -> None:
+    """Server authors need only ``protocol/server.py`` and ``mcp``."""
+    imports = _all_imports(PACKAGE / "protocol" / "server.py")
+    assert not [m for m in imports if m.startswith("jupyter_fsbroker")]
+
+
+def test_views_decide_nothing_and_speak_no_protocol() -> None:
+    for path in _module_files("widgets"):
+        imports = _all_imports(path)
+        assert not [
+            m for m in imports if m.startswith(("jupyter_fsbroker.protocol", "jupyter_fsbroker.kernel"))
+        ], path
+
+
 def test_importing_the_core_loads_no_jupyter_and_no_mcp() -> None:
     code = (
         "import sys, jupyter_fsbroker.core.broker\n"
