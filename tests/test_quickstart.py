@@ -17,6 +17,7 @@ def test_quickstart_runs_and_shows_grants_and_refusals() -> None:
         timeout=120,
         check=True,
     ).stdout
+    assert "report written: data/sales/2024.report.md" in out and "# Profile of" in out
     assert '"granted": true' in out
     assert '"reason": "traversal"' in out and '"reason": "sensitive"' in out
     assert "do-not-share" not in out and "outside every root" not in out
