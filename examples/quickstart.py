@@ -100,9 +100,8 @@ def main() -> None:
             print("\nAudit log:")
             for record in broker.audit.records():
                 outcome = record.decision if record.error is None else f"{record.decision} {record.error}"
-                print(
-                    f"  {record.server:<15} {record.method:<13} {record.path or '':<30} {outcome} {record.reason or ''}"
-                )
+                where = f"{record.server:<15} {record.method:<13} {record.path or '':<30}"
+                print(f"  {where} {outcome} {record.reason or ''}")
 
 
 if __name__ == "__main__":
