@@ -1,5 +1,45 @@
 """Views of the broker: consent prompts, the dashboard, transfer progress (widgets), and text.
 
-Views observe the broker and never decide policy. Modules here import
-``ipywidgets`` only where they build widgets; :mod:`.text` needs nothing.
+Views observe the broker and never decide policy: every button calls a public
+method of the broker or of a connection. Modules here import ``ipywidgets``
+only where they build widgets; :mod:`.text` needs nothing, and the widget
+classes below are imported on first use, so ``import jupyter_fsbroker.widgets.text``
+(the CLI, a terminal IPython) never loads ``ipywidgets``.
+
+Stable DOM classes, for tests and users' CSS: ``fsbroker-consent``,
+``fsbroker-approve``, ``fsbroker-deny``, ``fsbroker-dashboard``,
+``fsbroker-disconnect``, ``fsbroker-revoke``, ``fsbroker-force-unlock``,
+``fsbroker-changes``, ``fsbroker-activity``, ``fsbroker-progress``.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .text import ConnectionView, TerminalConsenter, status_text
+
+if TYPE_CHECKING:
+    from .consent import ConsentPrompt
+    from .dashboard import Dashboard
+    from .progress import TransferProgress
+
+__all__ = [
+    "ConnectionView",
+    "ConsentPrompt",
+    "Dashboard",
+    "TerminalConsenter",
+    "TransferProgress",
+    "status_text",
+]
+
+_LAZY = {"ConsentPrompt": ".consent", "Dashboard": ".dashboard", "TransferProgress": ".progress"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

@@ -1,4 +1,11 @@
-"""Text views, for terminals and frontends without widgets: the consent prompt on a terminal."""
+"""Text views, for terminals and frontends without widgets.
+
+The terminal consent prompt (:class:`TerminalConsenter`), the dashboard as plain
+text (:func:`status_text`), and the small formatting helpers that the widget
+views share with them (reasons in words, sizes, durations, what a decision
+means). Nothing here imports ``ipywidgets``: the CLI and a terminal IPython use
+this module alone.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +14,331 @@ import select
 import sys
 import threading
 import time
+import unicodedata
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO, runtime_checkable
 
 from ..core.consent import ConsentDecision, ConsentRequest
+from ..core.errors import ClosedError
 
-__all__ = ["TerminalConsenter"]
+if TYPE_CHECKING:
+    from ..core.audit import AuditRecord
+    from ..core.broker import Broker
+    from ..core.grants import Grant
+    from ..core.locks import LockInfo
+
+__all__ = [
+    "ConnectionView",
+    "TerminalConsenter",
+    "clock_text",
+    "decision_text",
+    "duration_text",
+    "expiry_text",
+    "format_age",
+    "format_bytes",
+    "grant_holder",
+    "printable",
+    "reason_text",
+    "status_text",
+]
+
+
+@runtime_checkable
+class ConnectionView(Protocol):
+    """What the views need to know about one server connection, and its kill switch.
+
+    The kernel's connection objects satisfy it (the core
+    :class:`~jupyter_fsbroker.core.broker.Connection` does not: it knows
+    nothing of transports). Plain attributes or read-only properties both do.
+
+    Attributes
+    ----------
+    name
+        The user's name for the connection (``analysis``); grants and audit
+        records of the connection carry it as their ``server``.
+    server_name
+        The name the server reports about itself.
+    transport
+        ``"stdio"`` or ``"http"`` (any short word).
+    protocol_version
+        The MCP protocol version agreed on, or ``None`` before the handshake.
+    state
+        A short word: ``connecting``, ``connected``, ``closed``, ``failed`` ...
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def server_name(self) -> str: ...
+
+    @property
+    def transport(self) -> str: ...
+
+    @property
+    def protocol_version(self) -> str | None: ...
+
+    @property
+    def state(self) -> str: ...
+
+    def close(self) -> object:
+        """End the connection: the kill switch (revokes its grants, releases its locks)."""
+        ...
+
+
+#: States in which a connection cannot be disconnected any more.
+ENDED_STATES = frozenset({"closed", "closing", "disconnected", "failed", "stopped"})
+
+_REASONS: dict[str, str] = {
+    "outside_roots": "outside the shared folders",
+    "no_roots": "no folders are shared",
+    "sensitive": "a sensitive name (keys, credentials, .env ...), never shared unless you allow it",
+    "traversal": "leads outside the shared folders",
+    "escaping_symlink": "a link that leads outside the shared folders",
+    "unsupported_scheme": "not a local file path",
+    "foreign_host": "a file on another machine",
+    "invalid_uri": "not a valid file:// address",
+    "nul_byte": "contains an invalid character",
+    "empty_path": "an empty path",
+    "root_removed": "its shared folder was removed",
+    "special_file": "not a regular file or folder",
+    "symlink_loop": "a loop of links",
+    "read_only": "the folder is shared read-only",
+    "not_granted": "not granted",
+    "connection_closed": "the connection is closed",
+    "nothing_approvable": "nothing requested could be approved",
+    "consent_refused": "consent refused",
+}
+
+
+_SPACES = {"\t": " ", "\n": " ", "\r": " "}
+
+
+def printable(text: str) -> str:
+    """*text* made safe to show: control and format characters written as escapes.
+
+    Servers choose messages and paths. Shown raw, a terminal escape sequence
+    could rewrite the screen and a bidirectional override (U+202E) could make
+    ``evil.exe`` look like ``exe.live``; tabs and line breaks become spaces.
+    """
+    if text.isprintable():
+        return text
+    out = []
+    for char in text:
+        if char in _SPACES:
+            out.append(_SPACES[char])
+        elif unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp", "Cs"):
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def reason_text(reason: str | None) -> str:
+    """A refusal reason (``outside_roots``) in words (``outside the shared folders``).
+
+    Parameters
+    ----------
+    reason
+        A snake_case reason from the core; ``None`` gives ``"not allowed"``.
+    """
+    if not reason:
+        return "not allowed"
+    return _REASONS.get(reason, reason.replace("_", " "))
+
+
+def format_bytes(count: float) -> str:
+    """A byte count for people: ``512 B``, ``1.5 kB``, ``12.3 MB`` (powers of 1000, like MB/s)."""
+    value = float(count)
+    if abs(value) < 1000:
+        return f"{int(value)} B"
+    for unit in ("kB", "MB", "GB", "TB"):
+        value /= 1000.0
+        if abs(value) < 1000 or unit == "TB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def format_age(seconds: float) -> str:
+    """A span of time, roughly: ``5 s``, ``3 min``, ``2 h 5 min``, ``3 d``."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{int(seconds)} s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{hours // 24} d"
+
+
+def clock_text(timestamp: float) -> str:
+    """A :func:`time.time` value as local wall-clock time, ``12:30:05``."""
+    return time.strftime("%H:%M:%S", time.localtime(timestamp))
+
+
+def duration_text(duration: float | None) -> str:
+    """How long a consent lasts: ``for this connection``, ``for 15 min``, ``for 1 h``."""
+    if duration is None:
+        return "for this connection"
+    return f"for {format_age(duration)}"
+
+
+def decision_text(request: ConsentRequest, decision: ConsentDecision) -> str:
+    """What a decision means, in one line.
+
+    Only what the broker will honour is named: approved paths that were
+    requested and approvable, operations that were requested.
+
+    Returns
+    -------
+    str
+        ``"Approved read on data/sales for 15 min"`` or ``"Denied"``.
+    """
+    shown = {item.path: item.rel or item.path for item in request.items if item.approvable}
+    paths = [shown[path] for path in decision.approved_paths if path in shown]
+    ops = [op for op in request.operations if op in decision.operations]
+    if not paths or not ops:
+        return "Denied"
+    return f"Approved {', '.join(ops)} on {', '.join(paths)} {duration_text(decision.duration)}"
+
+
+def expiry_text(grant: Grant, now: float | None = None) -> str:
+    """How long a grant lasts: ``until revoked``, ``for this connection``, ``14 min left (until 12:45:00)``.
+
+    Parameters
+    ----------
+    grant
+        The grant.
+    now
+        The current time; default :func:`time.time`.
+    """
+    if grant.expires_at is None:
+        return "until revoked" if grant.connection_id is None else "for this connection"
+    left = grant.expires_at - (time.time() if now is None else now)
+    return f"{format_age(left)} left (until {clock_text(grant.expires_at)})"
+
+
+def grant_holder(grant: Grant, servers: dict[str, str] | None = None) -> str:
+    """Who may use a grant: the connection's name, or ``all servers`` for a pre-approval.
+
+    Parameters
+    ----------
+    grant
+        The grant.
+    servers
+        Connection id to name, for grants that do not carry their server's name.
+    """
+    if grant.connection_id is None:
+        return "all servers"
+    return grant.server or (servers or {}).get(grant.connection_id, grant.connection_id)
+
+
+def _kept_locks(broker: Broker) -> tuple[LockInfo, ...]:
+    try:
+        return tuple(info for info in broker.locks.held() if info.kept)
+    except ClosedError:
+        return ()
+
+
+def _activity_line(record: AuditRecord) -> str:
+    outcome = record.decision
+    detail = ": ".join(part for part in (record.error, record.reason) if part)
+    if detail:
+        outcome += f" ({detail})"
+    size = f"  {format_bytes(record.bytes)}" if record.bytes else ""
+    return printable(
+        f"  {clock_text(record.time)}  {record.server}  {record.method}  "
+        f"{record.canonical or record.path or '-'}  {outcome}{size}"
+    )
+
+
+def status_text(
+    broker: Broker,
+    connections: Callable[[], Sequence[ConnectionView]] | Sequence[ConnectionView] = (),
+    *,
+    activity: int = 10,
+    now: float | None = None,
+) -> str:
+    """The dashboard as plain text, for a terminal IPython or a log.
+
+    Parameters
+    ----------
+    broker
+        The broker to describe.
+    connections
+        The kernel's connections (or a function that returns them).
+    activity
+        How many of the most recent audit records to list.
+    now
+        The current time (for ages and expiries); default :func:`time.time`.
+
+    Returns
+    -------
+    str
+        Several lines: a summary, then shared folders, connections, grants,
+        locks, bytes per server and recent activity.
+    """
+    now = time.time() if now is None else now
+    views = tuple(connections() if callable(connections) else connections)
+    roots = broker.roots.snapshot()
+    grants = broker.grants.grants()
+    locks = _kept_locks(broker)
+    totals = broker.audit.totals()
+    servers = {conn.id: conn.server for conn in broker.connections()}
+    read = sum(t["read"] for t in totals.values())
+    written = sum(t["written"] for t in totals.values())
+
+    def count(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
+    lines = [
+        "jupyter_fsbroker: "
+        + ", ".join(
+            (
+                count(len(roots), "shared folder"),
+                count(len(views), "connection"),
+                count(len(grants), "grant"),
+                count(len(locks), "lock"),
+            )
+        )
+        + f"; {format_bytes(read)} read, {format_bytes(written)} written"
+        + (" (broker closed)" if broker.closed else "")
+    ]
+    lines.append("Shared folders:")
+    lines += [
+        f"  {root.name}  {root.path}  ({'read-only' if root.read_only else 'read-write'})" for root in roots
+    ] or ["  (none: %fsbroker root DIR)"]
+    lines.append("Connections:")
+    lines += [
+        f"  {view.name}  server {view.server_name or '?'}  {view.transport}  "
+        f"protocol {view.protocol_version or '?'}  {view.state}"
+        for view in views
+    ] or ["  (none)"]
+    lines.append("Grants:")
+    lines += [
+        f"  {grant_holder(grant, servers)}  {grant.path}  {', '.join(grant.operations)}  "
+        f"{expiry_text(grant, now)}  [{grant.id}]"
+        for grant in grants
+    ] or ["  (none)"]
+    lines.append("Locks:")
+    lines += [
+        f"  {info.path}  held by {info.owner_label}  for {format_age(now - info.since)}  [{info.lock_id}]"
+        for info in locks
+    ] or ["  (none)"]
+    lines.append("Bytes per server:")
+    lines += [
+        f"  {server}  read {format_bytes(t['read'])}  written {format_bytes(t['written'])}  "
+        f"({t['allowed']} allowed, {t['denied']} denied)"
+        for server, t in sorted(totals.items())
+    ] or ["  (nothing yet)"]
+    records = broker.audit.records(limit=activity) if activity > 0 else ()
+    lines.append("Recent activity (newest first):")
+    lines += [_activity_line(record) for record in reversed(records)] or ["  (nothing yet)"]
+    return "\n".join(printable(line) for line in lines)
 
 
 class TerminalConsenter:
@@ -57,12 +383,14 @@ class TerminalConsenter:
         self._output.flush()
 
     def _ask(self, request: ConsentRequest, future: Future[ConsentDecision]) -> ConsentDecision | None:
-        lines = [f"\n{request.server} asks for access: {request.message or '(no message)'}"]
+        message = printable(request.message) if request.message else "(no message)"
+        lines = [f"\n{printable(request.server)} asks for access: {message}"]
         for item in request.items:
             mark = "  +" if item.approvable else "  -"
-            note = "" if item.approvable else f"  (not approvable: {item.reason})"
+            words = f"{reason_text(item.reason)} [{item.reason}]"
+            note = "" if item.approvable else f"  (not approvable: {words})"
             ro = "  (read-only folder)" if item.read_only else ""
-            lines.append(f"{mark} {item.path}{note}{ro}")
+            lines.append(f"{mark} {printable(item.path)}{note}{ro}")
         lines.append(f"  operations: {', '.join(request.operations)}")
         lines.append(f"Approve? [y]es / [r]ead only / [N]o (refused in {request.timeout:.0f} s): ")
         self._say("\n".join(lines))

@@ -1,0 +1,333 @@
+"""The consent prompt: a server's ``files/consent`` request as a widget.
+
+A :class:`ConsentPrompt` shows one :class:`~jupyter_fsbroker.core.consent.ConsentRequest`
+and resolves the :class:`~concurrent.futures.Future` the consenter returned to
+the broker. It decides nothing: it offers what the broker says is approvable,
+lets the user narrow it, and reports the answer. The broker waits for the future
+with a timeout and cancels it when the time is up or the connection closes; the
+prompt then shows what happened.
+
+Threading: the prompt may be built, clicked and resolved on any thread (click
+handlers run on a kernel subshell's thread while a cell blocks; the broker
+cancels from its own threads). Its own state is guarded by a lock; the future
+guarantees that only the first answer counts. A small daemon thread per prompt
+updates the countdown until the future is done, the deadline passes or
+:meth:`ConsentPrompt.close` is called; ``close`` joins it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import math
+import threading
+import time
+from concurrent.futures import Future, InvalidStateError
+from typing import Any
+
+import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
+
+from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest
+from .text import decision_text, printable, reason_text
+
+__all__ = ["DURATION_CHOICES", "ConsentPrompt", "close_parts", "close_tree"]
+
+#: The duration choices: label and seconds (``0`` stands for "as long as the connection lasts").
+DURATION_CHOICES: tuple[tuple[str, int], ...] = (("this connection", 0), ("15 min", 900), ("1 h", 3600))
+
+#: A cancellation this close to the deadline (or later) counts as the timeout.
+_TIMEOUT_SLACK = 1.0
+
+
+def close_parts(widget: Any) -> None:
+    """Close what *widget* is made of: its descendants, and their and its layout and style.
+
+    ipywidgets keeps every widget (a ``Layout`` and a ``Style`` too) until it is
+    closed, and closing a widget leaves its layout and style open: views that
+    come and go close all of it, or the kernel's widget registry grows.
+    """
+    for child in tuple(getattr(widget, "children", ()) or ()):
+        close_tree(child)
+    for name in ("layout", "style"):
+        part = getattr(widget, name, None)
+        if isinstance(part, widgets.Widget):
+            part.close()
+
+
+def close_tree(widget: Any) -> None:
+    """Close *widget* and everything it is made of (see :func:`close_parts`)."""
+    close_parts(widget)
+    widget.close()
+
+
+def _item_label(item: ConsentItem) -> str:
+    shown = printable(item.rel or item.path)
+    return shown if shown == printable(item.path) else f"{shown}  ({printable(item.path)})"
+
+
+class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
+    """One consent request, answerable with Approve or Deny (DOM class ``fsbroker-consent``).
+
+    Parameters
+    ----------
+    request
+        What the server asks for, as the broker prepared it.
+    future
+        The future the consenter returned; Approve and Deny resolve it. When it
+        is cancelled (timeout, connection closed) the prompt says so.
+    default_duration
+        The duration selected at first: ``None`` (this connection), ``900`` or ``3600``.
+    tick
+        Seconds between countdown updates.
+
+    Attributes
+    ----------
+    request, future
+        As given.
+    checkboxes
+        One checkbox per requested path, in request order; those of paths that
+        cannot be approved are disabled and unchecked.
+    op_toggles
+        One toggle per requested operation; the user can only narrow them.
+    duration
+        The duration choice (values from :data:`DURATION_CHOICES`).
+    approve_button, deny_button
+        The answers (DOM classes ``fsbroker-approve`` and ``fsbroker-deny``).
+    countdown
+        The time left before the request is refused.
+    outcome
+        What was decided, once it was.
+
+    Notes
+    -----
+    A click after the future is done (answered, timed out, withdrawn) does
+    nothing. Clicks from several threads at once resolve the future exactly
+    once: the future itself arbitrates.
+    """
+
+    def __init__(
+        self,
+        request: ConsentRequest,
+        future: Future[ConsentDecision],
+        *,
+        default_duration: float | None = None,
+        tick: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.request = request
+        self.future = future
+        self._tick = max(0.01, float(tick))
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._finished = False
+        self._closed = False
+        self._ticker: threading.Thread | None = None
+
+        message = html.escape(printable(request.message)) if request.message else "<i>(no message)</i>"
+        self.header = widgets.HTML(
+            f"<b>{html.escape(printable(request.server))}</b> asks for access to your files: {message}"
+        )
+        self.checkboxes: list[Any] = []
+        path_rows: list[Any] = []
+        for item in request.items:
+            box = widgets.Checkbox(
+                value=item.approvable,
+                disabled=not item.approvable,
+                description=_item_label(item),
+                indent=False,
+                layout=widgets.Layout(width="auto"),
+                style={"description_width": "initial"},
+            )
+            box.add_class("fsbroker-consent-path")
+            self.checkboxes.append(box)
+            path_rows.append(widgets.HBox([box, widgets.HTML(self._item_note(item, request.operations))]))
+        self.op_toggles: dict[str, Any] = {
+            op: widgets.ToggleButton(
+                value=True,
+                description=op,
+                tooltip=f"Allow {op} (untoggle to refuse it)",
+                layout=widgets.Layout(width="auto"),
+            )
+            for op in request.operations
+        }
+        choices = {seconds for _, seconds in DURATION_CHOICES}
+        initial = 0 if default_duration is None else int(default_duration)
+        self.duration = widgets.ToggleButtons(
+            options=list(DURATION_CHOICES),
+            value=initial if initial in choices else 0,
+            style={"button_width": "auto"},
+        )
+        self.approve_button = widgets.Button(
+            description="Approve", button_style="success", icon="check", tooltip="Grant what is checked"
+        )
+        self.approve_button.add_class("fsbroker-approve")
+        self.deny_button = widgets.Button(description="Deny", button_style="danger", icon="times")
+        self.deny_button.add_class("fsbroker-deny")
+        self.countdown = widgets.HTML()
+        self.countdown.add_class("fsbroker-countdown")
+        self.outcome = widgets.HTML()
+        self.outcome.add_class("fsbroker-consent-outcome")
+        ops_row = widgets.HBox([widgets.HTML("Operations:&nbsp;"), *self.op_toggles.values()])
+        duration_row = widgets.HBox([widgets.HTML("For:&nbsp;"), self.duration])
+        buttons_row = widgets.HBox([self.approve_button, self.deny_button, self.countdown])
+        self.children = (self.header, *path_rows, ops_row, duration_row, buttons_row, self.outcome)
+        self.add_class("fsbroker-consent")
+        self.layout.border = "1px solid #c9a227"
+        self.layout.padding = "4px 8px"
+        self.layout.margin = "4px 0"
+
+        for control in (*self.checkboxes, *self.op_toggles.values()):
+            control.observe(self._selection_changed, names="value")
+        self._selection_changed()
+        self._show_countdown()
+        future.add_done_callback(self._on_done)  # runs at once if the future is done already
+        with self._lock:
+            if not self._finished and not self._closed:
+                self._ticker = threading.Thread(
+                    target=self._run_ticker, name=f"fsbroker-consent-countdown-{request.id}", daemon=True
+                )
+                self._ticker.start()
+        self.approve_button.on_click(self._approve_clicked)
+        self.deny_button.on_click(self._deny_clicked)
+
+    # -- what the user chose ---------------------------------------------------------------
+
+    @staticmethod
+    def _item_note(item: ConsentItem, operations: tuple[str, ...]) -> str:
+        if not item.approvable:
+            return f"&nbsp;<i>cannot be approved: {html.escape(reason_text(item.reason))}</i>"
+        if item.read_only:
+            dropped = [op for op in operations if op in ("write", "delete")]
+            if dropped:
+                return f"&nbsp;<i>(read-only folder: {' and '.join(dropped)} will not be granted here)</i>"
+            return "&nbsp;<i>(read-only folder)</i>"
+        return ""
+
+    def selected_decision(self) -> ConsentDecision:
+        """The decision the checked paths, toggled operations and duration stand for.
+
+        Paths that cannot be approved are never included, whatever their checkbox says;
+        operations are limited to those requested.
+        """
+        paths = tuple(
+            item.path
+            for item, box in zip(self.request.items, self.checkboxes, strict=True)
+            if item.approvable and box.value
+        )
+        ops = tuple(op for op in self.request.operations if self.op_toggles[op].value)
+        seconds = int(self.duration.value or 0)
+        return ConsentDecision(paths, ops, None if seconds <= 0 else float(seconds))
+
+    @property
+    def done(self) -> bool:
+        """Whether the request is answered, timed out or withdrawn."""
+        return self.future.done()
+
+    def _selection_changed(self, change: object = None) -> None:
+        del change
+        with self._lock:
+            if not self._finished:
+                self.approve_button.disabled = not self.selected_decision().granted
+
+    # -- answers -----------------------------------------------------------------------------
+
+    def _approve_clicked(self, button: object = None) -> None:
+        del button
+        decision = self.selected_decision()
+        if decision.granted:  # nothing chosen: Approve is disabled, a stray click does nothing
+            self._answer(decision)
+
+    def _deny_clicked(self, button: object = None) -> None:
+        del button
+        self._answer(ConsentDecision.deny())
+
+    def _answer(self, decision: ConsentDecision) -> None:
+        # The future arbitrates between concurrent clicks and the broker's cancellation;
+        # it is resolved outside our lock so that its callbacks can never deadlock with it.
+        if self.future.done():
+            return
+        # Answered, timed out or withdrawn meanwhile: the first one counts.
+        with contextlib.suppress(InvalidStateError):
+            self.future.set_result(decision)
+
+    def _on_done(self, future: Future[ConsentDecision]) -> None:
+        text = self._outcome_text(future)
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+            self._stop.set()
+            if self._closed:
+                return
+            for control in (*self.checkboxes, *self.op_toggles.values(), self.duration):
+                control.disabled = True
+            self.approve_button.disabled = True
+            self.deny_button.disabled = True
+            self.countdown.value = ""
+            self.outcome.value = f"<b>{html.escape(printable(text))}</b>"
+
+    def _outcome_text(self, future: Future[ConsentDecision]) -> str:
+        if future.cancelled():
+            slack = min(_TIMEOUT_SLACK, self.request.timeout / 10)
+            if time.time() >= self.request.deadline - slack:
+                return "Timed out — denied"
+            return "Withdrawn: the connection closed or the request was cancelled"
+        error = future.exception()
+        if error is not None:
+            return f"Failed ({type(error).__name__}) — denied"
+        return decision_text(self.request, future.result())
+
+    @property
+    def outcome_text(self) -> str:
+        """What was decided, as plain text; empty while the request is open."""
+        value = str(self.outcome.value)
+        return html.unescape(value.removeprefix("<b>").removesuffix("</b>"))
+
+    # -- countdown ---------------------------------------------------------------------------
+
+    def _show_countdown(self) -> float:
+        remaining = self.request.deadline - time.time()
+        with self._lock:
+            if not self._finished and not self._closed:
+                if remaining > 0:
+                    whole = math.ceil(remaining)
+                    self.countdown.value = (
+                        f"&nbsp;refused automatically in <b>{whole // 60}:{whole % 60:02d}</b>"
+                    )
+                else:
+                    self.countdown.value = "&nbsp;time is up: refusing"
+        return remaining
+
+    def _run_ticker(self) -> None:
+        while True:
+            remaining = self._show_countdown()
+            if remaining <= 0:
+                return  # the broker cancels the future at the deadline; nothing left to count
+            # Wake when the remaining time crosses a whole second, so the display never skips one.
+            fraction = remaining - math.floor(remaining)
+            wait = min(self._tick, remaining, fraction or self._tick)
+            if self._stop.wait(wait):
+                return
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the countdown (joining its thread) and close the prompt's widgets.
+
+        The future is left as it is: the broker still times it out (or the
+        owner may cancel it). Idempotent; safe from any thread.
+        """
+        with self._lock:
+            already = self._closed
+            self._closed = True
+            ticker = self._ticker
+        self._stop.set()
+        if ticker is not None and ticker is not threading.current_thread():
+            ticker.join(timeout=5)
+        if not already:
+            close_parts(self)
+        super().close()
+
+    def __repr__(self) -> str:
+        state = "done" if self.future.done() else "open"
+        return f"<ConsentPrompt {self.request.id} server={self.request.server!r} {state}>"

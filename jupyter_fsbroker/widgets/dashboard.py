@@ -1,0 +1,741 @@
+"""The dashboard: roots, connections, grants, locks, changes and activity, with the user's controls.
+
+A :class:`Dashboard` observes one :class:`~jupyter_fsbroker.core.broker.Broker`
+and the kernel's connections. Its buttons only call public methods: the
+connection's ``close()`` (Disconnect, the kill switch), ``broker.grants.revoke``
+(Revoke) and ``broker.force_unlock`` (Force release). It decides nothing.
+
+Threading: the broker's listeners fire on arbitrary threads, and clicks may run
+on a kernel subshell's thread. Listeners only record what they must (new change
+events, new audit records) and schedule a refresh; refreshes are coalesced to at
+most one per ``refresh_interval`` by a short-lived timer thread, and rendering
+is serialised by a lock. A Disconnect runs the connection's ``close()`` on a
+short-lived thread so a click handler never blocks. :meth:`Dashboard.close`
+unsubscribes everything and joins every thread it started.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import html
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
+
+from ..core.audit import AuditRecord
+from ..core.broker import Broker, Connection
+from ..core.errors import BrokerError, ClosedError, FilesError
+from ..core.grants import Grant
+from ..core.locks import LockInfo
+from ..core.watch import ChangeEvent
+from .consent import close_parts, close_tree
+from .text import (
+    ENDED_STATES,
+    ConnectionView,
+    clock_text,
+    expiry_text,
+    format_age,
+    format_bytes,
+    grant_holder,
+    printable,
+    reason_text,
+)
+
+__all__ = ["ConnectionView", "Dashboard"]
+
+log = logging.getLogger(__name__)
+
+#: How long :meth:`Dashboard.close` waits for a thread it started.
+_JOIN_TIMEOUT = 5.0
+
+_TABLE = '<table style="border-collapse:collapse;font-size:90%;line-height:1.3">'
+_CELL = "padding:0 0.8em 0 0;text-align:left;vertical-align:top"
+
+
+def _e(value: object) -> str:
+    return html.escape(printable(str(value)))
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """An HTML table; every cell must already be escaped."""
+    out = [_TABLE, "<tr>", *(f'<th style="{_CELL}">{_e(h)}</th>' for h in head), "</tr>"]
+    for row in rows:
+        out.append("<tr>" + "".join(f'<td style="{_CELL}">{cell}</td>' for cell in row) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _muted(text: str) -> str:
+    return f'<span style="opacity:0.7"><i>{_e(text)}</i></span>'
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+@dataclass(frozen=True)
+class _Change:
+    server: str
+    event: ChangeEvent
+
+
+@dataclass
+class _Row:
+    """One line of a section with an action button."""
+
+    box: Any
+    text: Any
+    button: Any
+
+    def close(self) -> None:
+        close_tree(self.box)
+
+
+class Dashboard(widgets.VBox):  # type: ignore[misc]
+    """A live view of a broker with its kill switches (DOM class ``fsbroker-dashboard``).
+
+    Parameters
+    ----------
+    broker
+        The broker to show.
+    connections
+        Returns the kernel's connections (see :class:`ConnectionView`); called
+        on every refresh, from the refreshing thread.
+    max_changes, max_activity
+        How many change events and audit records the feeds keep.
+    refresh_interval
+        Seconds: refreshes caused by the broker's events are coalesced to at
+        most one per interval.
+
+    Attributes
+    ----------
+    broker
+        As given.
+    header
+        One line summarising the state.
+    message
+        The outcome of the last action (Revoke, Force release, Disconnect).
+    consent_area
+        A VBox where consent prompts that have no calling cell are shown
+        (see :meth:`add_prompt`).
+    roots_html
+        The shared folders.
+    connections_box, grants_box, locks_box
+        One row per connection, grant and kept lock, each with its button
+        (DOM classes ``fsbroker-disconnect``, ``fsbroker-revoke``, ``fsbroker-force-unlock``).
+    totals_html
+        Bytes read and written per server.
+    changes_html
+        The change feed, newest first (DOM class ``fsbroker-changes``).
+    activity_html
+        The activity log, newest first (DOM class ``fsbroker-activity``).
+    renders
+        How many refreshes ran (for tests and diagnostics).
+
+    Notes
+    -----
+    The kernel's connection states change without a broker event: call
+    :meth:`schedule_refresh` (cheap, non-blocking, any thread) when they do.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        connections: Callable[[], Sequence[ConnectionView]] | None = None,
+        *,
+        max_changes: int = 50,
+        max_activity: int = 50,
+        refresh_interval: float = 0.2,
+    ) -> None:
+        super().__init__()
+        self.broker = broker
+        self._connections: Callable[[], Sequence[ConnectionView]] = connections or tuple
+        self._interval = max(0.0, float(refresh_interval))
+        self._state = threading.Condition(threading.Lock())
+        self._render_lock = threading.Lock()
+        self._changes: collections.deque[_Change] = collections.deque(maxlen=max(1, max_changes))
+        self._activity: collections.deque[AuditRecord] = collections.deque(maxlen=max(1, max_activity))
+        self._timer: threading.Timer | None = None
+        self._dirty = False
+        self._rendering = False
+        self._last_render = 0.0
+        self._closed = False
+        self._workers: set[threading.Thread] = set()
+        self._disconnecting: set[int] = set()
+        self._conn_rows: dict[int, _Row] = {}
+        self._conn_views: dict[int, ConnectionView] = {}
+        self._grant_rows: dict[str, _Row] = {}
+        self._lock_rows: dict[str, _Row] = {}
+        self.renders = 0
+
+        self.header = widgets.HTML()
+        self.header.add_class("fsbroker-dashboard-header")
+        self.message = widgets.HTML()
+        self.message.add_class("fsbroker-dashboard-message")
+        self.consent_area = widgets.VBox()
+        self.consent_area.add_class("fsbroker-consent-area")
+        self.roots_html = widgets.HTML()
+        self.connections_box = widgets.VBox()
+        self.grants_box = widgets.VBox()
+        self.locks_box = widgets.VBox()
+        self.totals_html = widgets.HTML()
+        scroll = {"max_height": "16em", "overflow": "auto"}
+        self.changes_html = widgets.HTML(layout=widgets.Layout(**scroll))
+        self.changes_html.add_class("fsbroker-changes")
+        self.activity_html = widgets.HTML(layout=widgets.Layout(**scroll))
+        self.activity_html.add_class("fsbroker-activity")
+        self._empty = {
+            "connections": widgets.HTML(_muted("No connections.")),
+            "grants": widgets.HTML(
+                _muted("No grants: servers ask with files/consent, or pre-approve with %fsbroker allow.")
+            ),
+            "locks": widgets.HTML(_muted("No kept locks.")),
+        }
+        titles = {
+            name: widgets.HTML(f"<b>{_e(name)}</b>")
+            for name in ("Shared folders", "Connections", "Grants", "Locks", "Bytes per server", "Changes")
+        }
+        titles["Activity"] = widgets.HTML("<b>Activity</b>")
+        self.children = (
+            self.header,
+            self.message,
+            self.consent_area,
+            titles["Shared folders"],
+            self.roots_html,
+            titles["Connections"],
+            self.connections_box,
+            titles["Grants"],
+            self.grants_box,
+            titles["Locks"],
+            self.locks_box,
+            titles["Bytes per server"],
+            self.totals_html,
+            titles["Changes"],
+            self.changes_html,
+            titles["Activity"],
+            self.activity_html,
+        )
+        self.add_class("fsbroker-dashboard")
+        self.layout.border = "1px solid #bbb"
+        self.layout.padding = "4px 8px"
+
+        # Subscribe first, then read what is there: nothing appended in between is lost.
+        self._unsubscribe: list[Callable[[], None]] = [
+            broker.audit.subscribe(self._on_audit),
+            broker.on_change(self._on_change),
+            broker.roots.subscribe(self._on_event),
+            broker.grants.subscribe(self._on_event),
+            broker.on_connections(self._on_event),
+        ]
+        with contextlib.suppress(ClosedError):  # a closed broker has no locks to watch
+            self._unsubscribe.append(broker.locks.subscribe(self._on_event))
+        known = broker.audit.records(limit=self._activity.maxlen)
+        with self._state:
+            fresh = list(self._activity)
+            self._activity.clear()
+            self._activity.extend(known)
+            seen = {id(record) for record in known}
+            self._activity.extend(record for record in fresh if id(record) not in seen)
+        self.refresh()
+
+    # -- events (any thread) -----------------------------------------------------------------
+
+    def _on_event(self, *args: object) -> None:
+        del args
+        self.schedule_refresh()
+
+    def _on_audit(self, record: AuditRecord) -> None:
+        with self._state:
+            if self._closed:
+                return
+            self._activity.append(record)
+        self.schedule_refresh()
+
+    def _on_change(self, event: ChangeEvent, connection: Connection) -> None:
+        with self._state:
+            if self._closed:
+                return
+            self._changes.append(_Change(connection.server, event))
+        self.schedule_refresh()
+
+    def schedule_refresh(self) -> None:
+        """Refresh soon (coalesced: at most once per ``refresh_interval``). Never blocks."""
+        with self._state:
+            if self._closed:
+                return
+            self._dirty = True
+            if self._timer is not None:
+                return
+            delay = max(0.0, self._last_render + self._interval - time.monotonic())
+            timer = threading.Timer(delay, self._timer_fired)
+            timer.name = "fsbroker-dashboard-refresh"
+            timer.daemon = True
+            self._timer = timer
+            timer.start()
+
+    def _timer_fired(self) -> None:
+        with self._state:
+            if self._timer is threading.current_thread():
+                self._timer = None
+        try:
+            self.refresh()
+        except Exception:  # a broken view must never break the broker's threads
+            log.exception("the dashboard could not refresh")
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every scheduled refresh (and Disconnect) has run; return whether it did in time.
+
+        Parameters
+        ----------
+        timeout
+            Seconds to wait at most.
+        """
+        deadline = time.monotonic() + timeout
+        with self._state:
+            while (self._dirty or self._timer or self._rendering or self._workers) and not self._closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._state.wait(remaining)
+            return True
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Render the current state now, on the calling thread.
+
+        Do not call it while holding a lock that the ``connections`` function
+        needs; :meth:`schedule_refresh` is the non-blocking alternative.
+        """
+        with self._render_lock:
+            with self._state:
+                if self._closed:
+                    self._state.notify_all()
+                    return
+                self._dirty = False
+                self._rendering = True
+                changes = list(self._changes)
+                activity = list(self._activity)
+            try:
+                self._render(changes, activity)
+            finally:
+                with self._state:
+                    self._rendering = False
+                    self._last_render = time.monotonic()
+                    self.renders += 1
+                    self._state.notify_all()
+
+    def _views(self) -> tuple[ConnectionView, ...]:
+        try:
+            return tuple(self._connections())
+        except Exception:
+            log.exception("the dashboard could not list the connections")
+            return ()
+
+    def _kept_locks(self) -> tuple[LockInfo, ...]:
+        try:
+            return tuple(info for info in self.broker.locks.held() if info.kept and info.lock_id)
+        except ClosedError:
+            return ()
+
+    def _render(self, changes: list[_Change], activity: list[AuditRecord]) -> None:
+        broker = self.broker
+        now = time.time()
+        roots = broker.roots.snapshot()
+        views = self._views()
+        grants = sorted(
+            broker.grants.grants(),
+            key=lambda g: (g.connection_id is not None, g.server, g.path, g.created_at),
+        )
+        locks = self._kept_locks()
+        totals = broker.audit.totals()
+        servers = {conn.id: conn.server for conn in broker.connections()}
+        waiting = sum(1 for child in self.consent_area.children if not getattr(child, "done", True))
+
+        read = sum(t["read"] for t in totals.values())
+        written = sum(t["written"] for t in totals.values())
+        parts = [
+            _plural(len(roots), "shared folder"),
+            _plural(len(views), "connection"),
+            _plural(len(grants), "grant"),
+            _plural(len(locks), "lock"),
+            f"{format_bytes(read)} read",
+            f"{format_bytes(written)} written",
+        ]
+        summary = " · ".join(_e(part) for part in parts)
+        if waiting:
+            summary += f" · <b>{_e(_plural(waiting, 'consent request'))} waiting</b>"
+        if broker.closed:
+            summary += " · <b>broker closed</b>"
+        self._set(self.header, f"<b>File broker</b> — {summary}")
+
+        self._set(
+            self.roots_html,
+            _table(
+                ("name", "folder", "access"),
+                [
+                    (
+                        f"<b>{_e(r.name)}</b>",
+                        f"<code>{_e(r.path)}</code>",
+                        "read-only" if r.read_only else "read-write",
+                    )
+                    for r in roots
+                ],
+            )
+            if roots
+            else _muted("No shared folders: %fsbroker root DIR"),
+        )
+        self._sync_connections(views)
+        self._sync(
+            self._grant_rows,
+            self.grants_box,
+            [(g.id, self._grant_text(g, servers, now), True) for g in grants],
+            self._make_grant_row,
+            self._empty["grants"],
+        )
+        self._sync(
+            self._lock_rows,
+            self.locks_box,
+            [(info.lock_id or "", self._lock_text(info, now), True) for info in locks],
+            self._make_lock_row,
+            self._empty["locks"],
+        )
+        self._set(
+            self.totals_html,
+            _table(
+                ("server", "read", "written", "allowed", "denied"),
+                [
+                    (
+                        _e(server),
+                        format_bytes(t["read"]),
+                        format_bytes(t["written"]),
+                        str(t["allowed"]),
+                        str(t["denied"]),
+                    )
+                    for server, t in sorted(totals.items())
+                ],
+            )
+            if totals
+            else _muted("Nothing read or written yet."),
+        )
+        self._set(self.changes_html, self._changes_html(changes))
+        self._set(self.activity_html, self._activity_html(activity))
+
+    @staticmethod
+    def _set(widget: Any, value: str) -> None:
+        if widget.value != value:
+            widget.value = value
+
+    def _sync(
+        self,
+        rows: dict[Any, _Row],
+        box: Any,
+        items: list[tuple[Hashable, str, bool]],
+        make: Callable[[Any], _Row],
+        empty: Any,
+    ) -> None:
+        """Update the rows of one section in place: keep, update, add and close rows by key."""
+        order: list[_Row] = []
+        wanted = set()
+        for key, text, enabled in items:
+            wanted.add(key)
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = make(key)
+            self._set(row.text, text)
+            if row.button.disabled == enabled:
+                row.button.disabled = not enabled
+            order.append(row)
+        for key in [key for key in rows if key not in wanted]:
+            rows.pop(key).close()
+        children = tuple(row.box for row in order) or (empty,)
+        if tuple(box.children) != children:
+            box.children = children
+
+    @staticmethod
+    def _row(text: str, label: str, css: str, style: str, tooltip: str) -> _Row:
+        button = widgets.Button(
+            description=label, button_style=style, tooltip=tooltip, layout=widgets.Layout(width="auto")
+        )
+        button.add_class(css)
+        text_widget = widgets.HTML(text)
+        box = widgets.HBox([button, text_widget], layout=widgets.Layout(align_items="center"))
+        return _Row(box, text_widget, button)
+
+    # connections
+
+    def _sync_connections(self, views: tuple[ConnectionView, ...]) -> None:
+        items: list[tuple[Hashable, str, bool]] = []
+        with self._state:
+            disconnecting = set(self._disconnecting)
+        for view in views:
+            key = id(view)
+            self._conn_views[key] = view
+            try:
+                name, server, transport = view.name, view.server_name, view.transport
+                version, state = view.protocol_version, view.state
+            except Exception:
+                log.exception("the dashboard could not read a connection")
+                continue
+            if key in disconnecting:
+                state = "disconnecting"
+            text = (
+                f"<b>{_e(name)}</b> · server {_e(server or '?')} · {_e(transport)} · "
+                f"protocol {_e(version or '?')} · <i>{_e(state)}</i>"
+            )
+            items.append((key, text, str(state).lower() not in ENDED_STATES and key not in disconnecting))
+        self._sync(
+            self._conn_rows,
+            self.connections_box,
+            items,
+            self._make_connection_row,
+            self._empty["connections"],
+        )
+        for key in [key for key in self._conn_views if key not in self._conn_rows]:
+            del self._conn_views[key]
+
+    def _make_connection_row(self, key: int) -> _Row:
+        view = self._conn_views[key]
+        row = self._row("", "Disconnect", "fsbroker-disconnect", "danger", "End this connection now")
+        row.button.on_click(lambda _button: self._disconnect(view))
+        return row
+
+    def _disconnect(self, view: ConnectionView) -> None:
+        key = id(view)
+        with self._state:
+            if self._closed or key in self._disconnecting:
+                return
+            self._disconnecting.add(key)
+            worker = threading.Thread(
+                target=self._run_disconnect, args=(view,), name="fsbroker-disconnect", daemon=True
+            )
+            self._workers.add(worker)
+            worker.start()
+        self.schedule_refresh()
+
+    def _run_disconnect(self, view: ConnectionView) -> None:
+        name = "?"
+        try:
+            name = str(view.name)
+            view.close()
+        except Exception as exc:
+            log.exception("disconnecting %s failed", name)
+            text = f"Could not disconnect {_e(name)}: {_e(exc)}"
+        else:
+            text = f"Disconnected {_e(name)}."
+        try:
+            with self._state:
+                self._disconnecting.discard(id(view))
+            self._say(text)
+            self.schedule_refresh()
+        finally:
+            with self._state:  # last, so that flush() also waits for this refresh
+                self._workers.discard(threading.current_thread())
+                self._state.notify_all()
+
+    # grants
+
+    @staticmethod
+    def _grant_text(grant: Grant, servers: dict[str, str], now: float) -> str:
+        holder = grant_holder(grant, servers)
+        who = f"<i>{_e(holder)}</i>" if grant.connection_id is None else f"<b>{_e(holder)}</b>"
+        extra = " · incl. sensitive names" if grant.include_sensitive else ""
+        return (
+            f"{who} · <code>{_e(grant.path)}</code> · {_e(', '.join(grant.operations))} · "
+            f"{_e(expiry_text(grant, now))} · {_e(grant.source)}{extra}"
+        )
+
+    def _make_grant_row(self, grant_id: str) -> _Row:
+        row = self._row("", "Revoke", "fsbroker-revoke", "warning", "Revoke this grant now")
+        row.button.on_click(lambda _button: self._revoke(grant_id))
+        return row
+
+    def _revoke(self, grant_id: str) -> None:
+        try:
+            grant = self.broker.grants.revoke(grant_id)
+        except FilesError:
+            self._say("That grant was already gone.")
+        else:
+            self._say(
+                f"Revoked {_e(', '.join(grant.operations))} on <code>{_e(grant.path)}</code> "
+                f"for {_e(grant_holder(grant))}."
+            )
+        self.schedule_refresh()
+
+    # locks
+
+    @staticmethod
+    def _lock_text(info: LockInfo, now: float) -> str:
+        return (
+            f"<code>{_e(info.path)}</code> · held by <b>{_e(info.owner_label)}</b> · "
+            f"for {_e(format_age(now - info.since))} (since {_e(clock_text(info.since))})"
+        )
+
+    def _make_lock_row(self, lock_id: str) -> _Row:
+        row = self._row("", "Force release", "fsbroker-force-unlock", "warning", "Release this lock now")
+        row.button.on_click(lambda _button: self._force_unlock(lock_id))
+        return row
+
+    def _force_unlock(self, lock_id: str) -> None:
+        try:
+            self.broker.force_unlock(lock_id)
+        except (FilesError, BrokerError):
+            self._say("That lock was already released.")
+        else:
+            self._say("Lock released.")
+        self.schedule_refresh()
+
+    # feeds
+
+    @staticmethod
+    def _changes_html(changes: list[_Change]) -> str:
+        if not changes:
+            return _muted("No changes seen yet (servers see changes under the paths they watch).")
+        rows = []
+        for change in reversed(changes):
+            ev = change.event
+            path = f"<code>{_e(ev.path)}</code>"
+            if ev.old_path:
+                path = f"<code>{_e(ev.old_path)}</code> → {path}"
+            rows.append((_e(clock_text(ev.timestamp)), _e(ev.event), path, _e(change.server)))
+        return _table(("time", "event", "path", "server"), rows)
+
+    @staticmethod
+    def _activity_html(activity: list[AuditRecord]) -> str:
+        if not activity:
+            return _muted("No activity yet.")
+        rows = []
+        for record in reversed(activity):
+            if record.decision == "allow":
+                decision = '<span style="color:#2e7d32">allow</span>'
+            else:
+                decision = f'<span style="color:#c62828" title="{_e(reason_text(record.reason))}">deny</span>'
+            detail = ": ".join(_e(part) for part in (record.error, record.reason) if part)
+            rows.append(
+                (
+                    _e(clock_text(record.time)),
+                    _e(record.server),
+                    _e(record.method),
+                    f"<code>{_e(record.canonical or record.path or '-')}</code>",
+                    decision,
+                    detail,
+                    _e(format_bytes(record.bytes)) if record.bytes else "",
+                )
+            )
+        return _table(("time", "server", "method", "path", "decision", "error", "bytes"), rows)
+
+    # -- consent prompts ---------------------------------------------------------------------
+
+    def add_prompt(self, prompt: Any) -> None:
+        """Show a consent prompt in :attr:`consent_area` (thread-safe).
+
+        The dashboard does not close prompts: their owner does (and removes
+        them with :meth:`remove_prompt`).
+        """
+        with self._state:
+            if self._closed:
+                return
+            if prompt not in self.consent_area.children:
+                self.consent_area.children = (*self.consent_area.children, prompt)
+        future = getattr(prompt, "future", None)
+        if future is not None:
+            future.add_done_callback(lambda _future: self.schedule_refresh())
+        self.schedule_refresh()
+
+    def remove_prompt(self, prompt: Any) -> None:
+        """Take a prompt out of :attr:`consent_area` (thread-safe); a prompt not shown is ignored."""
+        with self._state:
+            if self._closed:
+                return
+            children = tuple(child for child in self.consent_area.children if child is not prompt)
+            if len(children) != len(self.consent_area.children):
+                self.consent_area.children = children
+        self.schedule_refresh()
+
+    # -- buttons for tests and frontends ------------------------------------------------------
+
+    def disconnect_buttons(self) -> dict[str, Any]:
+        """The Disconnect buttons shown, by connection name."""
+        with self._render_lock:
+            return {
+                str(self._conn_views[key].name): row.button
+                for key, row in self._conn_rows.items()
+                if key in self._conn_views
+            }
+
+    def revoke_buttons(self) -> dict[str, Any]:
+        """The Revoke buttons shown, by grant id."""
+        with self._render_lock:
+            return {key: row.button for key, row in self._grant_rows.items()}
+
+    def force_unlock_buttons(self) -> dict[str, Any]:
+        """The Force release buttons shown, by lock id."""
+        with self._render_lock:
+            return {key: row.button for key, row in self._lock_rows.items()}
+
+    def row_texts(self, section: str) -> list[str]:
+        """The HTML of each row of ``"connections"``, ``"grants"`` or ``"locks"``, in display order."""
+        sections: dict[str, tuple[dict[Any, _Row], Any]] = {
+            "connections": (self._conn_rows, self.connections_box),
+            "grants": (self._grant_rows, self.grants_box),
+            "locks": (self._lock_rows, self.locks_box),
+        }
+        rows, box = sections[section]
+        with self._render_lock:
+            by_box = {id(row.box): row for row in rows.values()}
+            return [str(by_box[id(child)].text.value) for child in box.children if id(child) in by_box]
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    def _say(self, text: str) -> None:
+        with self._state:
+            if self._closed:
+                return
+        self.message.value = text
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def close(self) -> None:
+        """Unsubscribe from the broker, stop and join every thread, close the widgets. Idempotent.
+
+        A Disconnect still running is waited for a few seconds; consent prompts
+        in :attr:`consent_area` are left to their owner.
+        """
+        with self._state:
+            already = self._closed
+            self._closed = True
+            timer, self._timer = self._timer, None
+            workers = list(self._workers)
+            unsubscribe, self._unsubscribe = self._unsubscribe, []
+            self._state.notify_all()
+        for stop in unsubscribe:
+            stop()
+        current = threading.current_thread()
+        if timer is not None:
+            timer.cancel()
+            if timer is not current:
+                timer.join(_JOIN_TIMEOUT)
+        for worker in workers:
+            if worker is not current:
+                worker.join(_JOIN_TIMEOUT)
+        if not already:
+            with self._render_lock:
+                for rows in (self._conn_rows, self._grant_rows, self._lock_rows):
+                    for row in rows.values():
+                        row.close()
+                    rows.clear()
+                self._conn_views.clear()
+                self.consent_area.children = ()  # the prompts belong to whoever added them
+                for empty in self._empty.values():
+                    close_tree(empty)
+                close_parts(self)
+        super().close()

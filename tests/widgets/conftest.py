@@ -1,0 +1,147 @@
+"""Fixtures for the widget tests: a real broker in a temporary folder, widgets without a frontend.
+
+ipywidgets works without a kernel (comm messages go nowhere), so every view is
+built in-process and clicked with ``button.click()``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ipywidgets
+import pytest
+
+from jupyter_fsbroker.core.broker import Broker, BrokerConfig, Connection
+from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
+from jupyter_fsbroker.core.limits import Limits
+from jupyter_fsbroker.widgets.consent import ConsentPrompt
+
+ALL_OPS = ("read", "write", "delete", "watch")
+WAIT = 10.0  # seconds: the most any test waits for an event that is expected at once
+
+
+def make_broker(tmp_path: Path, **config: object) -> Broker:
+    """A broker whose lock files and trash live in *tmp_path*, never in the user's folders."""
+    return Broker(
+        BrokerConfig(lock_dir=str(tmp_path / ".locks"), trash_dir=str(tmp_path / ".trash"), **config)  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    """The folder shared as root ``data``."""
+    folder = tmp_path / "data"
+    (folder / "sales").mkdir(parents=True)
+    (folder / "sales" / "2024.csv").write_text("month,total\n1,10\n")
+    (folder / "x.csv").write_text("a,b\n1,2\n")
+    (folder / ".env").write_text("SECRET=1\n")
+    return folder
+
+
+@pytest.fixture
+def ref(tmp_path: Path) -> Path:
+    """The folder shared read-only as root ``ref``."""
+    folder = tmp_path / "ref"
+    (folder / "tables").mkdir(parents=True)
+    (folder / "tables" / "t.csv").write_text("t\n")
+    return folder
+
+
+@pytest.fixture
+def broker(tmp_path: Path, data: Path, ref: Path) -> Iterator[Broker]:
+    with make_broker(tmp_path, limits=Limits(lock_wait=0.3)) as b:
+        b.add_root(data, name="data")
+        b.add_root(ref, name="ref", read_only=True)
+        yield b
+
+
+@pytest.fixture(autouse=True)
+def _close_widgets() -> Iterator[None]:
+    """Close every widget a test left open (which also stops any countdown it left running)."""
+    yield
+    ipywidgets.Widget.close_all()
+
+
+def make_request(
+    *,
+    timeout: float = 120.0,
+    created_at: float | None = None,
+    operations: tuple[str, ...] = ("read", "write"),
+    message: str = "Profile the sales data",
+) -> ConsentRequest:
+    """A request with two approvable paths (one read-only) and two that are not."""
+    items = (
+        ConsentItem("data/sales", "data/sales", True),
+        ConsentItem("/home/ana/config.json", None, False, "outside_roots"),
+        ConsentItem("data/.env", "data/.env", False, "sensitive", False),
+        ConsentItem("ref/tables", "ref/tables", True, None, True),
+    )
+    extra = {} if created_at is None else {"created_at": created_at}
+    return ConsentRequest(
+        server="analysis",
+        connection_id="c0",
+        message=message,
+        items=items,
+        operations=operations,
+        timeout=timeout,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def countdown_threads(request: ConsentRequest | None = None) -> list[threading.Thread]:
+    """The countdown threads alive (of one request, or of all)."""
+    prefix = "fsbroker-consent-countdown-" + ("" if request is None else request.id)
+    return [t for t in threading.enumerate() if t.name.startswith(prefix)]
+
+
+def join_all(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.join(WAIT)
+        assert not thread.is_alive(), thread
+
+
+class PromptConsenter:
+    """The consenter glue a kernel would have: each request becomes a ConsentPrompt."""
+
+    def __init__(self) -> None:
+        self.prompts: list[ConsentPrompt] = []
+        self.shown = threading.Condition()
+
+    def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
+        future: Future[ConsentDecision] = Future()
+        prompt = ConsentPrompt(request, future)
+        with self.shown:
+            self.prompts.append(prompt)
+            self.shown.notify_all()
+        return future
+
+    def next_prompt(self, index: int = 0) -> ConsentPrompt:
+        with self.shown:
+            assert self.shown.wait_for(lambda: len(self.prompts) > index, WAIT)
+            return self.prompts[index]
+
+
+@dataclass(eq=False)
+class FakeView:
+    """A kernel connection as the dashboard sees it; ``close()`` is the kill switch."""
+
+    name: str
+    connection: Connection | None = None
+    server_name: str = "Analysis Server"
+    transport: str = "stdio"
+    protocol_version: str | None = "2025-06-18"
+    state: str = "connected"
+    closed: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event | None = None  # when set, close() waits for it (a slow disconnect)
+
+    def close(self) -> None:
+        if self.release is not None:
+            assert self.release.wait(WAIT)
+        if self.connection is not None:
+            self.connection.close()
+        self.state = "closed"
+        self.closed.set()
