@@ -3,7 +3,15 @@
 The names below are the public API. The engine is :class:`Broker`: it holds
 the shared folders (roots), the grants, locks, watches and audit log, and
 answers the ``files/*`` requests of each server connection.
+
+In a notebook: ``%load_ext jupyter_fsbroker`` (or ``broker = jupyter_fsbroker.get_broker()``).
+The kernel entry points below import IPython, ``ipywidgets`` and the MCP client
+only when called, so ``import jupyter_fsbroker`` stays light.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .core import (
     Broker,
@@ -22,7 +30,32 @@ from .core import (
     SensitiveNames,
 )
 
+if TYPE_CHECKING:
+    from .kernel.api import NotebookBroker
+
 __version__ = "0.1.0.dev0"
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext jupyter_fsbroker``: start this kernel's broker (quietly)."""
+    from .kernel.extension import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext jupyter_fsbroker``: close every connection and stop the broker."""
+    from .kernel.extension import unload_ipython_extension as unload
+
+    unload(ipython)
+
+
+def get_broker() -> NotebookBroker:
+    """The broker of this kernel (see :func:`jupyter_fsbroker.kernel.api.get_broker`)."""
+    from .kernel.api import get_broker as get
+
+    return get()
+
 
 __all__ = [
     "Broker",
@@ -40,4 +73,7 @@ __all__ = [
     "Root",
     "SensitiveNames",
     "__version__",
+    "get_broker",
+    "load_ipython_extension",
+    "unload_ipython_extension",
 ]

@@ -1,0 +1,410 @@
+"""Where a consent prompt appears, and how the user's answer gets back while a cell blocks.
+
+The broker asks a :class:`KernelConsenter`; it returns a future at once and
+shows the request where the user is looking:
+
+* **a call in flight** (a cell blocked in ``conn.call_tool(...)`` or awaiting
+  ``conn.acall_tool(...)`` on that connection): the request goes to the call's
+  :class:`CallScope`, and the *calling cell itself* — woken from its wait —
+  displays a small panel in its own output and puts the prompt in it. The prompt
+  widgets were built on the background loop with an empty parent header and
+  their comm routing freed (:mod:`.ipykernel_compat`), so a click sent on a
+  kernel subshell (JupyterLab) is handled at once although the main shell is
+  busy; an async cell handles clicks on the main shell while it awaits.
+* **no call in flight**: the request goes to the notebook broker's *outside*
+  place (the dashboard's consent area, or the card shown under the connecting
+  cell).
+* **clicks cannot arrive** (a synchronous call, and no kernel subshell exists:
+  VS Code, classic frontends, consoles) or there are no widgets at all: the
+  blocked cell asks on stdin (``input_request``), racing the widget; whichever
+  answers first counts.
+
+Whatever the path, the broker itself denies when ``consent_timeout`` passes; a
+cell never waits for anything but its call's future, and Ctrl-C / Interrupt
+cancels the call (and withdraws its pending prompts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..core.broker import Broker, Transfer
+from ..core.consent import ConsentDecision, ConsentRequest
+from . import ipykernel_compat as ipk
+
+__all__ = ["Ask", "CallScope", "KernelConsenter", "decision_from_text", "request_text"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Seconds a blocked call waits for a frontend to create a subshell before asking on stdin.
+SUBSHELL_GRACE = 1.0
+
+
+@dataclass(eq=False)
+class Ask:
+    """One consent request on its way to the user."""
+
+    request: ConsentRequest
+    future: Future[ConsentDecision]
+    prompt: Any | None = None  # the ConsentPrompt widget, when widgets are shown
+
+
+def request_text(request: ConsentRequest) -> str:
+    """The request as a text prompt, ending with the question (for stdin and terminals)."""
+    lines = [f"{request.server} asks for access to your files: {request.message or '(no message)'}"]
+    for item in request.items:
+        if item.approvable:
+            note = "  (read-only folder)" if item.read_only else ""
+            lines.append(f"  + {item.rel or item.path}{note}")
+        else:
+            lines.append(f"  - {item.path}  (cannot be approved: {item.reason or 'not allowed'})")
+    lines.append(f"  operations: {', '.join(request.operations)}")
+    left = max(0, round(request.deadline - time.time()))
+    read = " / [r]ead only" if "read" in request.operations and len(request.operations) > 1 else ""
+    lines.append(f"Approve? [y]es{read} / [N]o (denied in {left} s): ")
+    return "\n".join(lines)
+
+
+def decision_from_text(request: ConsentRequest, answer: str) -> ConsentDecision:
+    """``y``/``yes`` approves everything approvable, ``r``/``read`` only reading; anything else denies."""
+    word = answer.strip().lower()
+    if word in ("y", "yes"):
+        return ConsentDecision.approve_all(request)
+    if word in ("r", "read") and "read" in request.operations:
+        return ConsentDecision(request.approvable_paths, ("read",))
+    return ConsentDecision.deny()
+
+
+def _resolve(future: Future[ConsentDecision], decision: ConsentDecision) -> bool:
+    try:
+        future.set_result(decision)
+    except InvalidStateError:
+        return False  # answered, timed out or withdrawn meanwhile: the first answer counts
+    return True
+
+
+class CallScope:
+    """One tool call in flight, seen from the cell that waits for it.
+
+    Created by the kernel connection around each call. The consenter offers it
+    the requests of its connection (:meth:`offer`, any thread); the waiting
+    cell (:meth:`wait` or :meth:`wait_async`) wakes up, shows them in a panel
+    in its own output, and for a synchronous call may ask on stdin.
+
+    Parameters
+    ----------
+    connection_id
+        The broker-side connection the call runs on.
+    broker
+        For transfer progress.
+    kernel
+        The ipykernel kernel, or ``None`` (terminal IPython, scripts).
+    widgets
+        Whether prompts and progress are shown as widgets.
+    stdin_mode
+        Returns ``"auto"``, ``"always"`` or ``"never"`` (read when a request arrives).
+    show_progress
+        Returns whether to show transfer progress.
+    place_outside
+        Where a request goes that arrives after the call ended.
+    """
+
+    def __init__(
+        self,
+        connection_id: str,
+        *,
+        broker: Broker,
+        kernel: Any | None,
+        widgets: bool,
+        stdin_mode: Callable[[], str],
+        show_progress: Callable[[], bool],
+        place_outside: Callable[[Ask], None],
+    ) -> None:
+        self.connection_id = connection_id
+        self._broker = broker
+        self._kernel = kernel
+        self._widgets = widgets
+        self._stdin_mode = stdin_mode
+        self._show_progress = show_progress
+        self._place_outside = place_outside
+        self._lock = threading.Lock()
+        self._bell: Future[None] = Future()
+        self._pending: list[Ask] = []
+        self._asks: list[Ask] = []
+        self._want_progress = False
+        self._ended = False
+        self.panel: Any | None = None
+        self.progress: Any | None = None
+        self._shown_at: float | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        if widgets:
+            self._unsubscribe = broker.on_transfer(self._on_transfer)
+
+    # -- any thread ----------------------------------------------------------------------------
+
+    def offer(self, ask: Ask) -> bool:
+        """Hand a request to this call; ``False`` when the call already ended."""
+        with self._lock:
+            if self._ended:
+                return False
+            self._pending.append(ask)
+            self._asks.append(ask)
+            self._ring()
+        return True
+
+    def _on_transfer(self, transfer: Transfer) -> None:
+        if transfer.connection_id != self.connection_id or transfer.finished:
+            return
+        with self._lock:
+            if self._ended or self._want_progress:
+                return
+            if not self._show_progress():
+                return
+            self._want_progress = True
+            self._ring()
+
+    def _ring(self) -> None:
+        if not self._bell.done():
+            self._bell.set_result(None)
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    # -- the waiting cell ----------------------------------------------------------------------
+
+    def wait(self, result: Future[T]) -> T:
+        """Block until *result* is done, showing requests as they come; Ctrl-C cancels the call."""
+        try:
+            while True:
+                with self._lock:
+                    bell = self._bell
+                waited: tuple[Future[Any], ...] = (result, bell)
+                concurrent.futures.wait(waited, return_when=concurrent.futures.FIRST_COMPLETED)
+                self._service(result, sync=True)
+                if result.done():
+                    return result.result()
+        except BaseException:
+            result.cancel()
+            self._withdraw()
+            raise
+        finally:
+            self.end()
+
+    async def wait_async(self, result: Future[T]) -> T:
+        """Await *result* on the caller's event loop, showing requests as they come."""
+        wrapped = asyncio.wrap_future(result)
+        rung: asyncio.Future[None] | None = None
+        try:
+            while True:
+                with self._lock:
+                    bell = self._bell
+                rung = asyncio.wrap_future(bell)
+                await asyncio.wait((wrapped, rung), return_when=asyncio.FIRST_COMPLETED)
+                self._service(result, sync=False)
+                if wrapped.done():
+                    return wrapped.result()
+        except BaseException:
+            result.cancel()
+            self._withdraw()
+            raise
+        finally:
+            if rung is not None and not rung.done():
+                rung.cancel()
+            self.end()
+
+    def _take(self) -> tuple[list[Ask], bool]:
+        with self._lock:
+            items, self._pending = self._pending, []
+            progress = self._want_progress and self.progress is None
+            if self._bell.done():
+                self._bell = Future()
+        return items, progress
+
+    def _service(self, result: Future[Any], *, sync: bool) -> None:
+        items, progress = self._take()
+        shown = [ask for ask in items if ask.prompt is not None]
+        if shown or progress:
+            try:
+                self._show(shown, progress)
+            except Exception:
+                log.exception("could not show the call's panel")
+        if sync:
+            for ask in items:
+                if not ask.future.done() and self._should_ask_stdin(ask, result):
+                    self._ask_stdin(ask)
+
+    def _show(self, prompts: list[Ask], progress: bool) -> None:
+        """On the calling thread: display the panel (once) and add progress and prompts to it."""
+        import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
+        from IPython.display import display
+
+        new: list[Any] = []
+        if progress:
+            from ..widgets.progress import TransferProgress
+
+            self.progress = TransferProgress(self._broker, connection_id=self.connection_id)
+            new.append(self.progress)
+        new += [ask.prompt for ask in prompts]
+        if self.panel is None:
+            self.panel = widgets.VBox(new)
+            self.panel.add_class("fsbroker-call")
+            display(self.panel)  # type: ignore[no-untyped-call]
+            self._shown_at = time.monotonic()
+        else:
+            self.panel.children = (*self.panel.children, *new)
+
+    def _should_ask_stdin(self, ask: Ask, result: Future[Any]) -> bool:
+        mode = self._stdin_mode()
+        if mode == "never" or not ipk.stdin_allowed(self._kernel):
+            return False
+        if ask.prompt is None or mode == "always":
+            return True
+        # auto: a click can arrive only on a subshell. A frontend that shows widgets creates one
+        # as soon as it sees the first widget; give it a moment.
+        deadline = (self._shown_at or time.monotonic()) + SUBSHELL_GRACE
+        while not ipk.has_subshells(self._kernel):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            waited: tuple[Future[Any], ...] = (ask.future, result)
+            concurrent.futures.wait(waited, timeout=min(remaining, 0.05))
+            if ask.future.done() or result.done():
+                return False
+        return False
+
+    def _ask_stdin(self, ask: Ask) -> None:
+        request = ask.request
+        answer = ipk.ask_stdin(self._kernel, request_text(request), ask.future)
+        if answer is not None:
+            _resolve(ask.future, decision_from_text(request, answer))
+        print(_outcome(ask))
+
+    def _withdraw(self) -> None:
+        with self._lock:
+            asks = list(self._asks)
+        for ask in asks:
+            ask.future.cancel()
+
+    def end(self) -> None:
+        """The call is over: later requests go elsewhere; the progress bars go away. Idempotent."""
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+            leftovers, self._pending = self._pending, []
+            unsubscribe, self._unsubscribe = self._unsubscribe, None
+            progress, self.progress = self.progress, None
+        if unsubscribe is not None:
+            unsubscribe()
+        for ask in leftovers:
+            self._place_outside(ask)
+        if progress is not None:
+            try:
+                progress.close()
+            except Exception:
+                log.debug("could not close the progress widget", exc_info=True)
+
+
+def _outcome(ask: Ask) -> str:
+    future = ask.future
+    if future.cancelled():
+        if time.time() >= ask.request.deadline - 1.0:
+            return "(no answer in time: denied)"
+        return "(the request was withdrawn)"
+    if future.exception() is not None:
+        return "(the request failed: denied)"
+    decision = future.result()
+    if not decision.granted:
+        return "(denied)"
+    return f"(approved {', '.join(decision.operations)} on {', '.join(decision.approved_paths)})"
+
+
+class KernelConsenter:
+    """The consenter of a notebook broker: routes each request to a call in flight or elsewhere.
+
+    Parameters
+    ----------
+    make_prompt
+        Builds the prompt widget for ``(request, future)``; ``None`` when there
+        are no widgets. Called on the broker's loop thread inside a detached
+        context; the consenter frees the prompt's comm routing.
+    place_outside
+        Shows a request that no call in flight can take.
+    """
+
+    def __init__(
+        self,
+        *,
+        make_prompt: Callable[[ConsentRequest, Future[ConsentDecision]], Any] | None,
+        place_outside: Callable[[Ask], None],
+    ) -> None:
+        self._make_prompt = make_prompt
+        self._place_outside = place_outside
+        self._lock = threading.Lock()
+        self._scopes: dict[str, list[CallScope]] = {}
+        self._asks: list[Ask] = []
+
+    def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
+        """Show *request* (see the module docstring); the future resolves with the answer."""
+        future: Future[ConsentDecision] = Future()
+        prompt = None
+        if self._make_prompt is not None:
+            try:
+                prompt = ipk.run_detached(self._make_prompt, request, future)
+                ipk.free_routing(prompt)
+            except Exception:
+                log.exception("could not build the consent prompt")
+                prompt = None
+        ask = Ask(request, future, prompt)
+        with self._lock:
+            self._asks = [a for a in self._asks if not (a.future.done() and a.prompt is None)]
+            self._asks.append(ask)
+            scopes = list(self._scopes.get(request.connection_id, ()))
+        for scope in reversed(scopes):  # the most recent call of the connection
+            if scope.offer(ask):
+                return future
+        self._place_outside(ask)
+        return future
+
+    # -- calls in flight -----------------------------------------------------------------------
+
+    def enter(self, scope: CallScope) -> None:
+        """Route requests of *scope*'s connection to it until :meth:`leave`."""
+        with self._lock:
+            self._scopes.setdefault(scope.connection_id, []).append(scope)
+
+    def leave(self, scope: CallScope) -> None:
+        with self._lock:
+            scopes = self._scopes.get(scope.connection_id, [])
+            if scope in scopes:
+                scopes.remove(scope)
+            if not scopes:
+                self._scopes.pop(scope.connection_id, None)
+
+    def asks(self) -> list[Ask]:
+        """Every request seen whose prompt may still need closing."""
+        with self._lock:
+            return list(self._asks)
+
+    def forget(self, ask: Ask) -> None:
+        with self._lock:
+            if ask in self._asks:
+                self._asks.remove(ask)
+
+    def close(self) -> None:
+        """Withdraw every open request."""
+        with self._lock:
+            asks, self._asks = self._asks, []
+            self._scopes.clear()
+        for ask in asks:
+            ask.future.cancel()

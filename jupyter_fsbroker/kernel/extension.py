@@ -1,0 +1,146 @@
+"""``%load_ext jupyter_fsbroker``: start the broker quietly; ``%unload_ext``: leave nothing behind.
+
+Loading registers the ``FSBroker`` configurable with the shell (so
+``%config FSBroker.…`` works; IPython keeps values set that way in the shell's
+config, so they survive ``%reload_ext``), the
+``%fsbroker`` magic, and an ``atexit`` hook that closes every connection when the
+kernel shuts down. It shows nothing. Unloading closes every connection and the
+broker, stops the background loop and removes what loading added.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from traitlets import TraitError
+from traitlets.config import Config
+
+from . import api
+from .api import NotebookBroker
+from .magics import FSBrokerMagics
+from .settings import FSBroker
+
+__all__ = ["load_ipython_extension", "unload_ipython_extension"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Loaded:
+    shell: Any
+    settings: FSBroker
+    broker: NotebookBroker
+    magics: FSBrokerMagics
+
+
+_state: _Loaded | None = None
+_lock = threading.RLock()
+#: The settings' values when the extension was last unloaded: they replace refused values at reload.
+_last_values: dict[str, Any] = {}
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Start the broker of this kernel (idempotent; quiet).
+
+    Parameters
+    ----------
+    ipython
+        The running IPython shell.
+    """
+    global _state
+    with _lock:
+        state = _state
+        if state is not None and state.shell is ipython and not state.broker.closed:
+            return
+        if state is not None:
+            _teardown(state)
+            _state = None
+        settings = _make_settings(ipython)
+        broker = NotebookBroker(settings, shell=ipython)
+        try:
+            magics = FSBrokerMagics(ipython, broker=_current_broker)
+            ipython.register_magics(magics)
+            if settings not in ipython.configurables:
+                ipython.configurables.append(settings)
+            atexit.register(_at_exit)
+        except BaseException:
+            broker.close()
+            raise
+        _state = _Loaded(ipython, settings, broker, magics)
+        api._set_current(broker)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Close every connection and the broker; remove the magic and the settings. Idempotent."""
+    global _state
+    with _lock:
+        state = _state
+        _state = None
+    if state is not None:
+        _teardown(state)
+
+
+def _teardown(state: _Loaded) -> None:
+    atexit.unregister(_at_exit)
+    _last_values.clear()
+    _last_values.update(
+        {name: getattr(state.settings, name) for name in state.settings.trait_names(config=True)}
+    )
+    shell = state.shell
+    try:
+        shell.magics_manager.magics["line"].pop("fsbroker", None)
+        shell.magics_manager.registry.pop(type(state.magics).__name__, None)
+    except AttributeError:
+        log.debug("could not unregister %%fsbroker", exc_info=True)
+    configurables = getattr(shell, "configurables", None)
+    if configurables is not None and state.settings in configurables:
+        configurables.remove(state.settings)
+    try:
+        state.broker.close()
+    finally:
+        if api._current is state.broker:
+            api._set_current(None)
+
+
+def _current_broker() -> NotebookBroker:
+    state = _state
+    if state is None or state.broker.closed:
+        return api.get_broker()
+    return state.broker
+
+
+def _make_settings(shell: Any) -> FSBroker:
+    """``FSBroker(parent=shell)``, dropping (with a warning) values it refuses.
+
+    ``%config`` records every value in the shell's own config, refused ones too;
+    one of those must not make ``%reload_ext`` fail: the value in effect before
+    the reload is kept instead.
+    """
+    try:
+        return FSBroker(parent=shell)
+    except TraitError:
+        pass
+    section = shell.config.get("FSBroker")
+    if isinstance(section, Config):
+        for key, value in list(section.items()):
+            try:
+                FSBroker(config=Config({"FSBroker": {key: value}}))
+            except TraitError:
+                if key in _last_values:
+                    section[key] = _last_values[key]
+                else:
+                    del section[key]
+    return FSBroker(parent=shell)
+
+
+def _at_exit() -> None:
+    state = _state
+    if state is not None:
+        try:
+            state.broker.close(at_exit=True)
+        except Exception:
+            log.exception("closing the file broker at exit failed")

@@ -1,0 +1,219 @@
+"""Everything the extension relies on that ipykernel does not promise: in one place.
+
+Checked against ipykernel 7.4 (the canary test in ``tests/kernel`` fails loudly
+when upstream behaviour changes):
+
+* **Parent headers.** Whatever a thread publishes on IOPub carries the parent
+  header of the kernel's *shell context*; a thread with no context of its own
+  falls back to the last request the kernel handled. :func:`detach` gives the
+  current context an empty parent header; :func:`run_detached` runs a function
+  in a fresh context with one.
+* **Comm routing.** ipykernel 7.4 routes a ``comm_msg`` to the subshell that
+  last *published* on that comm (``BaseComm._reply_subshell_for``), which pins
+  widgets made by a cell to the main shell: their clicks wait until the cell
+  ends. Widgets published from a detached context keep the frontend's choice
+  (JupyterLab sends comm messages on a subshell), and :func:`free_routing`
+  overrides the hook on a widget tree so later publishes from a cell cannot pin
+  it again.
+* **Subshells.** :func:`has_subshells` tells whether a frontend created any
+  subshell (JupyterLab does so for the first widget it sees); without one,
+  clicks cannot arrive while a synchronous cell blocks.
+* **stdin.** :func:`ask_stdin` sends an ``input_request`` for the running cell
+  and waits for the reply *or* for a future to be done, so a consent answered
+  elsewhere or timed out never leaves the cell waiting for a line of text.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+__all__ = [
+    "ROUTING_HOOK",
+    "ask_stdin",
+    "detach",
+    "free_routing",
+    "get_kernel",
+    "has_subshells",
+    "run_detached",
+    "stdin_allowed",
+    "supports_subshells",
+    "walk_widgets",
+]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: The name of ipykernel 7.4's per-comm routing hook that :func:`free_routing` overrides.
+ROUTING_HOOK = "_reply_subshell_for"
+
+# Seconds between checks of the stdin socket (and of the future) in ask_stdin.
+_STDIN_POLL_MS = 100
+
+
+def get_kernel() -> Any | None:
+    """The running ipykernel kernel, or ``None`` outside one (terminal IPython, scripts)."""
+    if "ipykernel" not in sys.modules:
+        return None
+    try:
+        from ipykernel.kernelbase import Kernel
+    except ImportError:  # pragma: no cover - ipykernel is a dependency
+        return None
+    if not Kernel.initialized():
+        return None
+    return Kernel.instance()
+
+
+def detach(kernel: Any | None = None) -> None:
+    """Give the *current* context an empty shell parent header.
+
+    IOPub messages published from this context (widget ``comm_open`` and
+    updates) then belong to no request, so they pin no comm to a shell.
+    """
+    kernel = kernel if kernel is not None else get_kernel()
+    if kernel is None:
+        return
+    parent = getattr(kernel, "_shell_parent", None)
+    ident = getattr(kernel, "_shell_parent_ident", None)
+    if isinstance(parent, contextvars.ContextVar):
+        parent.set({})
+    if isinstance(ident, contextvars.ContextVar):
+        ident.set(b"")
+
+
+def run_detached(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call *fn* in a fresh context whose shell parent header is empty (see :func:`detach`)."""
+    kernel = get_kernel()
+    if kernel is None:
+        return fn(*args, **kwargs)
+
+    def call() -> T:
+        detach(kernel)
+        return fn(*args, **kwargs)
+
+    return contextvars.Context().run(call)
+
+
+def walk_widgets(root: Any) -> Iterator[Any]:
+    """*root* and every widget below it (through ``children`` and widget-valued traits), once each."""
+    try:
+        from ipywidgets import Widget  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:  # pragma: no cover - ipywidgets is a dependency
+        return
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        widget = stack.pop()
+        if not isinstance(widget, Widget) or id(widget) in seen:
+            continue
+        seen.add(id(widget))
+        yield widget
+        for name in widget.keys:
+            if name.startswith("_"):
+                continue
+            try:
+                value = getattr(widget, name)
+            except Exception:  # noqa: S112 - a trait that cannot be read has no widgets to walk
+                continue
+            if isinstance(value, Widget):
+                stack.append(value)
+            elif isinstance(value, list | tuple):
+                stack.extend(v for v in value if isinstance(v, Widget))
+
+
+def _frontend_choice(data: object, default: str | None) -> str | None:
+    """The routing hook's replacement: honour the subshell the frontend sent the message on."""
+    del data
+    return default
+
+
+def free_routing(root: Any) -> int:
+    """Let the frontend choose the subshell for comm messages to *root* and its descendants.
+
+    Returns the number of comms changed. Harmless where the hook does not exist.
+    """
+    changed = 0
+    for widget in walk_widgets(root):
+        comm = getattr(widget, "comm", None)
+        if comm is None or not hasattr(comm, ROUTING_HOOK):
+            continue
+        if getattr(comm, ROUTING_HOOK) is not _frontend_choice:
+            try:
+                setattr(comm, ROUTING_HOOK, _frontend_choice)
+            except (AttributeError, TypeError):  # pragma: no cover - a comm that refuses attributes
+                continue
+            changed += 1
+    return changed
+
+
+def supports_subshells(kernel: Any | None) -> bool:
+    """Whether *kernel* can run comm handlers on subshells (ipykernel ≥ 7 with its shell channel thread)."""
+    if kernel is None:
+        return False
+    return bool(getattr(kernel, "_supports_kernel_subshells", False)) and (
+        getattr(kernel, "shell_channel_thread", None) is not None
+    )
+
+
+def has_subshells(kernel: Any | None) -> bool:
+    """Whether a frontend created a subshell, i.e. clicks can arrive while the main shell is busy."""
+    if kernel is None or not supports_subshells(kernel):
+        return False
+    try:
+        return bool(kernel.shell_channel_thread.manager.list_subshell())
+    except Exception:
+        log.debug("cannot list the kernel's subshells", exc_info=True)
+        return False
+
+
+def stdin_allowed(kernel: Any | None) -> bool:
+    """Whether the running cell may ask for a line on stdin (and can, from this thread)."""
+    return (
+        kernel is not None
+        and threading.current_thread() is threading.main_thread()
+        and bool(getattr(kernel, "_allow_stdin", False))
+        and getattr(kernel, "stdin_socket", None) is not None
+        and getattr(kernel, "session", None) is not None
+    )
+
+
+def ask_stdin(kernel: Any, prompt: str, until: Future[Any]) -> str | None:
+    """Ask the running cell's frontend for a line of text on the stdin channel.
+
+    Returns the line, or ``None`` as soon as *until* is done without an answer
+    (the frontend's text box then stays unanswered; a late reply is discarded
+    by the next input request). Interruptible: ``KeyboardInterrupt`` passes
+    through. Must run on the cell's thread (see :func:`stdin_allowed`).
+    """
+    import zmq
+
+    session = kernel.session
+    socket = kernel.stdin_socket
+    parent = kernel.get_parent("shell")
+    try:
+        ident = kernel._parent_ident["shell"]
+    except (AttributeError, KeyError, TypeError):
+        ident = kernel._get_shell_context_var(kernel._shell_parent_ident)
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    while socket.poll(0):  # stale replies to earlier requests
+        session.recv(socket, mode=zmq.NOBLOCK)
+    session.send(socket, "input_request", {"prompt": prompt, "password": False}, parent, ident=ident)
+    while not until.done():
+        if not socket.poll(_STDIN_POLL_MS):
+            continue
+        _, reply = session.recv(socket, mode=zmq.NOBLOCK)
+        if reply is None:
+            continue
+        try:
+            value = reply["content"]["value"]
+        except (KeyError, TypeError):
+            value = ""
+        return value if isinstance(value, str) else ""
+    return None

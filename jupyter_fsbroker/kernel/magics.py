@@ -1,0 +1,220 @@
+"""``%fsbroker``: thin line magics over the Python API (:mod:`.api`).
+
+Arguments are parsed with IPython's ``magic_arguments`` parser; the broker's own
+errors (:class:`~jupyter_fsbroker.core.errors.BrokerError`) become
+:class:`~IPython.core.error.UsageError` here, and only here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import MagicArgumentParser
+from IPython.utils.process import arg_split  # type: ignore[attr-defined]
+
+from ..core.errors import BrokerError
+from .api import NotebookBroker
+from .settings import split_root
+
+__all__ = ["FSBrokerMagics", "build_parser"]
+
+_CALL = re.compile(r"\s*call\s+(?P<name>\S+)\s+(?P<tool>\S+)(?:\s+(?P<json>.*))?\s*\Z", re.DOTALL)
+
+
+def build_parser() -> MagicArgumentParser:
+    """The argument parser of ``%fsbroker`` (one sub-command per action)."""
+    parser = MagicArgumentParser(  # type: ignore[no-untyped-call]
+        prog="%fsbroker", description="Share folders with MCP servers and control their access."
+    )
+    commands = parser.add_subparsers(dest="action", metavar="COMMAND", parser_class=MagicArgumentParser)
+    p = commands.add_parser("root", help="share a folder")
+    p.add_argument("spec", metavar="[NAME=]DIR", help="the folder, optionally named (default: its own name)")
+    p.add_argument("--read-only", action="store_true", help="refuse every change below it")
+    p = commands.add_parser("unroot", help="stop sharing a folder")
+    p.add_argument("name", metavar="NAME")
+    p = commands.add_parser("allow", help="pre-approve a path for every connection")
+    p.add_argument("path", metavar="PATH", help="root-relative (data/raw), absolute, or file://")
+    p.add_argument(
+        "ops", metavar="OPS", nargs="?", default="read", help="comma list of read,write,delete,watch"
+    )
+    p = commands.add_parser("connect", help="connect to an MCP server")
+    p.add_argument("name", metavar="NAME")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--url", help="the server's Streamable HTTP endpoint")
+    target.add_argument("--command", metavar="'CMD ARGS'", help="start the server over stdio")
+    p.add_argument(
+        "--header", action="append", default=[], metavar="'K: V'", help="an HTTP header (repeatable)"
+    )
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to connect (default 30)")
+    p = commands.add_parser("call", help="call a tool and show its result")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("tool", metavar="TOOL")
+    p.add_argument("json", metavar="JSON", nargs="?", help="the arguments, a JSON object (rest of the line)")
+    p = commands.add_parser("disconnect", help="close a connection (the kill switch)")
+    p.add_argument("name", metavar="NAME")
+    p = commands.add_parser("revoke", help="revoke a connection's grants")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("path", metavar="PATH", nargs="?", help="only grants on this path (default: all)")
+    commands.add_parser("status", help="show the dashboard (text in a terminal)")
+    return parser
+
+
+def _headers(specs: list[str]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for spec in specs:
+        name, sep, value = spec.partition(":")
+        if not sep or not name.strip():
+            raise UsageError(f"--header {spec!r}: write it as 'NAME: VALUE'")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def _arguments(text: str | None) -> dict[str, Any]:
+    if not text or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"the tool's arguments are not JSON: {exc.msg} at character {exc.pos}") from None
+    if not isinstance(value, dict):
+        raise UsageError('the tool\'s arguments must be a JSON object, like {"path": "data/x.csv"}')
+    return value
+
+
+@magics_class
+class FSBrokerMagics(Magics):
+    """The ``%fsbroker`` line magic.
+
+    Parameters
+    ----------
+    shell
+        The IPython shell.
+    broker
+        Returns the notebook broker to act on.
+    """
+
+    def __init__(self, shell: Any, broker: Callable[[], NotebookBroker]) -> None:
+        super().__init__(shell)  # type: ignore[no-untyped-call]
+        self._broker = broker
+        self._parser = build_parser()
+
+    @line_magic  # type: ignore[untyped-decorator]
+    @no_var_expand  # type: ignore[untyped-decorator]
+    def fsbroker(self, line: str) -> Any:
+        """Share folders with MCP servers, connect them, and control their access.
+
+        ::
+
+          %fsbroker root [NAME=]DIR [--read-only]   share a folder (NAME defaults to its own name)
+          %fsbroker unroot NAME                     stop sharing it (its grants end)
+          %fsbroker allow PATH [OPS]                pre-approve PATH for every server;
+                                                    OPS: comma list of read,write,delete,watch
+                                                    (default read)
+          %fsbroker connect NAME --url URL [--header 'K: V']...
+          %fsbroker connect NAME --command "CMD ARGS"
+                                                    connect to an MCP server over Streamable
+                                                    HTTP or stdio [--timeout SECONDS]
+          %fsbroker call NAME TOOL [JSON]           call a tool and show its result; JSON (the
+                                                    arguments) is the rest of the line
+          %fsbroker disconnect NAME                 close a connection: its grants, locks and
+                                                    watches end at once
+          %fsbroker revoke NAME [PATH]              revoke a connection's grants (on PATH)
+          %fsbroker status                          show the dashboard (text in a terminal)
+
+        PATH is root-relative (``data/raw``), absolute, or a ``file://`` URI
+        inside a shared folder. Consent prompts appear in the cell that calls a
+        tool; otherwise in the dashboard. Settings: ``%config FSBroker``.
+
+        Examples
+        --------
+        ::
+
+          %fsbroker root data=./data
+          %fsbroker allow data/raw read,watch
+          %fsbroker connect analysis --command "python -m jupyter_fsbroker.examples.analysis_server"
+          %fsbroker call analysis profile_csv {"path": "data/raw/sales.csv"}
+          %fsbroker status
+
+        The same from Python: ``broker = jupyter_fsbroker.get_broker()``, then
+        ``broker.add_root``, ``broker.allow``, ``broker.connect``,
+        ``conn.call_tool``, ``conn.revoke``, ``conn.close``, ``broker.dashboard()``.
+        """
+        try:
+            return self._run(line)
+        except BrokerError as exc:
+            raise UsageError(str(exc)) from None
+
+    def _run(self, line: str) -> Any:
+        call = _CALL.match(line)
+        if call is not None:
+            return self._call(self._broker(), call["name"], call["tool"], call["json"])
+        try:
+            argv: list[str] = arg_split(line, posix=True)  # type: ignore[no-untyped-call]
+        except ValueError as exc:  # an unclosed quote
+            raise UsageError(f"%fsbroker: {exc}") from None
+        args = self._parser.parse_args(argv)
+        if args.action is None:
+            raise UsageError("%fsbroker needs a command:\n" + self._parser.format_usage() + "See %fsbroker?")
+        handler = getattr(self, f"_do_{args.action}")
+        return handler(self._broker(), args)
+
+    # -- sub-commands --------------------------------------------------------------------------
+
+    def _do_root(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
+        name, path = split_root(args.spec)
+        root = broker.add_root(path, name, read_only=args.read_only)
+        access = "read-only" if root.read_only else "read-write"
+        print(f"Sharing {root.path} as {root.name} ({access}).")
+
+    def _do_unroot(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
+        root = broker.remove_root(args.name)
+        print(f"No longer sharing {root.name} ({root.path}).")
+
+    def _do_allow(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
+        grant = broker.allow(args.path, args.ops)
+        print(f"Pre-approved {', '.join(grant.operations)} on {grant.path} for every connection.")
+
+    def _do_connect(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
+        if args.command is not None:
+            try:
+                command = shlex.split(args.command)
+            except ValueError as exc:
+                raise UsageError(f"--command: {exc}") from None
+            if not command:
+                raise UsageError("--command is empty")
+            broker.connect(args.name, command=command, timeout=args.timeout)
+        else:
+            broker.connect(args.name, url=args.url, headers=_headers(args.header), timeout=args.timeout)
+
+    def _do_call(self, broker: NotebookBroker, args: argparse.Namespace) -> Any:  # pragma: no cover
+        # Reached only when the line did not match _CALL (e.g. "call NAME" without a tool).
+        return self._call(broker, args.name, args.tool, args.json)
+
+    @staticmethod
+    def _call(broker: NotebookBroker, name: str, tool: str, arguments: str | None) -> Any:
+        """Call *tool*; return its data (structured content, or its text as JSON, or text)."""
+        result = broker.connection(name).call_tool(tool, _arguments(arguments))
+        if result.is_error:
+            print(f"{name}: {tool} reported an error: {result.text}", file=sys.stderr)
+            return None
+        return result.data
+
+    def _do_disconnect(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
+        broker.disconnect(args.name)
+        print(f"Disconnected {args.name}.")
+
+    def _do_revoke(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
+        revoked = broker.connection(args.name).revoke(args.path)
+        where = f" on {args.path}" if args.path else ""
+        print(f"Revoked {len(revoked)} grant{'' if len(revoked) == 1 else 's'} of {args.name}{where}.")
+
+    def _do_status(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
+        broker.show_status()

@@ -1,0 +1,200 @@
+"""The ``FSBroker`` configurable: the extension's settings through traitlets.
+
+Registered with the shell when the extension loads, so both work::
+
+    # ipython_config.py (or ipython_kernel_config.py)
+    c.FSBroker.consent_timeout = 60
+    c.FSBroker.roots = ["data=~/projects/sales/data"]
+    c.FSBroker.allow = ["data/raw:read"]
+
+    # in a notebook, at any time
+    %config FSBroker.consent_timeout = 60
+
+Changes after loading take effect where they can: consent timeout, limits and
+permanent delete at once (for operations that start afterwards; the rates of
+connections already open stay as they were), new roots and pre-approvals are
+added at once, and the audit file at the next ``%reload_ext``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, TraitError, Unicode, validate
+from traitlets.config import Configurable
+
+from ..core.broker import BrokerConfig
+from ..core.errors import ConfigError
+from ..core.grants import OPERATIONS
+from ..core.limits import Limits
+
+__all__ = ["LIVE_TRAITS", "FSBroker", "split_allow", "split_root"]
+
+#: Traits whose changes after load are applied to the running broker's configuration.
+LIVE_TRAITS = (
+    "consent_timeout",
+    "limits",
+    "ops_per_second",
+    "bytes_per_second",
+    "max_watches",
+    "lock_wait",
+    "permanent_delete",
+)
+
+
+class FSBroker(Configurable):
+    """Settings of jupyter_fsbroker in this kernel (``c.FSBroker.*``, ``%config FSBroker.*``)."""
+
+    consent_timeout = Float(
+        120.0,
+        help="Seconds a consent prompt waits for an answer before the request counts as denied.",
+    ).tag(config=True)
+
+    audit_file = Unicode(
+        None,
+        allow_none=True,
+        help="Append one JSON line per files/* request to this file (never file content). "
+        "A change takes effect at the next %reload_ext.",
+    ).tag(config=True)
+
+    permanent_delete = Bool(
+        False,
+        help="Delete files for good when a server deletes them, instead of moving them to the trash.",
+    ).tag(config=True)
+
+    roots = List(
+        Unicode(),
+        help="Folders shared read-write when the extension loads, as '[NAME=]DIR'.",
+    ).tag(config=True)
+
+    read_only_roots = List(
+        Unicode(),
+        help="Folders shared read-only when the extension loads, as '[NAME=]DIR'.",
+    ).tag(config=True)
+
+    allow = List(
+        Unicode(),
+        help="Pre-approvals applied when the extension loads, as 'PATH[:OPS]' with OPS a comma list "
+        "of read,write,delete,watch (default read), e.g. 'data/raw:read,watch'.",
+    ).tag(config=True)
+
+    ops_per_second = Float(
+        None, allow_none=True, help="Sustained files/* operations per second per connection (default 2000)."
+    ).tag(config=True)
+
+    bytes_per_second = Float(
+        None,
+        allow_none=True,
+        help="Sustained bytes read plus written per second per connection (default 512 MiB).",
+    ).tag(config=True)
+
+    max_watches = Int(None, allow_none=True, help="Most watches per connection (default 64).").tag(
+        config=True
+    )
+
+    lock_wait = Float(
+        None,
+        allow_none=True,
+        help="Seconds an operation waits for another's short lock before FILE_LOCKED (default 2). "
+        "Read when the extension loads.",
+    ).tag(config=True)
+
+    limits = Dict(
+        help="Other limits by name (see jupyter_fsbroker.Limits), e.g. {'max_list_entries': 2000}.",
+    ).tag(config=True)
+
+    stdin_fallback = CaselessStrEnum(
+        ("auto", "always", "never"),
+        "auto",
+        help="Ask for consent with a text prompt (input()) from a blocked synchronous call: 'auto' when "
+        "widget clicks cannot arrive while the cell runs (the frontend uses no kernel subshells), "
+        "'always', or 'never'.",
+    ).tag(config=True)
+
+    show_progress = Bool(
+        True, help="Show a progress bar in the calling cell while a tool call moves files in chunks."
+    ).tag(config=True)
+
+    # -- validation ----------------------------------------------------------------------------
+
+    @validate("consent_timeout")
+    def _check_timeout(self, proposal: dict[str, Any]) -> float:
+        value = float(proposal["value"])
+        if not math.isfinite(value) or value <= 0:
+            raise TraitError(f"consent_timeout must be a positive number of seconds, not {value!r}")
+        return value
+
+    @validate("limits")
+    def _check_limits(self, proposal: dict[str, Any]) -> dict[str, Any]:
+        value = dict(proposal["value"])
+        try:
+            Limits().replace(**value)
+        except (ConfigError, TypeError) as exc:
+            raise TraitError(f"FSBroker.limits: {exc}") from None
+        return value
+
+    @validate("roots", "read_only_roots")
+    def _check_roots(self, proposal: dict[str, Any]) -> list[str]:
+        return [str(v) for v in proposal["value"]]
+
+    @validate("allow")
+    def _check_allow(self, proposal: dict[str, Any]) -> list[str]:
+        for spec in proposal["value"]:
+            split_allow(spec)  # raises TraitError on unknown operations
+        return [str(v) for v in proposal["value"]]
+
+    # -- what the broker gets ------------------------------------------------------------------
+
+    def make_limits(self, base: Limits | None = None) -> Limits:
+        """The :class:`~jupyter_fsbroker.core.limits.Limits` these settings stand for.
+
+        Raises
+        ------
+        ConfigError
+            A combination of values that the limits refuse.
+        """
+        changes: dict[str, Any] = dict(self.limits)
+        changes["consent_timeout"] = self.consent_timeout
+        for name in ("ops_per_second", "bytes_per_second", "max_watches", "lock_wait"):
+            value = getattr(self, name)
+            if value is not None:
+                changes[name] = value
+        return (base or Limits()).replace(**changes)
+
+    def make_config(self, base: BrokerConfig | None = None) -> BrokerConfig:
+        """A :class:`~jupyter_fsbroker.core.broker.BrokerConfig` with these settings applied to *base*."""
+        base = base or BrokerConfig()
+        return dataclasses.replace(
+            base,
+            limits=self.make_limits(base.limits),
+            permanent_delete=self.permanent_delete,
+            audit_path=self.audit_file or base.audit_path,
+        )
+
+
+def split_root(spec: str) -> tuple[str | None, str]:
+    """``'data=~/x'`` → ``('data', '~/x')``; ``'~/x'`` → ``(None, '~/x')``."""
+    name, sep, path = spec.partition("=")
+    if sep and name and "/" not in name and path:
+        return name.strip(), path.strip()
+    return None, spec.strip()
+
+
+def split_allow(spec: str) -> tuple[str, tuple[str, ...]]:
+    """``'data/raw:read,watch'`` → ``('data/raw', ('read', 'watch'))``; no ``:OPS`` means read.
+
+    Raises
+    ------
+    TraitError
+        OPS names an unknown operation.
+    """
+    path, sep, ops = spec.rpartition(":")
+    if not sep or not path or "/" in ops:
+        return spec.strip(), ("read",)
+    names = tuple(op.strip() for op in ops.split(",") if op.strip())
+    unknown = [op for op in names if op not in OPERATIONS]
+    if unknown:
+        raise TraitError(f"{spec!r}: unknown operation(s) {', '.join(unknown)}; use {', '.join(OPERATIONS)}")
+    return path.strip(), names or ("read",)

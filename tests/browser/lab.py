@@ -1,0 +1,379 @@
+"""JupyterLab on 127.0.0.1 in a throw-away home, and every process it starts.
+
+:class:`JupyterLab` runs ``python -m jupyterlab`` with a random token on a free
+port, with ``HOME``, the XDG folders, the Jupyter and IPython folders and the
+JupyterLab settings all under one temporary folder, nothing fetched from the
+network (no news, no update check, no extension manager) and no terminals. It
+creates notebooks through the contents REST API and, when stopped, shuts the
+server down through the REST API, then makes sure that no process it started
+(kernels, the MCP servers the kernels spawned) is still alive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Seconds JupyterLab gets to answer its REST API after it was started.
+STARTUP_TIMEOUT = 60.0
+#: Seconds JupyterLab gets to exit after ``POST /api/shutdown`` (it shuts its kernels down first).
+SHUTDOWN_TIMEOUT = 30.0
+
+# JupyterLab's user settings: nothing fetched from the network, nothing that pops up.
+_USER_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+}
+
+# Server settings that keep it quiet and offline.
+_SERVER_CONFIG = {
+    # jupyter-lsp would look for language servers all over the machine: not needed here.
+    "LanguageServerManager": {"autodetect": False},
+}
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def isolated_env(base: Path) -> dict[str, str]:
+    """The environment of the server, its kernels and the browser: every per-user folder under *base*."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("JUPYTER", "JPY_", "IPYTHON")) and key != "PYTHONPATH"
+    }
+    folders = {
+        "HOME": "home",
+        "XDG_CONFIG_HOME": "xdg/config",
+        "XDG_DATA_HOME": "xdg/data",
+        "XDG_CACHE_HOME": "xdg/cache",
+        "XDG_STATE_HOME": "xdg/state",
+        "XDG_RUNTIME_DIR": "xdg/runtime",
+        "JUPYTER_CONFIG_DIR": "jupyter/config",
+        "JUPYTER_DATA_DIR": "jupyter/data",
+        "JUPYTER_RUNTIME_DIR": "jupyter/runtime",
+        "IPYTHONDIR": "ipython",
+        "JUPYTERLAB_SETTINGS_DIR": "lab/settings",
+        "JUPYTERLAB_WORKSPACES_DIR": "lab/workspaces",
+    }
+    for key, relative in folders.items():
+        path = base / relative
+        path.mkdir(parents=True, exist_ok=True)
+        env[key] = str(path)
+    os.chmod(env["XDG_RUNTIME_DIR"], 0o700)
+    pythonpath = os.environ.get("PYTHONPATH")
+    env.update(
+        # Kernels and the servers they start import this checkout, whatever is installed.
+        PYTHONPATH=str(REPO) + (os.pathsep + pythonpath if pythonpath else ""),
+        JUPYTER_PLATFORM_DIRS="1",
+        PYDEVD_DISABLE_FILE_VALIDATION="1",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+# -- processes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Proc:
+    """A process, identified by its pid and its start time (so a reused pid is not mistaken for it)."""
+
+    pid: int
+    started: int
+    command: str
+
+    def alive(self) -> bool:
+        """Whether it still runs (a zombie does not count: it only waits to be reaped)."""
+        stat = _stat(self.pid)
+        return stat is not None and stat[2] == self.started and stat[1] != "Z"
+
+    def kill(self) -> None:
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def _stat(pid: int) -> tuple[int, str, int] | None:
+    """``(ppid, state, start time)`` of *pid* from ``/proc``, or ``None`` when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as file:
+            text = file.read()
+    except OSError:
+        return None
+    # The command name is in parentheses and may contain anything: split after the last one.
+    fields = text[text.rfind(")") + 2 :].split()
+    return int(fields[1]), fields[0], int(fields[19])
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return file.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
+def descendants(root: int) -> list[Proc]:
+    """Every live process below *root* (children, their children ...)."""
+    children: dict[int, list[int]] = {}
+    starts: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = _stat(int(entry))
+        if stat is None or stat[1] == "Z":
+            continue
+        children.setdefault(stat[0], []).append(int(entry))
+        starts[int(entry)] = stat[2]
+    found: list[Proc] = []
+    stack = list(children.get(root, ()))
+    while stack:
+        pid = stack.pop()
+        found.append(Proc(pid, starts[pid], _command(pid)))
+        stack.extend(children.get(pid, ()))
+    return found
+
+
+# -- the server --------------------------------------------------------------------------------
+
+
+class JupyterLabError(AssertionError):
+    """JupyterLab did not start, answer or stop as it should."""
+
+
+class JupyterLab:
+    """One JupyterLab server; :meth:`start` it, use it, :meth:`stop` it.
+
+    Parameters
+    ----------
+    base
+        An empty folder: the server's home, settings and notebook folder go here.
+
+    Attributes
+    ----------
+    root
+        The notebook folder (``ServerApp.root_dir``); kernels start in it.
+    env
+        The environment of the server and its kernels (for the browser too).
+    token
+        The random token every request carries.
+    """
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.root = base / "notebooks"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.env = isolated_env(base)
+        self.token = secrets.token_hex(24)
+        self.port = 0
+        self.log_path = base / "jupyterlab.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._seen: dict[tuple[int, int], Proc] = {}
+        settings = Path(self.env["JUPYTERLAB_SETTINGS_DIR"])
+        for relative, values in _USER_SETTINGS.items():
+            path = settings / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(values), encoding="utf-8")
+        config = Path(self.env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json"
+        config.write_text(json.dumps(_SERVER_CONFIG), encoding="utf-8")
+
+    @property
+    def url(self) -> str:
+        """The server's base URL, ending with ``/``."""
+        return f"http://127.0.0.1:{self.port}/"
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",  # fail on a taken port rather than move silently
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            "--ServerApp.terminals_enabled=False",
+            "--ServerApp.allow_root=True",  # containers and CI often run as root
+            # A safety net should the test process die without stopping it.
+            "--ServerApp.shutdown_no_activity_timeout=600",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+            f"--LabApp.user_settings_dir={self.env['JUPYTERLAB_SETTINGS_DIR']}",
+            f"--LabApp.workspaces_dir={self.env['JUPYTERLAB_WORKSPACES_DIR']}",
+        ]
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    def start(self, timeout: float = STARTUP_TIMEOUT, attempts: int = 3) -> None:
+        """Start the server and wait until its REST API answers (another port if one was taken)."""
+        for attempt in range(attempts):
+            self.port = free_port()
+            with self.log_path.open("ab") as log:
+                log.write(f"\n--- attempt {attempt + 1}: port {self.port}\n".encode())
+                log.flush()
+                self.proc = subprocess.Popen(
+                    self.command(),
+                    cwd=self.root,
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # Ctrl-C in the test's terminal is the test's business
+                )
+            if self._wait_ready(timeout):
+                return
+            self._reap()
+            if "is already in use" not in self.log_tail():
+                break
+        raise JupyterLabError(f"JupyterLab did not answer (waited up to {timeout:g} s):\n{self.log_tail()}")
+
+    def _wait_ready(self, timeout: float) -> bool:
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                self.api("GET", "api/status", timeout=2)
+            except (OSError, JupyterLabError):
+                time.sleep(0.2)
+                continue
+            return True
+        return False
+
+    def stop(self) -> list[Proc]:
+        """Shut the server down (kernels first), then kill what is left; return what was left.
+
+        Returns the processes the server started (kernels, and what they
+        started) that were still alive once the server had exited: each was
+        killed, and a test should fail when there are any.
+        """
+        if self.proc is None:
+            return []
+        self.remember_processes()
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError, JupyterLabError):  # then the signal in _reap does it
+                self.api("POST", "api/shutdown", timeout=10)
+            try:
+                self.proc.wait(SHUTDOWN_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self._reap()
+        # Kernels take a moment to end the servers they started.
+        deadline = time.monotonic() + 10.0
+        left = [p for p in self._seen.values() if p.alive()]
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = [p for p in left if p.alive()]
+        for proc in left:
+            proc.kill()
+        self.proc = None
+        return left
+
+    def _reap(self) -> None:
+        """End the server process by signal: TERM, then KILL."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        self.remember_processes()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+    def remember_processes(self) -> list[Proc]:
+        """Note every process the server has started until now (:meth:`stop` checks they end)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return []
+        found = descendants(self.proc.pid)
+        for proc in found:
+            self._seen[proc.pid, proc.started] = proc
+        return found
+
+    def log_tail(self, chars: int = 6000) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+        return text[-chars:]
+
+    # -- REST ----------------------------------------------------------------------------------
+
+    def api(self, method: str, path: str, body: Any = None, *, timeout: float = 10.0) -> Any:
+        """Call the server's REST API; return the decoded JSON answer (``None`` when empty)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Authorization", f"token {self.token}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:2000]
+            raise JupyterLabError(f"{method} /{path}: HTTP {exc.code}: {detail}") from None
+        return json.loads(raw) if raw.strip() else None
+
+    def create_notebook(self, name: str, cells: list[str]) -> str:
+        """Save a Python notebook *name* (in :attr:`root`) made of *cells*; return its path for the URL."""
+        notebook = {
+            "nbformat": 4,
+            "nbformat_minor": 5,
+            "metadata": {
+                "kernelspec": {
+                    "name": "python3",
+                    "display_name": "Python 3 (ipykernel)",
+                    "language": "python",
+                },
+                "language_info": {"name": "python"},
+            },
+            "cells": [
+                {
+                    "cell_type": "code",
+                    "id": f"cell-{index}",
+                    "metadata": {},
+                    "execution_count": None,
+                    "outputs": [],
+                    "source": source,
+                }
+                for index, source in enumerate(cells)
+            ],
+        }
+        model = self.api(
+            "PUT", f"api/contents/{name}", {"type": "notebook", "format": "json", "content": notebook}
+        )
+        return str(model["path"])
+
+    def lab_url(self, path: str) -> str:
+        """The URL that opens *path* in JupyterLab (with the token, so no login page)."""
+        return f"{self.url}lab/tree/{path}?token={self.token}"
+
+    def kernels(self) -> list[dict[str, Any]]:
+        """The running kernels (``GET /api/kernels``)."""
+        result = self.api("GET", "api/kernels")
+        return list(result) if isinstance(result, list) else []

@@ -1,0 +1,84 @@
+"""Without a kernel: a plain IPython shell (text instead of widgets) and a plain Python script."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import SERVER_MODULE, make_workdir, server_env
+
+IPYTHON_SCRIPT = f"""
+import sys, threading
+from IPython.core.interactiveshell import InteractiveShell
+
+ip = InteractiveShell.instance()
+before = {{t.ident for t in threading.enumerate()}}
+ip.run_line_magic("load_ext", "jupyter_fsbroker")
+ip.run_line_magic("fsbroker", "root data=./data")
+ip.run_line_magic("fsbroker", "allow data read")
+ip.run_line_magic("fsbroker", "connect analysis --command '{sys.executable} -m {SERVER_MODULE}'")
+data = ip.run_line_magic("fsbroker", 'call analysis profile_csv {{"path": "data/sales.csv"}}')
+print("rows", data["rows"])
+ip.run_line_magic("fsbroker", "status")
+import jupyter_fsbroker as fsb
+broker = fsb.get_broker()
+print("consenter", type(broker._consenter).__name__)
+print("dashboard", repr(broker.dashboard()).splitlines()[0])
+ip.run_line_magic("unload_ext", "jupyter_fsbroker")
+print("left", sorted(t.name for t in threading.enumerate() if t.ident not in before))
+"""
+
+SCRIPT = f"""
+import sys
+import jupyter_fsbroker as fsb
+
+broker = fsb.get_broker()
+broker.add_root("./data", name="data")
+broker.allow("data", ops="read")
+conn = broker.connect("analysis", command=[sys.executable, "-m", "{SERVER_MODULE}"])
+print("rows", conn.call_tool("profile_csv", {{"path": "data/sales.csv"}}).data["rows"])
+print("same", fsb.get_broker() is broker)
+print("ipython", "IPython" in sys.modules)
+# no close: the atexit hook stops the server and the loop
+"""
+
+
+def run(script: str, tmp_path: Path) -> str:
+    work = make_workdir(tmp_path)
+    env = {
+        **os.environ,
+        **server_env(),
+        "HOME": str(tmp_path),
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+        "XDG_RUNTIME_DIR": str(tmp_path),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_DATA_HOME": str(tmp_path / "share"),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_plain_ipython_shows_text_and_leaves_no_threads(tmp_path: Path) -> None:
+    out = run(IPYTHON_SCRIPT, tmp_path)
+    assert "rows 4" in out
+    assert "jupyter_fsbroker: 1 shared folder, 1 connection" in out  # %fsbroker status as text
+    assert "consenter DenyingConsenter" in out  # no terminal to ask on: refuse
+    assert "dashboard jupyter_fsbroker:" in out
+    assert "left []" in out
+
+
+def test_plain_python_script_gets_a_broker_that_closes_at_exit(tmp_path: Path) -> None:
+    out = run(SCRIPT, tmp_path)
+    assert "rows 4" in out and "same True" in out and "ipython False" in out
+    assert list((tmp_path / "jupyter_fsbroker" / "locks").iterdir()) == []
