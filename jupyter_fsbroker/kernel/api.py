@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -34,10 +35,11 @@ import logging
 import os
 import shlex
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from ..core.broker import Broker, BrokerConfig
 from ..core.broker import Connection as CoreConnection
@@ -135,9 +137,12 @@ class KernelConnection:
         The notebook broker it belongs to.
     """
 
-    def __init__(self, broker: NotebookBroker, server: ServerConnection) -> None:
+    def __init__(
+        self, broker: NotebookBroker, server: ServerConnection, stderr: TextIO | None = None
+    ) -> None:
         self.broker = broker
         self._server = server
+        self._stderr = stderr
         self._card: Any | None = None
         self._card_line: Any | None = None
 
@@ -168,6 +173,19 @@ class KernelConnection:
     def target(self) -> str:
         """The server's command line or URL (without secrets), for display."""
         return self._server.target
+
+    def server_log(self, lines: int = 50) -> str:
+        """The last *lines* a stdio server wrote to its stderr (empty over HTTP).
+
+        A server's stderr is kept apart from the notebook's: otherwise ipykernel
+        would show it in whichever cell happens to run.
+        """
+        stderr = self._stderr
+        if stderr is None or stderr.closed:
+            return ""
+        with open(os.dup(stderr.fileno()), encoding="utf-8", errors="replace", closefd=True) as reader:
+            reader.seek(0)
+            return "".join(collections.deque(reader, maxlen=lines))
 
     @property
     def protocol_version(self) -> str | None:
@@ -353,6 +371,8 @@ class KernelConnection:
 
     def _ended(self) -> None:
         """On the loop, once the transport is down: update what is shown."""
+        if self._stderr is not None:
+            self._stderr.close()  # an anonymous file: nothing stays on disk
         line = self._card_line
         if line is not None:
             try:
@@ -457,6 +477,7 @@ class NotebookBroker:
             widgets = self._kernel is not None and _widgets_available()
         self._widgets = widgets
         self._lock = threading.RLock()
+        self._server_logs: dict[str, TextIO] = {}  # stdio servers' stderr, until connected
         self._closed = False
         self._connections: dict[str, KernelConnection] = {}
         self._dashboard: Any | None = None
@@ -807,9 +828,32 @@ class NotebookBroker:
                 await asyncio.wait_for(old._server.wait_closed(), _CLOSE_TIMEOUT)
             except TimeoutError:
                 log.warning("the old connection %r did not close in time", name)
+        errlog = self._new_server_log(name) if argv else None
+        try:
+            return await self._connect(name, errlog, url, headers, argv, env, cwd, timeout)
+        except BaseException:
+            if errlog is not None:
+                with self._lock:
+                    if self._server_logs.get(name) is errlog:
+                        del self._server_logs[name]
+                errlog.close()
+            raise
+
+    async def _connect(
+        self,
+        name: str,
+        errlog: TextIO | None,
+        url: str | None,
+        headers: Mapping[str, str] | None,
+        argv: list[str] | None,
+        env: Mapping[str, str] | None,
+        cwd: str | os.PathLike[str] | None,
+        timeout: float | None,
+    ) -> ServerConnection:
         return await connect(
             self.core,
             name,
+            errlog=errlog,
             command=argv[0] if argv else None,
             args=argv[1:] if argv else (),
             env=env,
@@ -820,8 +864,20 @@ class NotebookBroker:
             timeout=timeout,
         )
 
+    def _new_server_log(self, name: str) -> TextIO:
+        # Closed when the connection ends (or fails to open); anonymous, so nothing stays on disk.
+        stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        with self._lock:
+            previous = self._server_logs.pop(name, None)
+            self._server_logs[name] = stderr
+        if previous is not None and not previous.closed and previous is not stderr:
+            previous.close()
+        return stderr
+
     def _connected(self, server: ServerConnection) -> KernelConnection:
-        conn = KernelConnection(self, server)
+        with self._lock:
+            stderr = self._server_logs.pop(server.name, None)
+        conn = KernelConnection(self, server, stderr)
         with self._lock:
             if self._closed:
                 server.close("the broker was closed")
@@ -860,7 +916,7 @@ class NotebookBroker:
             conn._card = _PromptPlace(add, remove)
             with self._lock:
                 self._owned_widgets += [card, line, prompts]
-            display(card)  # type: ignore[no-untyped-call]
+            display(card)  # type: ignore[no-untyped-call,unused-ignore]
         except Exception:
             log.exception("could not show the connection card")
 
@@ -891,7 +947,7 @@ class NotebookBroker:
         if self._widgets:
             from IPython.display import display
 
-            display(self.dashboard())  # type: ignore[no-untyped-call]
+            display(self.dashboard())  # type: ignore[no-untyped-call,unused-ignore]
         else:
             print(self.status())
 
@@ -1030,6 +1086,13 @@ class NotebookBroker:
                 waiter.result(_CLOSE_TIMEOUT + 1.0)
             except (LoopClosedError, concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
                 log.warning("some connections did not close in time")
+        for conn in conns:
+            if conn._stderr is not None:
+                conn._stderr.close()
+        with self._lock:
+            pending_logs, self._server_logs = list(self._server_logs.values()), {}
+        for stderr in pending_logs:
+            stderr.close()
         asks = self._kernel_consenter.asks() if self._kernel_consenter is not None else []
         if self._kernel_consenter is not None:
             self._kernel_consenter.close()
@@ -1088,7 +1151,7 @@ def _get_shell() -> Any | None:
         return None
     from IPython.core.getipython import get_ipython
 
-    return get_ipython()  # type: ignore[no-untyped-call]
+    return get_ipython()  # type: ignore[no-untyped-call,unused-ignore]
 
 
 def get_broker() -> NotebookBroker:

@@ -258,7 +258,7 @@ class CallScope:
         if self.panel is None:
             self.panel = widgets.VBox(new)
             self.panel.add_class("fsbroker-call")
-            display(self.panel)  # type: ignore[no-untyped-call]
+            display(self.panel)  # type: ignore[no-untyped-call,unused-ignore]
             self._shown_at = time.monotonic()
         else:
             self.panel.children = (*self.panel.children, *new)

@@ -18,7 +18,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import MagicArgumentParser
-from IPython.utils.process import arg_split  # type: ignore[attr-defined]
+from IPython.utils.process import arg_split  # type: ignore[attr-defined,unused-ignore]
 
 from ..core.errors import BrokerError
 from .api import NotebookBroker
@@ -31,7 +31,7 @@ _CALL = re.compile(r"\s*call\s+(?P<name>\S+)\s+(?P<tool>\S+)(?:\s+(?P<json>.*))?
 
 def build_parser() -> MagicArgumentParser:
     """The argument parser of ``%fsbroker`` (one sub-command per action)."""
-    parser = MagicArgumentParser(  # type: ignore[no-untyped-call]
+    parser = MagicArgumentParser(  # type: ignore[no-untyped-call,unused-ignore]
         prog="%fsbroker", description="Share folders with MCP servers and control their access."
     )
     commands = parser.add_subparsers(dest="action", metavar="COMMAND", parser_class=MagicArgumentParser)
@@ -102,12 +102,12 @@ class FSBrokerMagics(Magics):
     """
 
     def __init__(self, shell: Any, broker: Callable[[], NotebookBroker]) -> None:
-        super().__init__(shell)  # type: ignore[no-untyped-call]
+        super().__init__(shell)  # type: ignore[no-untyped-call,unused-ignore]
         self._broker = broker
         self._parser = build_parser()
 
-    @line_magic  # type: ignore[untyped-decorator]
-    @no_var_expand  # type: ignore[untyped-decorator]
+    @line_magic  # type: ignore[untyped-decorator,unused-ignore]
+    @no_var_expand  # type: ignore[untyped-decorator,unused-ignore]
     def fsbroker(self, line: str) -> Any:
         """Share folders with MCP servers, connect them, and control their access.
 
@@ -157,7 +157,7 @@ class FSBrokerMagics(Magics):
         if call is not None:
             return self._call(self._broker(), call["name"], call["tool"], call["json"])
         try:
-            argv: list[str] = arg_split(line, posix=True)  # type: ignore[no-untyped-call]
+            argv: list[str] = arg_split(line, posix=True)  # type: ignore[no-untyped-call,unused-ignore]
         except ValueError as exc:  # an unclosed quote
             raise UsageError(f"%fsbroker: {exc}") from None
         args = self._parser.parse_args(argv)

@@ -48,6 +48,12 @@ def test_stdio_connection_lists_tools_and_calls_them(kernel: Kernel) -> None:
     )
     assert out.stdout.strip() == "4"
     assert kernel.value("r.is_error") is False
+    # What the server writes on its stderr stays out of the cells, and can be read on demand.
+    failed = kernel.run(
+        "r = analysis.call_tool('atomic_increment', {'path': '/etc/counter'})\nprint(r.is_error)"
+    )
+    assert failed.stdout.strip() == "True" and failed.stderr == ""
+    assert "atomic_increment" in kernel.value("analysis.server_log()")
 
 
 def test_http_connection_with_headers_from_python_and_magics(kernel: Kernel, http_url: str) -> None:
