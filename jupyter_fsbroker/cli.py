@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from .core.broker import Broker, BrokerConfig
 from .core.consent import Consenter, DenyingConsenter
 from .core.errors import BrokerError
-from .core.grants import OPERATIONS
+from .core.specs import split_allow, split_header, split_root
 from .protocol.client import ServerConnection, connect
 from .widgets.text import TerminalConsenter
 
@@ -89,30 +89,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _split_root(spec: str) -> tuple[str | None, str]:
-    name, sep, path = spec.partition("=")
-    if sep and name and "/" not in name:
-        return name, path
-    return None, spec
-
-
-def _split_allow(spec: str) -> tuple[str, tuple[str, ...]]:
-    path, sep, ops = spec.rpartition(":")
-    if sep and path and all(op in OPERATIONS for op in ops.split(",")):
-        return path, tuple(ops.split(","))
-    return spec, ("read",)
-
-
-def _parse_headers(specs: Sequence[str]) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for spec in specs:
-        name, sep, value = spec.partition(":")
-        if not sep or not name.strip():
-            raise UsageError(f"--header {spec!r}: write it as 'NAME: VALUE'")
-        headers[name.strip()] = value.strip()
-    return headers
-
-
 def _make_consenter() -> tuple[Consenter, TerminalConsenter | None]:
     if sys.stdin is not None and sys.stdin.isatty():
         terminal = TerminalConsenter()
@@ -134,7 +110,6 @@ async def _run_connect(args: argparse.Namespace) -> int:
         raise UsageError("--args must be a JSON object")
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
-    headers = _parse_headers(args.header)
     name = args.name or (urlsplit(args.url).netloc if args.url else os.path.basename(command[0]))
 
     broker = Broker(BrokerConfig(audit_path=args.audit))
@@ -142,11 +117,12 @@ async def _run_connect(args: argparse.Namespace) -> int:
     conn: ServerConnection | None = None
     try:
         try:
+            headers = dict(split_header(h) for h in args.header)
             for spec, read_only in [(s, False) for s in args.root] + [(s, True) for s in args.root_ro]:
-                root_name, path = _split_root(spec)
+                root_name, path = split_root(spec)
                 broker.add_root(path, root_name, read_only=read_only)
             for spec in args.allow:
-                path, ops = _split_allow(spec)
+                path, ops = split_allow(spec)
                 broker.allow(path, ops)
         except BrokerError as exc:
             raise UsageError(str(exc)) from None

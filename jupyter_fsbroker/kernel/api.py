@@ -48,11 +48,12 @@ from ..core.errors import ClosedError, ConfigError
 from ..core.grants import Grant
 from ..core.locks import LockInfo
 from ..core.roots import Root
+from ..core.specs import split_allow, split_root
 from ..protocol.client import DEFAULT_CONNECT_TIMEOUT, ConnectionClosedError, ServerConnection, connect
 from . import ipykernel_compat as ipk
 from .consent import Ask, CallScope, KernelConsenter
 from .loop import BackgroundLoop, LoopClosedError
-from .settings import LIVE_TRAITS, FSBroker, split_allow, split_root
+from .settings import LIVE_TRAITS, FSBroker
 
 __all__ = ["KernelConnection", "NotebookBroker", "ToolResult", "get_broker"]
 

@@ -21,8 +21,8 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.utils.process import arg_split  # type: ignore[attr-defined,unused-ignore]
 
 from ..core.errors import BrokerError
+from ..core.specs import split_header, split_root
 from .api import NotebookBroker
-from .settings import split_root
 
 __all__ = ["FSBrokerMagics", "build_parser"]
 
@@ -65,16 +65,6 @@ def build_parser() -> MagicArgumentParser:
     p.add_argument("path", metavar="PATH", nargs="?", help="only grants on this path (default: all)")
     commands.add_parser("status", help="show the dashboard (text in a terminal)")
     return parser
-
-
-def _headers(specs: list[str]) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for spec in specs:
-        name, sep, value = spec.partition(":")
-        if not sep or not name.strip():
-            raise UsageError(f"--header {spec!r}: write it as 'NAME: VALUE'")
-        headers[name.strip()] = value.strip()
-    return headers
 
 
 def _arguments(text: str | None) -> dict[str, Any]:
@@ -192,7 +182,12 @@ class FSBrokerMagics(Magics):
                 raise UsageError("--command is empty")
             broker.connect(args.name, command=command, timeout=args.timeout)
         else:
-            broker.connect(args.name, url=args.url, headers=_headers(args.header), timeout=args.timeout)
+            broker.connect(
+                args.name,
+                url=args.url,
+                headers=dict(split_header(h) for h in args.header),
+                timeout=args.timeout,
+            )
 
     def _do_call(self, broker: NotebookBroker, args: argparse.Namespace) -> Any:  # pragma: no cover
         # Reached only when the line did not match _CALL (e.g. "call NAME" without a tool).

@@ -27,10 +27,10 @@ from traitlets.config import Configurable
 
 from ..core.broker import BrokerConfig
 from ..core.errors import ConfigError
-from ..core.grants import OPERATIONS
 from ..core.limits import Limits
+from ..core.specs import split_allow
 
-__all__ = ["LIVE_TRAITS", "FSBroker", "split_allow", "split_root"]
+__all__ = ["LIVE_TRAITS", "FSBroker"]
 
 #: Traits whose changes after load are applied to the running broker's configuration.
 LIVE_TRAITS = (
@@ -142,7 +142,10 @@ class FSBroker(Configurable):
     @validate("allow")
     def _check_allow(self, proposal: dict[str, Any]) -> list[str]:
         for spec in proposal["value"]:
-            split_allow(spec)  # raises TraitError on unknown operations
+            try:
+                split_allow(spec)
+            except ConfigError as exc:
+                raise TraitError(str(exc)) from None
         return [str(v) for v in proposal["value"]]
 
     # -- what the broker gets ------------------------------------------------------------------
@@ -172,29 +175,3 @@ class FSBroker(Configurable):
             permanent_delete=self.permanent_delete,
             audit_path=self.audit_file or base.audit_path,
         )
-
-
-def split_root(spec: str) -> tuple[str | None, str]:
-    """``'data=~/x'`` → ``('data', '~/x')``; ``'~/x'`` → ``(None, '~/x')``."""
-    name, sep, path = spec.partition("=")
-    if sep and name and "/" not in name and path:
-        return name.strip(), path.strip()
-    return None, spec.strip()
-
-
-def split_allow(spec: str) -> tuple[str, tuple[str, ...]]:
-    """``'data/raw:read,watch'`` → ``('data/raw', ('read', 'watch'))``; no ``:OPS`` means read.
-
-    Raises
-    ------
-    TraitError
-        OPS names an unknown operation.
-    """
-    path, sep, ops = spec.rpartition(":")
-    if not sep or not path or "/" in ops:
-        return spec.strip(), ("read",)
-    names = tuple(op.strip() for op in ops.split(",") if op.strip())
-    unknown = [op for op in names if op not in OPERATIONS]
-    if unknown:
-        raise TraitError(f"{spec!r}: unknown operation(s) {', '.join(unknown)}; use {', '.join(OPERATIONS)}")
-    return path.strip(), names or ("read",)

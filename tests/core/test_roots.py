@@ -132,3 +132,19 @@ def test_allow_refuses_paths_outside_and_unknown_operations(tmp_path: Path, data
         with pytest.raises(ConfigError, match="unknown operation"):
             b.allow("data", ops=("read", "fly"))
         assert b.allow("data/raw", ops="read,watch").operations == ("read", "watch")
+
+
+def test_the_short_spellings_users_type() -> None:
+    from jupyter_fsbroker.core.specs import split_allow, split_header, split_root
+
+    assert split_root("data=~/x") == ("data", "~/x")
+    assert split_root("~/x") == (None, "~/x")
+    assert split_root("./a=b/c") == (None, "./a=b/c")
+    assert split_allow("data/raw") == ("data/raw", ("read",))
+    assert split_allow("data/raw:read,watch") == ("data/raw", ("read", "watch"))
+    assert split_allow("/abs/a:b/c") == ("/abs/a:b/c", ("read",))
+    with pytest.raises(ConfigError, match="unknown operation"):
+        split_allow("data:raed")
+    assert split_header("Authorization: Bearer a:b") == ("Authorization", "Bearer a:b")
+    with pytest.raises(ConfigError, match="NAME: VALUE"):
+        split_header("no colon")
