@@ -215,7 +215,9 @@ def read_chunk(res: Resolved, *, offset: int, length: int, encoding: str, shown:
     fd, st = open_regular(res, shown)
     try:
         size = st.st_size
-        data = os.pread(fd, length, offset) if length else b""
+        # Never ask for more than the file holds: pread allocates what it is asked for.
+        want = min(length, max(size - offset, 0))
+        data = os.pread(fd, want, offset) if want else b""
         eof = offset + len(data) >= size
         if codec is None:
             return Chunk(base64.b64encode(data).decode("ascii"), size, offset, len(data), eof, etag(st))

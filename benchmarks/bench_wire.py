@@ -1,0 +1,414 @@
+"""The whole stack on real transports: our client and broker against a real MCP server process.
+
+Run ``python benchmarks/bench_wire.py`` (about two minutes) or ``--quick`` (under
+a minute: a 64 MiB read, a 16 MiB write, 200 round trips, fewer configurations).
+``--json FILE`` also writes every measurement as JSON.
+
+The client side is :func:`jupyter_fsbroker.protocol.connect` with a real
+:class:`~jupyter_fsbroker.core.broker.Broker`; the server is
+``benchmarks/wire_server.py``, written with the server-side helper, served over
+stdio (the helper's ``run_stdio``, and mcp's stock ``server.run("stdio")``) and
+over Streamable HTTP (uvicorn on 127.0.0.1, a free port). Measured:
+
+1. reading a 256 MiB file with ``iter_chunks`` (1 and 2 MiB chunks,
+   concurrency 1 and 4) in a tool that hashes it: MB/s (10^6 bytes/s, timed in
+   the server) and the resident memory of both processes (RSS before the read
+   and peak during it; each process's peak is reset before the measurement);
+2. 1000 sequential small ``files/*`` round trips (``files/stat`` and a read of
+   a 96-byte file) timed in the server, and 1000 sequential no-op
+   ``tools/call`` timed in the client: µs per round trip;
+3. writing 64 MiB with ``write_bytes`` (staged chunks): MB/s.
+
+Each measurement runs in a fresh client process (this script with
+``--worker``) that starts its own server, so every peak belongs to one
+process and one operation. Files live in a temporary directory removed at the
+end; every process started is stopped on exit, also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import hashlib
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+if __package__ in (None, ""):
+    sys.path.insert(0, str(HERE.parent))  # import this checkout
+
+SERVER = str(HERE / "wire_server.py")
+MiB = 1024 * 1024
+TRANSPORTS = {"helper": "stdio (run_stdio)", "stock": 'stdio (run("stdio"))', "http": "Streamable HTTP"}
+
+
+# -- memory ---------------------------------------------------------------------------------------
+
+
+def memory_kib() -> dict[str, int]:
+    """This process's current RSS and its peak RSS (VmHWM), in KiB."""
+    found: dict[str, int] = {}
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                found[key] = int(value.split()[0])
+    return {"rss_kib": found.get("VmRSS", 0), "peak_kib": found.get("VmHWM", 0)}
+
+
+def reset_peak() -> bool:
+    """Reset VmHWM to the current RSS (Linux ≥ 4.0); whether it worked."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as clear:
+            clear.write("5")
+    except OSError:
+        return False
+    return True
+
+
+# -- the worker: one client process, one server, a few tool calls ---------------------------------
+
+
+@contextlib.contextmanager
+def http_server() -> Iterator[str]:
+    """``wire_server.py http`` in a subprocess; yields its URL. It exits when our end of its stdin closes."""
+    process = subprocess.Popen(
+        [sys.executable, SERVER, "http"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.startswith("PORT "):
+            raise RuntimeError(f"the HTTP server did not start: {line!r}")
+        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+def tool_result(result: dict[str, Any]) -> dict[str, Any]:
+    if result.get("isError"):
+        raise RuntimeError(f"the tool failed: {result.get('content')}")
+    structured = result.get("structuredContent")
+    if isinstance(structured, dict):
+        inner = structured.get("result")
+        return inner if isinstance(inner, dict) and len(structured) == 1 else structured
+    return json.loads(result["content"][0]["text"])
+
+
+async def run_jobs(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    from jupyter_fsbroker.core.broker import Broker, BrokerConfig
+    from jupyter_fsbroker.core.limits import Limits
+    from jupyter_fsbroker.protocol import connect
+
+    state = Path(spec["state"])
+    # Rates high enough never to throttle: this measures the stack, not the rate limiter.
+    limits = Limits(ops_per_second=1e9, ops_burst=10**9, bytes_per_second=1e12, bytes_burst=2**50)
+    config = BrokerConfig(lock_dir=str(state / "locks"), trash_dir=str(state / "trash"), limits=limits)
+    results: list[dict[str, Any]] = []
+    with Broker(config) as broker, contextlib.ExitStack() as stack:
+        broker.add_root(spec["root"], name="data")
+        broker.allow("data", ops=("read", "write"))
+        transport = spec["transport"]
+        if transport == "http":
+            target: dict[str, Any] = {"url": stack.enter_context(http_server())}
+        else:
+            target = {"command": sys.executable, "args": [SERVER, transport]}
+        conn = await connect(broker, "bench", **target)
+        try:
+            for job in spec["jobs"]:
+                results.append(await run_job(conn, job))
+        finally:
+            await conn.aclose()
+    return results
+
+
+async def run_job(conn: Any, job: dict[str, Any]) -> dict[str, Any]:
+    if job["tool"] == "noop":
+        # tools/call round trips, timed here: client → server → client.
+        await conn.call_tool("noop", {})
+        start = time.perf_counter()
+        for _ in range(job["count"]):
+            await conn.call_tool("noop", {})
+        return {"count": job["count"], "seconds": time.perf_counter() - start}
+    before = memory_kib()
+    reset = reset_peak()
+    start = time.perf_counter()
+    result = tool_result(await conn.call_tool(job["tool"], job["args"]))
+    result["call_seconds"] = time.perf_counter() - start
+    result["client_rss_before_kib"] = before["rss_kib"]
+    result["client_peak_kib"] = memory_kib()["peak_kib"]
+    result["client_peak_reset"] = reset
+    return result
+
+
+def worker(spec_json: str) -> None:
+    spec = json.loads(spec_json)
+
+    def orphaned() -> None:
+        # The benchmark that started us is gone (its end of our stdin closed): stop
+        # at once; our servers notice their pipes closing and stop too.
+        while os.read(0, 4096):
+            pass
+        os._exit(1)
+
+    threading.Thread(target=orphaned, daemon=True).start()
+    results = asyncio.run(run_jobs(spec))
+    print(json.dumps(results), flush=True)
+
+
+# -- the benchmark: make the files, start workers, print the table --------------------------------
+
+
+class Runner:
+    """Starts worker processes one at a time and stops the one running on exit."""
+
+    def __init__(self, root: Path, state: Path) -> None:
+        self.root = root
+        self.state = state
+        self.process: subprocess.Popen[str] | None = None
+
+    def run(self, transport: str, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        spec = {"transport": transport, "root": str(self.root), "state": str(self.state), "jobs": jobs}
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--worker", json.dumps(spec)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        # Not communicate(): it would close the worker's stdin, which tells it we are gone.
+        assert self.process.stdout is not None
+        out = self.process.stdout.read()
+        code = self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+        self.process = None
+        if code != 0:
+            raise RuntimeError(f"the {transport} worker failed (exit {code}); see its stderr above")
+        return json.loads(out.strip().splitlines()[-1])
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def make_file(path: Path, size: int) -> str:
+    """Write *size* random bytes to *path*; their sha256."""
+    digest = hashlib.sha256()
+    with open(path, "wb") as out:
+        for start in range(0, size, 4 * MiB):
+            block = os.urandom(min(4 * MiB, size - start))
+            digest.update(block)
+            out.write(block)
+    return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(4 * MiB):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def mb(kib: int) -> str:
+    return f"{kib / 1024:.0f}"
+
+
+def table(title: str, header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    lines = [title, "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        cells = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))]
+        lines.append("  ".join(cells))
+    return "\n".join(lines)
+
+
+def benchmark(quick: bool, json_path: str | None) -> None:
+    read_mib = 64 if quick else 256
+    write_mib = 16 if quick else 64
+    trips = 200 if quick else 1000
+    reps = 1 if quick else 3
+    read_configs = [(1, 1), (2, 4)] if quick else [(1, 1), (1, 4), (2, 1), (2, 4)]
+    write_chunks = [1] if quick else [1, 2]
+
+    tmp = Path(tempfile.mkdtemp(prefix="fsbroker-bench-wire-"))
+    runner = Runner(tmp / "data", tmp / "state")
+    out: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "mcp": metadata.version("mcp"),
+        "quick": quick,
+        "load_before": os.getloadavg(),
+        "read": [],
+        "round_trips": [],
+        "write": [],
+    }
+    try:
+        runner.root.mkdir()
+        runner.state.mkdir()
+        started = time.perf_counter()
+        expected = make_file(runner.root / "big.bin", read_mib * MiB)
+        (runner.root / "small.txt").write_text("x" * 95 + "\n")
+        print(
+            f"bench_wire: {out['date']}, {out['cpus']} CPUs, Python {out['python']}, mcp {out['mcp']}",
+            file=sys.stderr,
+        )
+
+        # 1. chunked reads
+        read_rows = []
+        for transport in ("helper", "http"):
+            for chunk, concurrency in read_configs:
+                args = {"path": "data/big.bin", "chunk_size": chunk * MiB, "concurrency": concurrency}
+                [r] = runner.run(transport, [{"tool": "hash_file", "args": args}])
+                ok = r["sha256"] == expected and r["bytes"] == read_mib * MiB
+                if not ok:
+                    raise RuntimeError(f"read over {transport}: wrong digest or size {r['bytes']}")
+                r.update(transport=transport, chunk_mib=chunk, concurrency=concurrency)
+                out["read"].append(r)
+                read_rows.append(
+                    [
+                        TRANSPORTS[transport],
+                        f"{chunk} MiB",
+                        str(concurrency),
+                        f"{r['bytes'] / r['seconds'] / 1e6:.1f}",
+                        f"{mb(r['rss_before_kib'])} → {mb(r['peak_kib'])}",
+                        f"{mb(r['client_rss_before_kib'])} → {mb(r['client_peak_kib'])}",
+                        "ok",
+                    ]
+                )
+                print(f"  read {transport} {chunk} MiB x{concurrency} done", file=sys.stderr)
+
+        # 2. small round trips
+        trip_rows = []
+        for transport in ("helper", "stock", "http"):
+            jobs: list[dict[str, Any]] = []
+            for _ in range(reps):
+                for kind in ("stat", "read"):
+                    args = {"path": "data/small.txt", "count": trips, "kind": kind}
+                    jobs.append({"tool": "round_trips", "args": args})
+                jobs.append({"tool": "noop", "count": trips})
+            results = runner.run(transport, jobs)
+            per_op = {
+                kind: statistics.median(r["seconds"] / r["count"] for r in results[i::3]) * 1e6
+                for i, kind in enumerate(("stat", "read", "noop"))
+            }
+            out["round_trips"].append({"transport": transport, "count": trips, "reps": reps, "us": per_op})
+            trip_rows.append([TRANSPORTS[transport], *(f"{per_op[k]:.0f}" for k in ("stat", "read", "noop"))])
+            print(f"  round trips {transport} done", file=sys.stderr)
+
+        # 3. staged writes
+        write_rows = []
+        for transport in ("helper", "http"):
+            for chunk in write_chunks:
+                name = f"out-{transport}-{chunk}.bin"
+                args = {"path": f"data/{name}", "size": write_mib * MiB, "chunk_size": chunk * MiB}
+                [r] = runner.run(transport, [{"tool": "write_file", "args": args}])
+                if file_sha256(runner.root / name) != r["sha256"] or r["bytes"] != write_mib * MiB:
+                    raise RuntimeError(f"write over {transport}: the file on disk is not what was sent")
+                (runner.root / name).unlink()
+                r.update(transport=transport, chunk_mib=chunk)
+                out["write"].append(r)
+                write_rows.append(
+                    [
+                        TRANSPORTS[transport],
+                        f"{chunk} MiB",
+                        str(r["chunks"]),
+                        f"{r['bytes'] / r['seconds'] / 1e6:.1f}",
+                        f"{mb(r['rss_before_kib'])} → {mb(r['peak_kib'])}",
+                        f"{mb(r['client_rss_before_kib'])} → {mb(r['client_peak_kib'])}",
+                        "ok",
+                    ]
+                )
+                print(f"  write {transport} {chunk} MiB done", file=sys.stderr)
+        out["seconds"] = time.perf_counter() - started
+        out["load_after"] = os.getloadavg()
+    finally:
+        runner.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    rss = ["server RSS MiB", "client RSS MiB"]
+    print(
+        table(
+            f"1. read {read_mib} MiB with iter_chunks, sha256 in the server (RSS: before → peak)",
+            ["transport", "chunk", "conc", "MB/s", *rss, "sha256"],
+            read_rows,
+        )
+    )
+    print()
+    print(
+        table(
+            f"2. sequential round trips, µs each (median of {reps} x {trips})",
+            ["transport", "files/stat", "files/read 96 B", "tools/call no-op"],
+            trip_rows,
+        )
+    )
+    print()
+    print(
+        table(
+            f"3. write {write_mib} MiB with write_bytes, staged chunks (RSS: before → peak)",
+            ["transport", "chunk", "requests", "MB/s", *rss, "sha256"],
+            write_rows,
+        )
+    )
+    load = "/".join(f"{x:.1f}" for x in (out["load_before"][0], out["load_after"][0]))
+    print(
+        f"\n{out['cpus']} CPUs, {out['date']}, total {out['seconds']:.0f} s, load average before/after {load}"
+    )
+    if json_path:
+        Path(json_path).write_text(json.dumps(out, indent=2) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller files, fewer runs (< 1 minute)")
+    parser.add_argument("--json", metavar="FILE", help="also write the measurements to FILE as JSON")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker is not None:
+        worker(args.worker)
+        return
+    # SIGTERM ends the benchmark like Ctrl-C does: through the clean-up.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        benchmark(args.quick, args.json)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()
