@@ -48,6 +48,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from wire_server import memory_kib, reset_peak
+
 HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(HERE.parent))  # import this checkout
@@ -55,30 +57,6 @@ if __package__ in (None, ""):
 SERVER = str(HERE / "wire_server.py")
 MiB = 1024 * 1024
 TRANSPORTS = {"helper": "stdio (run_stdio)", "stock": 'stdio (run("stdio"))', "http": "Streamable HTTP"}
-
-
-# -- memory ---------------------------------------------------------------------------------------
-
-
-def memory_kib() -> dict[str, int]:
-    """This process's current RSS and its peak RSS (VmHWM), in KiB."""
-    found: dict[str, int] = {}
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                found[key] = int(value.split()[0])
-    return {"rss_kib": found.get("VmRSS", 0), "peak_kib": found.get("VmHWM", 0)}
-
-
-def reset_peak() -> bool:
-    """Reset VmHWM to the current RSS (Linux ≥ 4.0); whether it worked."""
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as clear:
-            clear.write("5")
-    except OSError:
-        return False
-    return True
 
 
 # -- the worker: one client process, one server, a few tool calls ---------------------------------

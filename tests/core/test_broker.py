@@ -21,6 +21,19 @@ from jupyter_fsbroker.core.watch import ChangeEvent
 
 from .conftest import ALL_OPS, error_of, make_broker
 
+
+class Waiting:
+    """A consenter whose prompts wait until the test answers them (or they are withdrawn)."""
+
+    def __init__(self, pending: list[Future[ConsentDecision]]) -> None:
+        self.pending = pending
+
+    def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
+        future: Future[ConsentDecision] = Future()
+        self.pending.append(future)
+        return future
+
+
 # -- read ------------------------------------------------------------------------------------------
 
 
@@ -374,15 +387,9 @@ def test_consent_grants_only_what_was_asked_and_approved(tmp_path: Path, data: P
 def test_consent_refused_timed_out_or_cancelled_is_a_plain_refusal(tmp_path: Path, data: Path) -> None:
     pending: list[Future[ConsentDecision]] = []
 
-    class Never:
-        def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
-            future: Future[ConsentDecision] = Future()
-            pending.append(future)
-            return future
-
     with make_broker(tmp_path, limits=Limits(consent_timeout=0.2)) as b:
         b.add_root(data, name="data")
-        c = b.connect("s", consenter=Never())
+        c = b.connect("s", consenter=Waiting(pending))
         refusal = {"granted": False, "approvedPaths": [], "operations": []}
         assert c.handle("files/consent", {"requestedPaths": ["data"]}) == refusal
         assert pending[0].cancelled()
@@ -391,7 +398,7 @@ def test_consent_refused_timed_out_or_cancelled_is_a_plain_refusal(tmp_path: Pat
         assert len(pending) == 1  # nothing approvable: the user is not asked
     with make_broker(tmp_path / "2") as b:
         b.add_root(data, name="data")
-        c = b.connect("s", consenter=Never())
+        c = b.connect("s", consenter=Waiting(pending))
         result: list[object] = []
         worker = threading.Thread(
             target=lambda: result.append(c.handle("files/consent", {"requestedPaths": ["data"]}))
@@ -503,18 +510,11 @@ def test_close_leaves_no_threads(tmp_path: Path, data: Path) -> None:
 def test_async_consent_holds_no_worker_thread(tmp_path: Path, data: Path) -> None:
     """Many prompts waiting for the user must not starve file I/O of threads."""
     pending: list[Future[ConsentDecision]] = []
-
-    class Waiting:
-        def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
-            future: Future[ConsentDecision] = Future()
-            pending.append(future)
-            return future
-
     (data / "f").write_text("still served")
     with make_broker(tmp_path, workers=2) as b:
         b.add_root(data, name="data")
         b.allow("data", ops=("read",))
-        c = b.connect("s", consenter=Waiting())
+        c = b.connect("s", consenter=Waiting(pending))
 
         async def main() -> tuple[list[dict[str, object]], dict[str, object]]:
             prompts = [
@@ -536,17 +536,10 @@ def test_async_consent_holds_no_worker_thread(tmp_path: Path, data: Path) -> Non
 
 def test_async_consent_timeout_and_close_withdraw_the_prompt(tmp_path: Path, data: Path) -> None:
     pending: list[Future[ConsentDecision]] = []
-
-    class Waiting:
-        def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
-            future: Future[ConsentDecision] = Future()
-            pending.append(future)
-            return future
-
     refusal = {"granted": False, "approvedPaths": [], "operations": []}
     with make_broker(tmp_path, limits=Limits(consent_timeout=0.2)) as b:
         b.add_root(data, name="data")
-        c = b.connect("s", consenter=Waiting())
+        c = b.connect("s", consenter=Waiting(pending))
         assert asyncio.run(c.ahandle("files/consent", {"requestedPaths": ["data"]})) == refusal
         assert pending[-1].cancelled()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,14 +22,11 @@ from jupyter_fsbroker.core import ops
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, Consenter, ConsentRequest
 from jupyter_fsbroker.core.errors import FileLocked
-from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.protocol import ServerConnection, open_connection
 from tests.protocol.servers.harness import (
     HeldConsenter,
     HttpServer,
     approve_all,
-    make_broker,
-    make_tree,
     payload,
     stdio_options,
     temp_files,
@@ -37,32 +34,6 @@ from tests.protocol.servers.harness import (
 
 MiB = 1024 * 1024
 TRANSPORTS = ["stdio", "http"]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def http() -> Iterator[HttpServer]:
-    server = HttpServer()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "data")
-
-
-@pytest.fixture
-def broker(tmp_path: Path, data: Path) -> Iterator[Broker]:
-    with make_broker(tmp_path, limits=Limits(lock_wait=0.2), coalesce=0.01) as b:
-        b.add_root(data, name="data")
-        yield b
 
 
 @pytest.fixture(params=TRANSPORTS)

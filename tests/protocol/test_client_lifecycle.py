@@ -7,7 +7,6 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ import pytest
 
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
-from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.protocol import (
     ConnectError,
     ConnectionClosedError,
@@ -31,8 +29,6 @@ from tests.protocol.servers.harness import (
     HttpServer,
     approve_all,
     http_server,
-    make_broker,
-    make_tree,
     payload,
     pid_alive,
     stdio_options,
@@ -40,33 +36,6 @@ from tests.protocol.servers.harness import (
 )
 
 TIMEOUT = 15.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def http() -> Iterator[HttpServer]:
-    """A server for the tests that do not kill it."""
-    server = HttpServer()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "data")
-
-
-@pytest.fixture
-def broker(tmp_path: Path, data: Path) -> Iterator[Broker]:
-    with make_broker(tmp_path, limits=Limits(lock_wait=0.2), coalesce=0.01) as b:
-        b.add_root(data, name="data")
-        yield b
 
 
 async def send(conn: ServerConnection, method: str, params: Any = None) -> dict[str, Any]:

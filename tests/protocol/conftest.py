@@ -1,0 +1,39 @@
+"""Fixtures shared by the client tests: a broker sharing a prepared ``data`` tree, an HTTP server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jupyter_fsbroker.core.broker import Broker
+from jupyter_fsbroker.core.limits import Limits
+from tests.protocol.servers.harness import HttpServer, make_broker, make_tree
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[HttpServer]:
+    """The test server under uvicorn, one per module (tests that kill it start their own)."""
+    server = HttpServer()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return make_tree(tmp_path / "data")
+
+
+@pytest.fixture
+def broker(tmp_path: Path, data: Path) -> Iterator[Broker]:
+    with make_broker(tmp_path, limits=Limits(lock_wait=0.2), coalesce=0.01) as b:
+        b.add_root(data, name="data")
+        yield b
