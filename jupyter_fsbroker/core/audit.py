@@ -16,12 +16,12 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import IO, Any
 
 from .errors import ConfigError
 from .observers import Listeners
 from .resource import Closeable
+from .timestamps import iso_utc as iso_utc_ms
 
 __all__ = ["AuditLog", "AuditRecord", "iso_utc_ms"]
 
@@ -30,23 +30,6 @@ log = logging.getLogger(__name__)
 #: Methods whose ``bytes`` count as read, and as written, in :meth:`AuditLog.totals`.
 _READ_METHODS = frozenset({"files/read"})
 _WRITE_METHODS = frozenset({"files/write", "files/create"})
-
-
-def iso_utc_ms(timestamp: float) -> str:
-    """Format a :func:`time.time` value as ISO 8601 UTC with milliseconds.
-
-    Parameters
-    ----------
-    timestamp
-        Seconds since the epoch.
-
-    Returns
-    -------
-    str
-        For example ``"2026-11-29T12:30:00.123Z"``.
-    """
-    moment = datetime.fromtimestamp(timestamp, tz=UTC)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from watchdog.events import (
@@ -71,6 +70,7 @@ from .errors import (
 )
 from .resource import Closeable
 from .roots import Root
+from .timestamps import iso_utc
 
 __all__ = ["EVENTS", "ChangeEvent", "WatchInfo", "WatchManager"]
 
@@ -138,7 +138,7 @@ class ChangeEvent:
             "watchId": self.watch_id,
             "path": self.path,
             "event": self.event,
-            "timestamp": _iso_utc(self.timestamp),
+            "timestamp": iso_utc(round(self.timestamp, 3)),  # the nearest millisecond
         }
         if self.old_path is not None:
             params["oldPath"] = self.old_path
@@ -168,13 +168,6 @@ class WatchInfo:
     path: str
     recursive: bool
     events: frozenset[str]
-
-
-def _iso_utc(timestamp: float) -> str:
-    millis = round(timestamp * 1000)
-    seconds, ms = divmod(millis, 1000)
-    moment = datetime.fromtimestamp(seconds, tz=UTC)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{ms:03d}Z"
 
 
 @dataclass

@@ -27,7 +27,9 @@ from tests.protocol.servers.harness import (
     HeldConsenter,
     HttpServer,
     approve_all,
+    ok,
     payload,
+    send,
     stdio_options,
     temp_files,
 )
@@ -57,20 +59,6 @@ async def connected(
         broker, name, consenter=consenter or approve_all(), **options(transport, http)
     ) as conn:
         yield conn
-
-
-async def send(conn: ServerConnection, method: str, params: Any = None) -> dict[str, Any]:
-    """Have the server send one raw request; return ``{"result": ...}`` or ``{"error": ...}``."""
-    arguments: dict[str, Any] = {"method": method}
-    if params is not None:
-        arguments["params"] = params
-    return payload(await conn.call_tool("request", arguments, timeout=30))  # type: ignore[no-any-return]
-
-
-async def ok(conn: ServerConnection, method: str, params: Any = None) -> dict[str, Any]:
-    outcome = await send(conn, method, params)
-    assert "result" in outcome, outcome
-    return outcome["result"]  # type: ignore[no-any-return]
 
 
 async def fails(

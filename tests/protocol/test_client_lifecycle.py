@@ -29,26 +29,15 @@ from tests.protocol.servers.harness import (
     HttpServer,
     approve_all,
     http_server,
+    ok,
     payload,
     pid_alive,
+    send,
     stdio_options,
     temp_files,
 )
 
 TIMEOUT = 15.0
-
-
-async def send(conn: ServerConnection, method: str, params: Any = None) -> dict[str, Any]:
-    arguments: dict[str, Any] = {"method": method}
-    if params is not None:
-        arguments["params"] = params
-    return payload(await conn.call_tool("request", arguments, timeout=30))  # type: ignore[no-any-return]
-
-
-async def ok(conn: ServerConnection, method: str, params: Any = None) -> dict[str, Any]:
-    outcome = await send(conn, method, params)
-    assert "result" in outcome, outcome
-    return outcome["result"]  # type: ignore[no-any-return]
 
 
 async def consent(conn: ServerConnection, *paths: str) -> dict[str, Any]:

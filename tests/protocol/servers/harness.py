@@ -19,6 +19,7 @@ import anyio.to_thread
 from jupyter_fsbroker.core.broker import Broker, BrokerConfig
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
 from jupyter_fsbroker.core.ops import is_temp_name
+from jupyter_fsbroker.protocol.client import ServerConnection
 
 SERVERS = Path(__file__).resolve().parent
 FS_SERVER = str(SERVERS / "fs_server.py")
@@ -143,3 +144,18 @@ def temp_files(folder: Path) -> list[str]:
         for name in names
         if is_temp_name(name)
     )
+
+
+async def send(conn: ServerConnection, method: str, params: Any = None) -> dict[str, Any]:
+    """Have the test server send one raw request; return ``{"result": ...}`` or ``{"error": ...}``."""
+    arguments: dict[str, Any] = {"method": method}
+    if params is not None:
+        arguments["params"] = params
+    return payload(await conn.call_tool("request", arguments, timeout=30))  # type: ignore[no-any-return]
+
+
+async def ok(conn: ServerConnection, method: str, params: Any = None) -> dict[str, Any]:
+    """:func:`send`, asserting that the request succeeded; its result."""
+    outcome = await send(conn, method, params)
+    assert "result" in outcome, outcome
+    return outcome["result"]  # type: ignore[no-any-return]
