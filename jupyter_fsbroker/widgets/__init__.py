@@ -2,9 +2,10 @@
 
 Views observe the broker and never decide policy: every button calls a public
 method of the broker or of a connection. Modules here import ``ipywidgets``
-only where they build widgets; :mod:`.text` needs nothing, and the widget
-classes below are imported on first use, so ``import jupyter_fsbroker.widgets.text``
-(the CLI, a terminal IPython) never loads ``ipywidgets``.
+only where they build widgets; :mod:`.text`, :mod:`.consent_text` and
+:mod:`.terminal` need nothing, and the widget classes below are imported on
+first use, so ``import jupyter_fsbroker.widgets.text`` (the CLI, a terminal
+IPython) never loads ``ipywidgets``.
 
 Stable DOM classes, for tests and users' CSS: ``fsbroker-consent``,
 ``fsbroker-approve``, ``fsbroker-deny``, ``fsbroker-dashboard``,
@@ -17,7 +18,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .text import ConnectionView, TerminalConsenter, status_text
+from .terminal import TerminalConsenter
+from .text import ConnectionView, status_text
 
 if TYPE_CHECKING:
     from .consent import ConsentPrompt

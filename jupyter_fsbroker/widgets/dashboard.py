@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import html
 import logging
 import threading
@@ -34,7 +35,7 @@ from ..core.errors import BrokerError, ClosedError, FilesError
 from ..core.grants import Grant
 from ..core.locks import LockInfo
 from ..core.watch import ChangeEvent
-from .consent import close_parts, close_tree
+from .closing import close_parts, close_tree
 from .text import (
     ENDED_STATES,
     ConnectionView,
@@ -112,6 +113,12 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
     refresh_interval
         Seconds: refreshes caused by the broker's events are coalesced to at
         most one per interval.
+    render_with
+        Runs each render: called with the dashboard and a function that renders
+        it, on whichever thread refreshes (the first time inside the
+        constructor). A kernel uses it to render in a context detached from the
+        running cell and to free the new rows' comm routing. Default: call the
+        function.
 
     Attributes
     ----------
@@ -152,9 +159,11 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         max_changes: int = 50,
         max_activity: int = 50,
         refresh_interval: float = 0.2,
+        render_with: Callable[[Dashboard, Callable[[], None]], object] | None = None,
     ) -> None:
         super().__init__()
         self.broker = broker
+        self._render_with = render_with
         self._connections: Callable[[], Sequence[ConnectionView]] = connections or tuple
         self._interval = max(0.0, float(refresh_interval))
         self._state = threading.Condition(threading.Lock())
@@ -323,7 +332,10 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                 changes = list(self._changes)
                 activity = list(self._activity)
             try:
-                self._render(changes, activity)
+                if self._render_with is None:
+                    self._render(changes, activity)
+                else:
+                    self._render_with(self, functools.partial(self._render, changes, activity))
             finally:
                 with self._state:
                     self._rendering = False

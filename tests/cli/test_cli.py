@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
-from jupyter_fsbroker.widgets.text import TerminalConsenter
+from jupyter_fsbroker.widgets.terminal import TerminalConsenter
 
 SERVER = [sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"]
 CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
