@@ -6,6 +6,7 @@
 * :mod:`.connection` — :class:`KernelConnection`: one server connection (calls,
   cancellation, grants, the kill switch).
 * :mod:`.results` — :class:`ToolResult`: a tool's result.
+* :mod:`.servers` — the target of a connect call, checked; each stdio server's log.
 * :mod:`.calls` — how a cell waits for work on the background loop; the frame of each tool call.
 * :mod:`.consent` — where consent prompts appear while a cell runs.
 * :mod:`.views` — which views the notebook shows, and where prompts go outside a call.

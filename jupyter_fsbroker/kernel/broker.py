@@ -15,8 +15,9 @@
 
 It ties together a core :class:`~jupyter_fsbroker.core.broker.Broker` (roots,
 grants, locks, audit), the background loop its connections run on
-(:mod:`.loop`, reached through :mod:`.calls`), the ``FSBroker`` settings, who
-answers consent (:mod:`.consent`), and the views (:mod:`.views`). Its methods
+(:mod:`.loop`, reached through :mod:`.calls`), the servers it connects to
+(:mod:`.servers`), the ``FSBroker`` settings, who answers consent
+(:mod:`.consent`), and the views (:mod:`.views`). Its methods
 are thin, thread-safe entry points: the work happens on the loop or in the core,
 and policy is the core's. It never blocks the loop's thread, and closing it
 leaves no thread, process, lock or temporary file behind.
@@ -30,12 +31,10 @@ import contextlib
 import dataclasses
 import logging
 import os
-import shlex
 import sys
-import tempfile
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO, TypedDict, Unpack
+from typing import Any, TextIO, Unpack
 
 from ..core.broker import Broker, BrokerConfig
 from ..core.consent import Consenter, DenyingConsenter
@@ -44,16 +43,17 @@ from ..core.grants import Grant
 from ..core.locks import LockInfo
 from ..core.roots import Root
 from ..core.specs import apply_specs
-from ..protocol.client import DEFAULT_CONNECT_TIMEOUT, ServerConnection, connect
+from ..protocol.client import DEFAULT_CONNECT_TIMEOUT, ServerConnection
 from . import ipykernel_compat as ipk
 from .calls import CallRunner
 from .connection import KernelConnection
-from .consent import Ask, CallScope, KernelConsenter
+from .consent import CallScope, KernelConsenter
 from .loop import BackgroundLoop, LoopClosedError
+from .servers import ConnectOptions, ServerLogs, ServerTarget
 from .settings import LIVE_TRAITS, FSBroker
 from .views import NotebookViews, widgets_available
 
-__all__ = ["ConnectOptions", "NotebookBroker"]
+__all__ = ["NotebookBroker"]
 
 log = logging.getLogger(__name__)
 
@@ -62,37 +62,6 @@ _CLOSE_TIMEOUT = 10.0
 
 #: The settings that name roots and pre-approvals.
 _SPEC_TRAITS = ("roots", "read_only_roots", "allow")
-
-
-class ConnectOptions(TypedDict, total=False):
-    """The keyword arguments of :meth:`NotebookBroker.connect` (see there), for ``aconnect``."""
-
-    url: str | None
-    headers: Mapping[str, str] | None
-    command: str | Sequence[str] | None
-    env: Mapping[str, str] | None
-    cwd: str | os.PathLike[str] | None
-    timeout: float | None
-
-
-@dataclasses.dataclass(frozen=True)
-class _Target:
-    """Where :meth:`NotebookBroker.connect` goes: a URL or a command line, and how."""
-
-    name: str
-    url: str | None
-    headers: Mapping[str, str] | None
-    argv: list[str]  # empty for a URL
-    env: Mapping[str, str] | None
-    cwd: str | None
-    timeout: float | None
-
-
-def _command_argv(command: str | Sequence[str]) -> list[str]:
-    argv = shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
-    if not argv:
-        raise ConfigError("the server command is empty")
-    return argv
 
 
 class NotebookBroker:
@@ -143,7 +112,7 @@ class NotebookBroker:
         if widgets is None:  # widgets need a kernel (and a frontend) to show them
             widgets = self._kernel is not None and widgets_available()
         self._lock = threading.RLock()
-        self._server_logs: dict[str, TextIO] = {}  # stdio servers' stderr, by connection name
+        self._server_logs = ServerLogs()
         self._closed = False
         self._connections: dict[str, KernelConnection] = {}
         self._terminal: Any | None = None
@@ -179,7 +148,7 @@ class NotebookBroker:
 
                 make_prompt = ConsentPrompt
             self._kernel_consenter = KernelConsenter(
-                make_prompt=make_prompt, place_outside=self._place_outside
+                make_prompt=make_prompt, place_outside=self._views.place_outside
             )
             return self._kernel_consenter
         if sys.stdin is not None and sys.stdin.isatty():
@@ -425,82 +394,35 @@ class NotebookBroker:
         target = self._target(name, **options)
         return self._connected(*(await self._runner.run_async(self._open(target))))
 
-    def _target(self, name: str, **options: Unpack[ConnectOptions]) -> _Target:
+    def _target(self, name: str, **options: Unpack[ConnectOptions]) -> ServerTarget:
         """Check the arguments of :meth:`connect`; close a connection of the same name."""
         self._check_open()
-        url, command, cwd = options.get("url"), options.get("command"), options.get("cwd")
-        if not isinstance(name, str) or not name.strip():
-            raise ConfigError("give the connection a name")
-        if (url is None) == (command is None):
-            raise ConfigError("give either url= (Streamable HTTP) or command= (stdio)")
-        if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
-            raise ConfigError(f"not an http(s) URL: {url!r}")
-        argv = _command_argv(command) if command is not None else []
+        target = ServerTarget.check(name, **options)
         with self._lock:
             old = self._connections.get(name)
         if old is not None and not old.closed:
             log.info("connection %r replaced", name)
             old.server.close("replaced by a new connection with the same name")
-        return _Target(
-            name,
-            url,
-            options.get("headers"),
-            argv,
-            options.get("env"),
-            os.fspath(cwd) if cwd is not None else None,
-            options.get("timeout", DEFAULT_CONNECT_TIMEOUT),
-        )
+        return target
 
-    async def _open(self, target: _Target) -> tuple[ServerConnection, TextIO | None]:
+    async def _open(self, target: ServerTarget) -> tuple[ServerConnection, TextIO | None]:
         """On the loop: wait for a replaced connection to end, then connect; the server and its log."""
-        name, argv = target.name, target.argv
         with self._lock:
-            old = self._connections.get(name)
+            old = self._connections.get(target.name)
         if old is not None:
             try:
                 await asyncio.wait_for(old.server.wait_closed(), _CLOSE_TIMEOUT)
             except TimeoutError:
-                log.warning("the old connection %r did not close in time", name)
-        errlog = self._new_server_log(name) if argv else None
-        try:
-            server = await connect(
-                self.core,
-                name,
-                errlog=errlog,
-                command=argv[0] if argv else None,
-                args=argv[1:],
-                env=target.env,
-                cwd=target.cwd,
-                url=target.url,
-                headers=target.headers,
-                consenter=self._consenter,
-                timeout=target.timeout,
-            )
-        except BaseException:
-            if errlog is not None:
-                self._close_server_log(name, errlog)
-            raise
-        return server, errlog
-
-    def _new_server_log(self, name: str) -> TextIO:
-        # Anonymous, so nothing stays on disk; closed when its connection ends (or fails to open).
-        stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-        with self._lock:
-            previous = self._server_logs.get(name)
-            self._server_logs[name] = stderr
-        if previous is not None:
-            previous.close()
-        return stderr
-
-    def _close_server_log(self, name: str, stderr: TextIO) -> None:
-        with self._lock:
-            if self._server_logs.get(name) is stderr:
-                del self._server_logs[name]
-        stderr.close()
+                log.warning("the old connection %r did not close in time", target.name)
+        return await target.open(self.core, self._consenter, self._server_logs)
 
     def _connected(self, server: ServerConnection, stderr: TextIO | None) -> KernelConnection:
         conn = KernelConnection(
-            server, broker=self, runner=self._runner, on_change=self._connection_changed, server_log=stderr
+            server,
+            broker=self,
+            runner=self._runner,
+            on_change=self._views.connection_changed,
+            server_log=stderr,
         )
         with self._lock:
             if self._closed:
@@ -517,10 +439,7 @@ class NotebookBroker:
         """On the loop, until the transport is down: then release its log and show the change."""
         await conn.server.wait_closed()
         if stderr is not None:
-            self._close_server_log(conn.name, stderr)
-        self._connection_changed(conn)
-
-    def _connection_changed(self, conn: KernelConnection) -> None:
+            self._server_logs.release(conn.name, stderr)
         self._views.connection_changed(conn)
 
     def disconnect(self, name: str, *, timeout: float = _CLOSE_TIMEOUT) -> None:
@@ -553,9 +472,6 @@ class NotebookBroker:
         """The dashboard as text."""
         return self._views.status()
 
-    def _place_outside(self, ask: Ask) -> None:
-        self._views.place_outside(ask)
-
     def _new_scope(self, connection_id: str) -> CallScope:
         return CallScope(
             connection_id,
@@ -564,7 +480,7 @@ class NotebookBroker:
             widgets=self._views.widgets,
             stdin_mode=lambda: str(self.settings.stdin_fallback).lower(),
             show_progress=lambda: bool(self.settings.show_progress),
-            place_outside=self._place_outside,
+            place_outside=self._views.place_outside,
         )
 
     def _check_open(self) -> None:
@@ -604,10 +520,7 @@ class NotebookBroker:
                 waiter.result(_CLOSE_TIMEOUT + 1.0)
             except (LoopClosedError, concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
                 log.warning("some connections did not close in time")
-        with self._lock:
-            logs, self._server_logs = list(self._server_logs.values()), {}
-        for stderr in logs:
-            stderr.close()
+        self._server_logs.close()
         prompts = []
         if self._kernel_consenter is not None:
             prompts = [ask.prompt for ask in self._kernel_consenter.asks() if ask.prompt is not None]

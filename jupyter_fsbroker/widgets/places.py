@@ -16,7 +16,6 @@ leaves its prompts open).
 
 from __future__ import annotations
 
-import html
 import logging
 import threading
 from typing import Any, Protocol
@@ -24,7 +23,8 @@ from typing import Any, Protocol
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
 from .closing import close_parts
-from .text import printable
+from .markup import escape
+from .text import ConnectionView
 
 __all__ = [
     "KEEP_DECIDED",
@@ -120,20 +120,8 @@ class CallPanel(widgets.VBox):  # type: ignore[misc]
         super().close()
 
 
-class CardSource(Protocol):
-    """What the card reads of a connection (the kernel's connection objects satisfy it)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def server_name(self) -> str: ...
-
-    @property
-    def transport(self) -> str: ...
-
-    @property
-    def protocol_version(self) -> str | None: ...
+class CardSource(ConnectionView, Protocol):
+    """What the card reads of a connection: a :class:`~.text.ConnectionView`, and more."""
 
     @property
     def closed(self) -> bool: ...
@@ -145,19 +133,15 @@ class CardSource(Protocol):
     def tools(self) -> tuple[dict[str, Any], ...]: ...
 
 
-def _e(value: object) -> str:
-    return html.escape(printable(str(value)))
-
-
 def card_text(conn: CardSource) -> str:
     """The card's line as HTML: ``Connected <b>analysis</b> — server …, stdio, MCP …, 4 tools``."""
-    name = _e(conn.name)
+    name = escape(conn.name)
     if conn.closed:
-        return f"<i>{name}</i>: disconnected ({_e(conn.close_reason or 'closed')})"
+        return f"<i>{name}</i>: disconnected ({escape(conn.close_reason or 'closed')})"
     tools = len(conn.tools)
     return (
-        f"Connected <b>{name}</b> — server {_e(conn.server_name or '?')}, {_e(conn.transport)}, "
-        f"MCP {_e(conn.protocol_version or '?')}, {tools} tool{'' if tools == 1 else 's'}"
+        f"Connected <b>{name}</b> — server {escape(conn.server_name or '?')}, {escape(conn.transport)}, "
+        f"MCP {escape(conn.protocol_version or '?')}, {tools} tool{'' if tools == 1 else 's'}"
     )
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "format_age",
     "format_bytes",
     "grant_holder",
+    "plural",
     "printable",
     "reason_text",
     "status_text",
@@ -155,6 +156,11 @@ def format_bytes(count: float) -> str:
         if abs(value) < 1000 or unit == "TB":
             return f"{value:.1f} {unit}"
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def plural(count: int, word: str) -> str:
+    """``1 grant``, ``2 grants``: a count and its noun (regular plurals only)."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def format_age(seconds: float) -> str:
@@ -288,17 +294,14 @@ def status_text(
     read = sum(t["read"] for t in totals.values())
     written = sum(t["written"] for t in totals.values())
 
-    def count(n: int, word: str) -> str:
-        return f"{n} {word}{'' if n == 1 else 's'}"
-
     lines = [
         "jupyter_fsbroker: "
         + ", ".join(
             (
-                count(len(roots), "shared folder"),
-                count(len(views), "connection"),
-                count(len(grants), "grant"),
-                count(len(locks), "lock"),
+                plural(len(roots), "shared folder"),
+                plural(len(views), "connection"),
+                plural(len(grants), "grant"),
+                plural(len(locks), "lock"),
             )
         )
         + f"; {format_bytes(read)} read, {format_bytes(written)} written"
