@@ -427,6 +427,8 @@ class NotebookBroker:
         with self._lock:
             if self._closed:
                 server.close("the broker was closed")
+                if stderr is not None:
+                    self._server_logs.release(server.name, stderr)
                 raise ClosedError("the broker is closed")
             self._connections[server.name] = conn
         self._views.show_card(conn)

@@ -16,12 +16,14 @@ shows the request where the user is looking:
   cell).
 * **clicks cannot arrive** (a synchronous call, and no kernel subshell exists:
   VS Code, classic frontends, consoles) or there are no widgets at all: the
-  blocked cell asks on stdin (``input_request``), racing the widget; whichever
-  answers first counts.
+  blocked cell asks on stdin (``input_request``) with the words and answers of
+  every text prompt (:mod:`jupyter_fsbroker.widgets.consent_text`), racing the
+  widget; whichever answers first counts.
 
 Whatever the path, the broker itself denies when ``consent_timeout`` passes; a
 cell never waits for anything but its call's future, and Ctrl-C / Interrupt
-cancels the call (and withdraws its pending prompts).
+cancels the call (and withdraws its pending prompts). Nothing here decides
+what is granted, and no click handler ever blocks.
 """
 
 from __future__ import annotations
@@ -107,7 +109,6 @@ class CallScope:
         self.connection_id = connection_id
         self._broker = broker
         self._kernel = kernel
-        self._widgets = widgets
         self._stdin_mode = stdin_mode
         self._show_progress = show_progress
         self._place_outside = place_outside
@@ -150,10 +151,6 @@ class CallScope:
     def _ring(self) -> None:
         if not self._bell.done():
             self._bell.set_result(None)
-
-    @property
-    def ended(self) -> bool:
-        return self._ended
 
     # -- the waiting cell ----------------------------------------------------------------------
 

@@ -48,7 +48,7 @@ from .markup import (
 )
 from .text import ENDED_STATES, ConnectionView, grant_holder
 
-__all__ = ["ConnectionView", "Dashboard"]
+__all__ = ["Dashboard"]
 
 log = logging.getLogger(__name__)
 

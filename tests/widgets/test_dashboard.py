@@ -14,7 +14,8 @@ from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, Co
 from jupyter_fsbroker.core.errors import FileLocked, PermissionDenied
 from jupyter_fsbroker.core.watch import ChangeEvent
 from jupyter_fsbroker.widgets.consent import ConsentPrompt
-from jupyter_fsbroker.widgets.dashboard import ConnectionView, Dashboard
+from jupyter_fsbroker.widgets.dashboard import Dashboard
+from jupyter_fsbroker.widgets.text import ConnectionView
 
 from .conftest import ALL_OPS, WAIT, FakeView, join_all, make_request
 
