@@ -158,6 +158,11 @@ class NotebookBroker:
             return self._terminal
         return DenyingConsenter()
 
+    @property
+    def consenter(self) -> Consenter:
+        """Who answers the consent requests of every connection (see the *consenter* parameter)."""
+        return self._consenter
+
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return (

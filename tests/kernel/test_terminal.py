@@ -24,7 +24,7 @@ print("rows", data["rows"])
 ip.run_line_magic("fsbroker", "status")
 import jupyter_fsbroker as fsb
 broker = fsb.get_broker()
-print("consenter", type(broker._consenter).__name__)
+print("consenter", type(broker.consenter).__name__)
 print("dashboard", repr(broker.dashboard()).splitlines()[0])
 ip.run_line_magic("unload_ext", "jupyter_fsbroker")
 print("left", sorted(t.name for t in threading.enumerate() if t.ident not in before))
