@@ -8,9 +8,10 @@ when the user has shown it, else to its connection's card, else (with a warning)
 to the dashboard, which ``%fsbroker status`` shows.
 
 Where there are no widgets (a terminal IPython, a script) the views are text.
-Every widget is built in a context detached from the running cell, with its comm
-routing freed (:mod:`.ipykernel_compat`), so that its buttons work while a cell
-blocks. This module never decides what a server may do, and never blocks.
+The dashboard and its rows are built in a context detached from the running
+cell, with their comm routing freed (:mod:`.ipykernel_compat`), so that its
+buttons work while a cell blocks (consent prompts are built so by the
+consenter). This module never decides what a server may do, and never blocks.
 """
 
 from __future__ import annotations
