@@ -13,8 +13,9 @@ The names below are imported on first use, so a plain Python process that calls
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .api import KernelConnection, NotebookBroker, ToolResult, get_broker
@@ -31,21 +32,16 @@ __all__ = [
     "unload_ipython_extension",
 ]
 
-_LAZY = {
-    "FSBroker": ".settings",
-    "KernelConnection": ".api",
-    "NotebookBroker": ".api",
-    "ToolResult": ".api",
-    "get_broker": ".api",
-    "load_ipython_extension": ".extension",
-    "unload_ipython_extension": ".extension",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    globals(),
+    {
+        "FSBroker": ".settings",
+        "KernelConnection": ".api",
+        "NotebookBroker": ".api",
+        "ToolResult": ".api",
+        "get_broker": ".api",
+        "load_ipython_extension": ".extension",
+        "unload_ipython_extension": ".extension",
+    },
+)
