@@ -3,7 +3,9 @@
 A package's ``__init__`` lists its public names in ``__all__`` and gets the
 module-level ``__getattr__`` and ``__dir__`` of PEP 562 from :func:`lazy_exports`::
 
-    __getattr__, __dir__ = lazy_exports(__name__, globals(), {"Dashboard": ".dashboard"})
+    from .. import _lazy
+
+    __getattr__, __dir__ = _lazy.lazy_exports(__name__, globals(), {"Dashboard": ".dashboard"})
 
 so that importing the package (or one of its lightweight modules) does not load
 the heavy ones (IPython, ``ipywidgets``, ``mcp``) until a name that needs them

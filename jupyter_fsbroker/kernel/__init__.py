@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .. import _lazy
 
 if TYPE_CHECKING:
     from .api import KernelConnection, NotebookBroker, ToolResult, get_broker
@@ -32,7 +32,7 @@ __all__ = [
     "unload_ipython_extension",
 ]
 
-__getattr__, __dir__ = lazy_exports(
+__getattr__, __dir__ = _lazy.lazy_exports(
     __name__,
     globals(),
     {

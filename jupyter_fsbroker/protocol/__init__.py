@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .. import _lazy
 
 if TYPE_CHECKING:
     from .client import (
@@ -48,7 +48,7 @@ __all__ = [
     "open_connection",
 ]
 
-__getattr__, __dir__ = lazy_exports(
+__getattr__, __dir__ = _lazy.lazy_exports(
     __name__,
     globals(),
     {

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .. import _lazy
 from .text import ConnectionView, TerminalConsenter, status_text
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ __all__ = [
     "status_text",
 ]
 
-__getattr__, __dir__ = lazy_exports(
+__getattr__, __dir__ = _lazy.lazy_exports(
     __name__,
     globals(),
     {"ConsentPrompt": ".consent", "Dashboard": ".dashboard", "TransferProgress": ".progress"},
