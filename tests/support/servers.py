@@ -2,7 +2,8 @@
 
 The server is started with ``--http 127.0.0.1:0``: uvicorn binds port 0 and
 keeps the socket, so no other process can take the port between the choice and
-the bind. The port is read from uvicorn's start-up line on stderr.
+the bind. The port is read from the server's stderr: its own ``listening on
+http://HOST:PORT/mcp`` line, or uvicorn's ``Uvicorn running on http://HOST:PORT``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ STARTUP_TIMEOUT = 30.0
 #: Lines of the server's stderr kept for failure messages.
 KEPT_LINES = 200
 
-_LISTENING = re.compile(r"Uvicorn running on (http://\S+):(\d+)")
+_LISTENING = re.compile(r"(?:listening on|Uvicorn running on) (http://[^\s/]+):(\d+)")
 
 
 class AnalysisServer:
