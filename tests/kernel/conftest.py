@@ -70,8 +70,8 @@ class _KernelOwners:
 def _jupyter_loop() -> Iterator[asyncio.AbstractEventLoop]:
     """The event loop that jupyter_client's blocking API runs on in this thread.
 
-    jupyter_core makes one on first use and keeps it for the thread; made here,
-    it exists before any test starts and is closed when the kernel tests end.
+    jupyter_core makes one on first use and keeps it for the thread, open; made
+    here, it exists before the first kernel test starts, and the session closes it.
     """
     loop = ensure_event_loop()
     yield loop
