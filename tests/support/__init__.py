@@ -8,6 +8,7 @@
 * :mod:`.servers` — the example analysis server over Streamable HTTP, in a subprocess.
 * :mod:`.processes` — the processes below a pid, read from ``/proc``.
 * :mod:`.leaks` — what a test left behind (threads, child processes, open files).
+* :mod:`.sources` — the package's modules and the imports they run, read from the sources.
 
 Nothing here imports Jupyter or ``mcp`` at module level: the core tests use it too.
 """
