@@ -40,6 +40,7 @@ import errno
 import hashlib
 import json
 import logging
+import math
 import os
 import secrets
 import threading
@@ -146,6 +147,12 @@ class _State:
 
     def idle(self) -> bool:
         return not self.readers and self.writer is None and self.kept is None
+
+
+def _check_wait(seconds: float) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds < math.inf:
+        raise ValueError(f"the lock wait must be a non-negative number of seconds, not {seconds!r}")
+    return float(seconds)
 
 
 def _lock_name(key: str) -> str:
@@ -324,7 +331,7 @@ class LockManager(Closeable):
     def __init__(self, lock_dir: str | os.PathLike[str], *, wait: float = 2.0) -> None:
         self._dir = os.path.abspath(os.fspath(lock_dir))
         os.makedirs(self._dir, mode=0o700, exist_ok=True)
-        self._wait = max(0.0, float(wait))
+        self._wait = _check_wait(wait)
         self._cond = threading.Condition(threading.Lock())
         self._states: dict[str, _State] = {}
         self._kept_ids: dict[str, str] = {}  # lockId -> key
@@ -340,8 +347,22 @@ class LockManager(Closeable):
 
     @property
     def wait(self) -> float:
-        """The default wait (seconds) for a conflict with a transient lock."""
+        """The default wait (seconds) for a conflict with a transient lock.
+
+        Setting it applies to every :meth:`hold` that starts afterwards.
+
+        Raises
+        ------
+        ValueError
+            On setting: not a finite, non-negative number.
+        """
         return self._wait
+
+    @wait.setter
+    def wait(self, seconds: float) -> None:
+        value = _check_wait(seconds)
+        with self._cond:
+            self._wait = value
 
     def hold(
         self,
@@ -445,11 +466,7 @@ class LockManager(Closeable):
             The manager was closed.
         """
         with self._cond:
-            self._check_open()
-            key = self._kept_ids.get(lock_id)
-            state = self._states.get(key) if key is not None else None
-            if key is None or state is None or state.kept is None or state.kept.owner != owner:
-                raise NotFound("no such lock", reason="unknown_lock")
+            key, state = self._find_kept(lock_id, owner)
             self._drop_kept(key, state)
         self._notify()
 
@@ -464,11 +481,8 @@ class LockManager(Closeable):
             The manager was closed.
         """
         with self._cond:
-            self._check_open()
-            key = self._kept_ids.get(lock_id)
-            state = self._states.get(key) if key is not None else None
-            if key is None or state is None or state.kept is None:
-                raise NotFound("no such lock", reason="unknown_lock")
+            key, state = self._find_kept(lock_id, None)
+            assert state.kept is not None
             info = self._kept_info(key, state.kept)
             self._drop_kept(key, state)
         self._notify()
@@ -643,6 +657,20 @@ class LockManager(Closeable):
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("the lock manager is closed")
+
+    def _find_kept(self, lock_id: str, owner: str | None) -> tuple[str, _State]:
+        """The key and state of the kept lock *lock_id* (of *owner*, unless ``None``), or NOT_FOUND."""
+        self._check_open()
+        key = self._kept_ids.get(lock_id)
+        state = self._states.get(key) if key is not None else None
+        if (
+            key is None
+            or state is None
+            or state.kept is None
+            or (owner is not None and state.kept.owner != owner)
+        ):
+            raise NotFound("no such lock", reason="unknown_lock")
+        return key, state
 
     @staticmethod
     def _in_process_blocker(state: _State | None, mode: LockMode) -> Hold | None:

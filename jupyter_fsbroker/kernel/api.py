@@ -28,7 +28,6 @@ import atexit
 import collections
 import concurrent.futures
 import contextlib
-import dataclasses
 import html
 import json
 import logging
@@ -41,8 +40,9 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TextIO, TypeVar
 
-from ..core.broker import Broker, BrokerConfig
-from ..core.broker import Connection as CoreConnection
+from ..core.broker import Broker
+from ..core.config import BrokerConfig
+from ..core.connection import Connection as CoreConnection
 from ..core.consent import Consenter, DenyingConsenter
 from ..core.errors import ClosedError, ConfigError
 from ..core.grants import Grant
@@ -558,14 +558,10 @@ class NotebookBroker:
             return
         try:
             limits = self.settings.make_limits(self._base_limits)
+            # Reaches every part of the broker that reads them (lock wait, rates of open connections ...).
+            self.core.configure(limits=limits, permanent_delete=self.settings.permanent_delete)
         except ConfigError as exc:
             print(f"jupyter_fsbroker: FSBroker.{change['name']} not applied: {exc}", file=sys.stderr)
-            return
-        # Connections read the limits and the delete policy of the current configuration at
-        # every operation; rates are fixed per connection when it opens.
-        self.core.config = dataclasses.replace(
-            self.core.config, limits=limits, permanent_delete=self.settings.permanent_delete
-        )
 
     def _roots_changed(self, change: Any) -> None:
         if not self._closed:

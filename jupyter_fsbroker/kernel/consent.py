@@ -36,8 +36,9 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..core.broker import Broker, Transfer
+from ..core.broker import Broker
 from ..core.consent import ConsentDecision, ConsentRequest
+from ..core.progress import Transfer
 from . import ipykernel_compat as ipk
 
 __all__ = ["Ask", "CallScope", "KernelConsenter", "decision_from_text", "request_text"]

@@ -25,7 +25,7 @@ from typing import Any
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
-from ..core.broker import BrokerConfig
+from ..core.config import BrokerConfig
 from ..core.errors import ConfigError
 from ..core.limits import Limits
 from ..core.specs import split_allow
