@@ -19,7 +19,7 @@ from typing import Literal
 from .audit import AuditNote
 from .errors import NotFound, PermissionDenied
 from .locks import Hold
-from .ops import is_temp_name
+from .ops import check_if_match, check_writable, is_temp_name
 from .paths import Check, Resolved, parse, resolve
 from .rootpath import RootPath
 from .roots import Root
@@ -151,6 +151,33 @@ class Access:
         return self.broker.locks.hold(
             location.key, mode, owner=self.owner, owner_label=self.label, path=location.rel
         )
+
+    def hold_to_write(
+        self, res: Resolved, shown: str, *, create: bool, exclusive: bool, if_match: str | None
+    ) -> Hold:
+        """Lock *res* exclusively to write it whole, once the write may certainly go ahead.
+
+        The target is checked (not a directory, there or not as *create* and
+        *exclusive* want) before the lock is taken; with the lock held, the
+        grants are checked once more and the target is looked at again, with
+        *if_match*.
+
+        Raises
+        ------
+        FilesError
+            A refused check: the lock is released again.
+        """
+        check_writable(res, shown, create=create, exclusive=exclusive)
+        hold = self.hold(res, "exclusive")
+        try:
+            self.recheck(res, "write")
+            res.refresh()
+            check_writable(res, shown, create=create, exclusive=exclusive)
+            check_if_match(res.st, if_match, shown)
+        except BaseException:
+            hold.release()
+            raise
+        return hold
 
     def check_lock_id(self, lock_id: str | None) -> None:
         """Accept an optional ``lockId`` only if it is one of this connection's kept locks.

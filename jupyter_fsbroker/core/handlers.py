@@ -99,8 +99,7 @@ def read(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
                 chunk.eof,
             )
         )
-        note.lock_id = lock_id
-        result: dict[str, Any] = {
+        result = {
             "content": chunk.content,
             "encoding": encoding,
             "size": chunk.size,
@@ -110,9 +109,15 @@ def read(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
             "mimeType": ops.mime_type(res.name),
             "etag": chunk.etag,
         }
-        if lock_id is not None:
-            result["lockId"] = lock_id
-        return result
+        return _kept(result, lock_id, note)
+
+
+def _kept(result: dict[str, Any], lock_id: str | None, note: AuditNote) -> dict[str, Any]:
+    """*result*, with the ``lockId`` a ``keepLocked`` request kept (also for the audit)."""
+    note.lock_id = lock_id
+    if lock_id is not None:
+        result["lockId"] = lock_id
+    return result
 
 
 # -- files/write -----------------------------------------------------------------------------------
@@ -181,20 +186,13 @@ def write(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
             keep=keep,
             note=note,
         )
-    with access.resolve(raw, "write", note) as res:
-        ops.check_writable(res, raw, create=create, exclusive=exclusive)
-        with access.hold(res, "exclusive") as hold:
-            access.recheck(res, "write")
-            res.refresh()
-            ops.check_writable(res, raw, create=create, exclusive=exclusive)
-            ops.check_if_match(res.st, if_match, raw)
-            st = ops.write_atomic(res, data, exclusive=exclusive, shown=raw)
-            lock_id = hold.keep() if keep else None
-    note.lock_id = lock_id
-    result: dict[str, Any] = {"bytesWritten": len(data), "size": st.st_size, "etag": ops.etag(st)}
-    if lock_id is not None:
-        result["lockId"] = lock_id
-    return result
+    with (
+        access.resolve(raw, "write", note) as res,
+        access.hold_to_write(res, raw, create=create, exclusive=exclusive, if_match=if_match) as hold,
+    ):
+        st = ops.write_atomic(res, data, exclusive=exclusive, shown=raw)
+        lock_id = hold.keep() if keep else None
+    return _kept({"bytesWritten": len(data), "size": st.st_size, "etag": ops.etag(st)}, lock_id, note)
 
 
 # -- files/list, files/stat ------------------------------------------------------------------------
@@ -278,11 +276,7 @@ def create(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
                 ops.write_atomic(res, data, exclusive=True, shown=raw)
             lock_id = hold.keep() if keep else None
         note.bytes = len(data)
-        note.lock_id = lock_id
-        result: dict[str, Any] = {"path": res.rel, "type": kind}
-        if lock_id is not None:
-            result["lockId"] = lock_id
-        return result
+        return _kept({"path": res.rel, "type": kind}, lock_id, note)
 
 
 def delete(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:

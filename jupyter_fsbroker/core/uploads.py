@@ -217,12 +217,7 @@ class StagedUploads:
             raise RateLimited(
                 f"at most {limit} uploads at once", reason="too_many_uploads", path=raw, retryAfterMs=1000
             )
-        ops.check_writable(res, raw, create=create, exclusive=exclusive)
-        with access.hold(res, "exclusive") as hold:
-            access.recheck(res, "write")
-            res.refresh()
-            ops.check_writable(res, raw, create=create, exclusive=exclusive)
-            ops.check_if_match(res.st, if_match, raw)
+        with access.hold_to_write(res, raw, create=create, exclusive=exclusive, if_match=if_match) as hold:
             lock_id = hold.keep()
         dir_fd = os.dup(res.dir_fd)
         try:

@@ -218,7 +218,7 @@ class _Watch:
         below = RootPath.below(self.location.root, text)
         return None if below is None else below.parts
 
-    def rel(self, parts: Parts) -> str:
+    def rel_of(self, parts: Parts) -> str:
         """The root-relative spelling of *parts* in this watch's root."""
         return RootPath(self.location.root, parts).rel
 
@@ -636,10 +636,10 @@ class WatchManager(Closeable):
 
     def _resolve(self, watch: _Watch, parts: Parts, pending: _Pending) -> list[ChangeEvent]:
         """Turn a pending change into the events to deliver (accept and events filter applied)."""
-        path = watch.rel(parts)
+        path = watch.rel_of(parts)
         if not _accepts(watch, parts):
             if pending.kind == "moved" and pending.src is not None and _accepts(watch, pending.src):
-                old = watch.rel(pending.src)
+                old = watch.rel_of(pending.src)
                 return _filtered(watch, [ChangeEvent(watch.id, old, "deleted", pending.timestamp)])
             return []
         if pending.kind != "moved":
@@ -648,7 +648,7 @@ class WatchManager(Closeable):
             # An atomic replace (or a file renamed in from outside the scope).
             kind = "created" if pending.fresh else "modified"
             return _filtered(watch, [ChangeEvent(watch.id, path, kind, pending.timestamp)])
-        old = watch.rel(pending.src)
+        old = watch.rel_of(pending.src)
         if "moved" in watch.events:
             return [ChangeEvent(watch.id, path, "moved", pending.timestamp, old_path=old)]
         return _filtered(
