@@ -21,7 +21,7 @@ something exists where the caller may not look.
 
 The walk's directory descriptors are opened with the flags
 :mod:`jupyter_fsbroker.core.posix` picks for the platform (``O_PATH`` on
-Linux, ``O_SEARCH`` or ``O_RDONLY`` elsewhere), always with ``O_NOFOLLOW`` and
+Linux, ``O_RDONLY`` elsewhere), always with ``O_NOFOLLOW`` and
 ``O_DIRECTORY``. Nothing here ever opens a path by its absolute spelling.
 """
 

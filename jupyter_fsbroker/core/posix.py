@@ -6,14 +6,14 @@ macOS both have. Where the two differ, this module picks what the platform
 offers, once, at import:
 
 * **A descriptor that only names a directory**, for the walk of
-  :mod:`jupyter_fsbroker.core.paths`: ``O_PATH`` (Linux), else ``O_SEARCH``
-  (macOS 13 and later, the BSDs), else ``O_RDONLY``. Each gives a descriptor
+  :mod:`jupyter_fsbroker.core.paths`: ``O_PATH`` (Linux), else ``O_RDONLY``
+  (macOS; Python's :mod:`os` offers no ``O_SEARCH``). Both give a descriptor
   that ``openat``, ``fstatat``, ``renameat`` and ``unlinkat`` accept as
   ``dir_fd`` and that ``fstat`` describes; opened with ``O_NOFOLLOW`` and
-  ``O_DIRECTORY``, none of them ever follows a symbolic link swapped in, so
-  the walk's guarantees hold on every platform. With plain ``O_RDONLY`` a
-  directory must also be readable to be walked through: one that is only
-  searchable is refused, as the operating system's refusal.
+  ``O_DIRECTORY``, neither ever follows a symbolic link swapped in, so the
+  walk's guarantees hold on both. With ``O_RDONLY`` a directory must also be
+  readable to be walked through: one that is only searchable (``--x``) is
+  refused, as the operating system's refusal.
 * **A rename that never replaces its destination**: ``renameat2`` with
   ``RENAME_NOREPLACE`` (Linux), ``renameatx_np`` with ``RENAME_EXCL`` (macOS),
   else a look and then a rename (a name created in between is replaced).
@@ -39,16 +39,8 @@ from collections.abc import Callable
 __all__ = ["DIR_READ_FLAGS", "DIR_WALK_FLAGS", "UMASK", "fsync_dir", "rename_noreplace"]
 
 
-def _walk_access() -> int:
-    for name in ("O_PATH", "O_SEARCH"):
-        flag = getattr(os, name, None)
-        if flag is not None:
-            return int(flag)
-    return os.O_RDONLY
-
-
 #: Flags of a directory descriptor used only to reach what is below it.
-DIR_WALK_FLAGS = _walk_access() | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_WALK_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: Flags of a directory descriptor whose entries are read (listing, removal, copy).
 DIR_READ_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

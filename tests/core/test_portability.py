@@ -211,6 +211,35 @@ print(json.dumps({
 }))
 """
 
+#: Reads a file inside a directory that may be searched (``--x``) but not read.
+SEARCHABLE_ONLY = r"""
+import json, os, sys
+from pathlib import Path
+
+from jupyter_fsbroker.core.broker import Broker
+from jupyter_fsbroker.core.config import BrokerConfig
+from jupyter_fsbroker.core.errors import FilesError
+
+base = Path(sys.argv[1])
+data = base / "data"
+(data / "locked").mkdir(parents=True)
+(data / "locked" / "f.txt").write_text("inside\n")
+os.chmod(data / "locked", 0o311)
+config = BrokerConfig(lock_dir=str(base / "state" / "locks"), trash_dir=str(base / "state" / "trash"))
+try:
+    with Broker(config) as broker:
+        broker.add_root(data, name="data")
+        broker.allow("data", ops=("read",))
+        conn = broker.connect("portable")
+        try:
+            outcome = conn.handle("files/read", {"path": "data/locked/f.txt"})["content"]
+        except FilesError as exc:
+            outcome = [exc.name, exc.reason]
+finally:
+    os.chmod(data / "locked", 0o755)
+print(json.dumps(outcome))
+"""
+
 FALLBACK_WALK_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 needs_o_path = pytest.mark.skipif(not hasattr(os, "O_PATH"), reason="this platform has no O_PATH to hide")
@@ -287,6 +316,34 @@ def test_directory_swap_race_without_o_path(tmp_path: Path) -> None:
     assert found["outside_unchanged"] is True
     assert found["swaps"] > 0
     assert found["requests"] >= 3000
+
+
+def permission_bits_bind(folder: Path) -> bool:
+    """Whether this process is refused what a directory's mode refuses (not so for root)."""
+    probe = folder / "probe"
+    probe.mkdir(mode=0o311)
+    try:
+        os.listdir(probe)
+    except PermissionError:
+        return True
+    finally:
+        probe.chmod(0o755)
+        probe.rmdir()
+    return False
+
+
+@needs_o_path
+def test_a_directory_that_may_be_searched_but_not_read(tmp_path: Path) -> None:
+    """``O_PATH`` walks through it; without it the walk needs to read it, and is refused by the OS."""
+    if not permission_bits_bind(tmp_path):
+        pytest.skip("permission bits do not bind this process (root)")
+    (tmp_path / "with").mkdir()
+    (tmp_path / "without").mkdir()
+    script = "searchable"
+    native = run_script(tmp_path, script, SEARCHABLE_ONLY, str(tmp_path / "with"), hide_o_path=False)
+    fallback = run_script(tmp_path, script, SEARCHABLE_ONLY, str(tmp_path / "without"), hide_o_path=True)
+    assert native == "inside\n"
+    assert fallback == ["PERMISSION_DENIED", "os_permission"]
 
 
 def test_rename_noreplace_without_the_native_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

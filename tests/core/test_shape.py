@@ -19,7 +19,7 @@ def core_imports(path: Path, modules: set[str]) -> set[str]:
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1 or node.module is not None and node.module.startswith(PACKAGE):
+            if node.level == 1 or (node.module is not None and node.module.startswith(PACKAGE)):
                 module = node.module if node.level == 1 else node.module.removeprefix(PACKAGE).lstrip(".")
                 if module:
                     found.add(module.split(".")[0])
