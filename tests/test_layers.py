@@ -70,9 +70,19 @@ def test_only_the_protocol_layer_imports_mcp() -> None:
 
 
 def test_the_server_helper_stands_alone() -> None:
-    """Server authors need only ``protocol/server.py`` and ``mcp``."""
-    imports = _all_imports(PACKAGE / "protocol" / "server.py")
-    assert not [m for m in imports if m.startswith("jupyter_fsbroker")]
+    """Server authors need only the ``protocol/server/`` folder and ``mcp``."""
+    helper = "jupyter_fsbroker.protocol.server"
+    files = _module_files("protocol/server")
+    assert files, "the server helper's folder is missing"
+    offenders = {
+        str(path.relative_to(PACKAGE)): sorted(
+            m
+            for m in _all_imports(path)
+            if m.startswith("jupyter_fsbroker") and m != helper and not m.startswith(helper + ".")
+        )
+        for path in files
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
 
 
 def test_views_decide_nothing_and_speak_no_protocol() -> None:

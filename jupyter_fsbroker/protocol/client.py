@@ -50,7 +50,7 @@ from ..core.connection import Connection as CoreConnection
 from ..core.consent import Consenter
 from ..core.errors import BrokerError, ClosedError
 from ..core.watch import ChangeEvent
-from .middleware import BrokerMiddleware, MessageReader, MessageWriter
+from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware, MessageReader, MessageWriter
 
 __all__ = [
     "ConnectError",
@@ -567,7 +567,7 @@ class ServerConnection:
         """The core's watch dispatcher thread: forward one change, never block."""
         middleware = self._middleware
         if middleware is not None:
-            middleware.notify_threadsafe("notifications/files/changed", event.to_params())
+            middleware.notify_threadsafe(CHANGED_NOTIFICATION, event.to_params())
 
     def _roots_changed(self, generation: int) -> None:
         """Any thread: the roots changed."""

@@ -59,6 +59,7 @@ from mcp_types import (
 from ..core.errors import FilesError, InternalError, to_jsonrpc_error
 
 __all__ = [
+    "CHANGED_NOTIFICATION",
     "DEFAULT_MAX_IN_FLIGHT",
     "FILES_PREFIX",
     "ROOTS_CAPABILITY",
@@ -73,6 +74,9 @@ log = logging.getLogger(__name__)
 
 #: The prefix of the server→client methods answered through the core.
 FILES_PREFIX = "files/"
+
+#: The client→server notification that carries a watch event (PROTOCOL.md).
+CHANGED_NOTIFICATION = "notifications/files/changed"
 
 #: What ``capabilities.roots`` of the outgoing ``initialize`` carries (PROTOCOL.md).
 ROOTS_CAPABILITY: dict[str, Any] = {"listChanged": True, "filesystemBrokering": True}

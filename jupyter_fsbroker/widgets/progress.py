@@ -24,7 +24,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
 from ..core.broker import Broker
 from ..core.progress import Transfer
-from .consent import close_parts, close_tree
+from .closing import close_parts, close_tree
 from .text import format_age, format_bytes, printable
 
 __all__ = ["TransferProgress"]

@@ -15,6 +15,7 @@ import hashlib
 import os
 import random
 import time
+import types
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from jupyter_fsbroker.core.errors import RateLimited as CoreRateLimited
 from jupyter_fsbroker.core.errors import TooLarge as CoreTooLarge
 from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.protocol import server as helper
+from jupyter_fsbroker.protocol.server.connection import ConnectionFiles
+from jupyter_fsbroker.protocol.server.mcp_internals import connection_state, lowlevel_server
 
 if __package__:
     from .rawclient import Answered, RpcError, StdioClient, python_argv
@@ -441,11 +444,11 @@ async def test_list_follows_the_cursor(client: StdioClient, folder: Path, workdi
     (folder / "sub").mkdir()
     (folder / "sub" / "deep.txt").write_text("d")
     path = rel(folder, workdir)
-    entries = await ok(client, "list", args={"path": path, "page_size": 10})
+    entries = await ok(client, "list_dir", args={"path": path, "page_size": 10})
     assert [e["name"] for e in entries] == [f"f{i:02}.txt" for i in range(25)] + ["sub"]
     assert len(client.requests("files/list")) == 3
     assert entries[0]["path"] == f"{path}/f00.txt" and entries[0]["type"] == "file"
-    every = await ok(client, "list", args={"path": path, "recursive": True, "include_hidden": True})
+    every = await ok(client, "list_dir", args={"path": path, "recursive": True, "include_hidden": True})
     assert {e["name"] for e in every} >= {".hidden", "deep.txt", "sub"}
 
 
@@ -718,9 +721,34 @@ def test_mcp_internals_the_helper_relies_on_are_there() -> None:
 
     connection = Connection.for_loop(None)  # type: ignore[arg-type]
     session = ServerSession(None, connection)  # type: ignore[arg-type]
-    assert helper._connection_state(session) is connection.state
+    assert connection_state(session) is connection.state
     server = MCPServer("canary")
-    assert helper._lowlevel(server).middleware is server.middleware
+    assert lowlevel_server(server).middleware is server.middleware
+
+
+def test_the_helper_exports_exactly_its_public_api() -> None:
+    public = {
+        name
+        for name, value in vars(helper).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType) and name != "annotations"
+    }
+    assert public == set(helper.__all__)
+    assert not [name for name in helper.__all__ if name.startswith("_")]
+
+
+async def test_unknown_operations_and_events_are_refused_before_anything_is_sent() -> None:
+    from mcp.server.connection import Connection
+    from mcp.server.session import ServerSession
+
+    session = ServerSession(None, Connection.for_loop(None))  # type: ignore[arg-type]
+    state = ConnectionFiles(brokering=True, capabilities={})
+    with pytest.raises(ValueError, match="unknown operation 'erase'"):
+        helper.FilesClient(session, 1, state, consent_operations=("read", "erase"))
+    fs = helper.FilesClient(session, 1, state)
+    with pytest.raises(ValueError, match="unknown event 'renamed'"):
+        fs.watch("data", events=["modified", "renamed"])
+    async with fs:
+        assert fs.watch("data", events=helper.WATCH_EVENTS).events == helper.WATCH_EVENTS
 
 
 def test_error_mapping_and_policies() -> None:

@@ -102,8 +102,8 @@ async def op_write_pattern(
     return _asdict(await fs.write_bytes(path, pieces(), **kw))
 
 
-async def op_list(fs: FilesClient, path: str, **kw: Any) -> list[dict[str, Any]]:
-    return [_asdict(entry) for entry in await fs.list(path, **kw)]
+async def op_list_dir(fs: FilesClient, path: str, **kw: Any) -> list[dict[str, Any]]:
+    return [_asdict(entry) for entry in await fs.list_dir(path, **kw)]
 
 
 async def op_stat(fs: FilesClient, path: str) -> dict[str, Any]:

@@ -1,0 +1,129 @@
+"""Server-side helper: use a client's brokered filesystem (SEP-1708) from an ``MCPServer`` tool.
+
+A server author needs a few lines::
+
+    from mcp.server.mcpserver import Context, MCPServer
+    from jupyter_fsbroker.protocol.server import enable_files, files, run_stdio
+
+    server = MCPServer("analysis")
+    enable_files(server)                      # once, before serving
+
+    @server.tool()
+    async def head(path: str, ctx: Context) -> str:
+        fs = files(ctx, consent_message=f"Read the start of {path}")
+        async with fs.iter_chunks(path, encoding="utf-8") as chunks:
+            async for text in chunks:
+                return text[:2000]
+        return ""
+
+    if __name__ == "__main__":
+        run_stdio(server)                     # or server.run("streamable-http", ...)
+
+This package imports only :mod:`mcp` and the standard library (and nothing of
+:mod:`jupyter_fsbroker` outside this folder), so a server can copy or vendor it
+without the rest of the project. The wire contract it speaks is ``PROTOCOL.md``;
+the facts of it the helper relies on are copies, kept in :mod:`.contract`.
+
+How it hooks into mcp 2.3, module by module
+-------------------------------------------
+* :func:`enable_files` appends a :class:`FilesMiddleware` to the server's
+  middleware chain (:mod:`.capability`): it reads
+  ``capabilities.roots.filesystemBrokering`` from the raw ``initialize``
+  params, keeps per-connection state (:mod:`.connection`) and routes
+  ``notifications/files/changed`` to the :class:`Watch` iterators (:mod:`.watch`).
+* :func:`files` gives a tool a :class:`FilesClient` (:mod:`.client`). Its
+  requests go out through one :class:`~.requester.Requester` per tool call
+  (timeouts, retries, consent); large reads stream through a
+  :class:`ChunkStream` (:mod:`.chunks`), large writes are staged
+  (:mod:`.uploads`), locks are held for a block (:mod:`.locks`). Error answers
+  become the exceptions of :mod:`.errors`, answers the values of
+  :mod:`.results`; :mod:`.policy` holds the retry and timeout policies.
+* :func:`run_stdio` serves a server on non-blocking pipe streams (:mod:`.stdio`)
+  instead of mcp's thread-per-line stdio transport.
+* What mcp 2.3 offers no public API for is reached in :mod:`.mcp_internals`
+  only, with a canary test.
+"""
+
+from __future__ import annotations
+
+from .capability import FilesMiddleware, advertises_brokering, client_brokers_files, enable_files, files
+from .chunks import ChunkStream
+from .client import FilesClient
+from .contract import (
+    CHANGED_NOTIFICATION,
+    DEFAULT_CHUNK_BYTES,
+    MAX_CHUNK_BYTES,
+    MISSING_CAPABILITY_MESSAGE,
+    OPERATIONS,
+    WATCH_EVENTS,
+)
+from .errors import (
+    AlreadyExists,
+    ConnectionClosed,
+    EncodingError,
+    FileLocked,
+    FilesError,
+    FilesUnavailable,
+    InternalError,
+    InvalidParams,
+    MethodNotFound,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    RateLimited,
+    RequestTimeout,
+    TooLarge,
+    WrongType,
+    error_from_jsonrpc,
+)
+from .policy import RetryPolicy, Timeouts
+from .results import ChangeEvent, ConsentResult, Created, Deleted, Entry, FileStat, ReadChunk, WriteResult
+from .stdio import run_stdio, serve_stdio, stdio_streams
+from .watch import Watch
+
+__all__ = [
+    "CHANGED_NOTIFICATION",
+    "DEFAULT_CHUNK_BYTES",
+    "MAX_CHUNK_BYTES",
+    "MISSING_CAPABILITY_MESSAGE",
+    "OPERATIONS",
+    "WATCH_EVENTS",
+    "AlreadyExists",
+    "ChangeEvent",
+    "ChunkStream",
+    "ConnectionClosed",
+    "ConsentResult",
+    "Created",
+    "Deleted",
+    "EncodingError",
+    "Entry",
+    "FileLocked",
+    "FileStat",
+    "FilesClient",
+    "FilesError",
+    "FilesMiddleware",
+    "FilesUnavailable",
+    "InternalError",
+    "InvalidParams",
+    "MethodNotFound",
+    "NotFound",
+    "PermissionDenied",
+    "PreconditionFailed",
+    "RateLimited",
+    "ReadChunk",
+    "RequestTimeout",
+    "RetryPolicy",
+    "Timeouts",
+    "TooLarge",
+    "Watch",
+    "WriteResult",
+    "WrongType",
+    "advertises_brokering",
+    "client_brokers_files",
+    "enable_files",
+    "error_from_jsonrpc",
+    "files",
+    "run_stdio",
+    "serve_stdio",
+    "stdio_streams",
+]

@@ -1,0 +1,95 @@
+"""Holding a client's exclusive lock on a file for an ``async with`` block.
+
+The lock is a ``keepLocked`` lock of the client connection, taken with a
+zero-byte read (or an empty create) and always released with ``files/unlock``,
+also on an exception or cancellation. Concurrent tool calls of one connection
+share the client's locks, so they also take turns on the same path in this
+process (:class:`~.connection.LocalLocks`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import anyio
+
+from .connection import LocalLocks
+from .errors import (
+    AlreadyExists,
+    ConnectionClosed,
+    FileLocked,
+    FilesError,
+    InternalError,
+    NotFound,
+    RateLimited,
+)
+from .policy import RetryPolicy
+from .requester import Requester
+from .wire import get_opt_str
+
+__all__ = ["hold_lock", "unlock"]
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.asynccontextmanager
+async def hold_lock(
+    requester: Requester, local: LocalLocks, path: str, *, create: bool, wait: float
+) -> AsyncIterator[str]:
+    """Hold the lock of *path* for the block; yields the ``lockId`` (see :meth:`FilesClient.lock`)."""
+    async with local.hold(path):
+        lock_id = await _acquire(requester, path, create=create, wait=wait)
+        try:
+            yield lock_id
+        except BaseException:
+            with contextlib.suppress(FilesError):
+                await _unlock_shielded(requester, lock_id)
+            raise
+        await _unlock_shielded(requester, lock_id)
+
+
+async def unlock(requester: Requester, lock_id: str) -> None:
+    """Send ``files/unlock`` (see :meth:`FilesClient.unlock`)."""
+    await requester.request("files/unlock", {"lockId": lock_id})
+
+
+async def _acquire(requester: Requester, path: str, *, create: bool, wait: float) -> str:
+    deadline = time.monotonic() + max(0.0, wait)
+    no_retry = RetryPolicy(retries=0)
+    attempt = 0
+    read = {"path": path, "encoding": "base64", "length": 0, "keepLocked": True}
+    while True:
+        try:
+            try:
+                result = await requester.op("files/read", read, op="read", paths=[path], retry=no_retry)
+                lock_id = get_opt_str(result, "lockId")
+            except NotFound:
+                if not create:
+                    raise
+                made = {"path": path, "type": "file", "keepLocked": True}
+                result = await requester.op("files/create", made, op="write", paths=[path], retry=no_retry)
+                lock_id = get_opt_str(result, "lockId")
+            if lock_id is None:
+                raise InternalError("the client kept no lock", method="files/read")
+            return lock_id
+        except (FileLocked, RateLimited, AlreadyExists) as exc:
+            # AlreadyExists: someone created the file meanwhile; lock it as it is.
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise
+            delay = 0.0 if isinstance(exc, AlreadyExists) else requester.retry.delay(attempt, exc)
+            attempt += 1
+            await anyio.sleep(min(delay, remaining))
+
+
+async def _unlock_shielded(requester: Requester, lock_id: str) -> None:
+    with anyio.CancelScope(shield=True), anyio.move_on_after(requester.timeouts.base):
+        try:
+            await unlock(requester, lock_id)
+        except NotFound:
+            log.warning("lock %s was already released (force-released by the user?)", lock_id[:9])
+        except ConnectionClosed:
+            pass  # the client released every lock of the connection

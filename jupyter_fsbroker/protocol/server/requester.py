@@ -1,0 +1,173 @@
+"""Sending the ``files/*`` requests of one tool call: timeouts, retries, consent when a grant is missing.
+
+Requests go out through the public ``ServerSession.send_request`` with a
+generic request model and ``related_request_id`` set to the tool call's id, so
+over Streamable HTTP they ride the tool call's own SSE stream; the raw result
+dict comes back unchanged, and an error answer arrives as ``MCPError`` and
+becomes the typed exception of :mod:`.errors`. Every other module of the helper
+sends through a :class:`Requester`; none builds mcp requests itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, cast
+
+import anyio
+import mcp_types
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from pydantic import RootModel
+
+from .contract import NOT_GRANTED
+from .errors import FilesError, PermissionDenied, error_from_jsonrpc
+from .policy import RetryPolicy, Timeouts
+from .results import ConsentResult
+from .wire import compact_params
+
+__all__ = ["Policies", "Requester"]
+
+log = logging.getLogger(__name__)
+
+_RawRequest = mcp_types.Request[dict[str, Any], str]
+
+
+class _RawResult(RootModel[dict[str, Any]]):
+    """A result taken as it came: a JSON object."""
+
+
+class Policies(Protocol):
+    """Where a :class:`Requester` reads its policies (the :class:`~.client.FilesClient`'s attributes)."""
+
+    retry: RetryPolicy
+    timeouts: Timeouts
+
+
+class Requester:
+    """The ``files/*`` requests of one tool call.
+
+    Parameters
+    ----------
+    session, request_id
+        The tool call's session and id (its requests ride the call's stream).
+    policies
+        Read at every request, so a change to them applies to the next one.
+    consent_message, consent_operations, consent_paths
+        See :func:`~.capability.files`.
+    """
+
+    def __init__(
+        self,
+        session: ServerSession,
+        request_id: mcp_types.RequestId,
+        policies: Policies,
+        *,
+        consent_message: str | None = None,
+        consent_operations: tuple[str, ...] = (),
+        consent_paths: tuple[str, ...] = (),
+    ) -> None:
+        self._session = session
+        self._metadata = ServerMessageMetadata(related_request_id=request_id)
+        self._policies = policies
+        self._consent_message = consent_message
+        self._consent_operations = consent_operations
+        self._consent_paths = consent_paths
+        self._asked: dict[tuple[tuple[str, ...], str], bool] = {}
+        self._consent_lock = anyio.Lock()
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """When refused requests are repeated."""
+        return self._policies.retry
+
+    @property
+    def timeouts(self) -> Timeouts:
+        """How long answers are awaited."""
+        return self._policies.timeouts
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        nbytes: int = 0,
+        timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> dict[str, Any]:
+        """Send one request and return its raw result, repeating refusals per the retry policy."""
+        policy = retry or self.retry
+        attempt = 0
+        while True:
+            try:
+                return await self._send(method, params, timeout or self.timeouts.for_bytes(nbytes))
+            except FilesError as exc:
+                if attempt >= policy.retries or exc.code not in policy.codes:
+                    raise
+                delay = policy.delay(attempt, exc)
+                log.debug("%s refused (%s); retry %d in %.3fs", method, exc.name, attempt + 1, delay)
+                attempt += 1
+                await anyio.sleep(delay)
+
+    async def op(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        op: str,
+        paths: Sequence[str],
+        nbytes: int = 0,
+        retry: RetryPolicy | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`request` for operation *op* on *paths*, asking consent once on ``not_granted``.
+
+        Consent is asked only when a consent message was configured, and once
+        per paths and operation for this tool call; approved, the request is
+        repeated once.
+        """
+        try:
+            return await self.request(method, params, nbytes=nbytes, retry=retry)
+        except PermissionDenied as exc:
+            if exc.reason != NOT_GRANTED or self._consent_message is None:
+                raise
+            if not await self._auto_consent(tuple(paths), op):
+                raise
+        return await self.request(method, params, nbytes=nbytes, retry=retry)
+
+    async def consent(
+        self, message: str, paths: str | Sequence[str], operations: Sequence[str] | None = None
+    ) -> ConsentResult:
+        """Send ``files/consent`` (see :meth:`FilesClient.consent`)."""
+        wanted = [paths] if isinstance(paths, str) else list(paths)
+        request = compact_params(
+            message=message,
+            requestedPaths=wanted,
+            operations=None if operations is None else list(operations),
+        )
+        result = await self.request("files/consent", request, timeout=self.timeouts.consent)
+        return ConsentResult.from_result(result)
+
+    async def _send(self, method: str, params: Mapping[str, Any] | None, timeout: float) -> dict[str, Any]:
+        request = _RawRequest(method=method, params=dict(params or {}))
+        try:
+            result = await self._session.send_request(
+                cast("mcp_types.ServerRequest", request),
+                _RawResult,
+                request_read_timeout_seconds=timeout,
+                metadata=self._metadata,
+            )
+        except MCPError as exc:
+            raise error_from_jsonrpc(exc.code, exc.message, exc.data, method=method) from None
+        return result.root
+
+    async def _auto_consent(self, paths: tuple[str, ...], op: str) -> bool:
+        assert self._consent_message is not None
+        key = (paths, op)
+        async with self._consent_lock:
+            if key not in self._asked:
+                wanted = tuple(dict.fromkeys((op, *self._consent_operations)))
+                asked = list(dict.fromkeys((*paths, *self._consent_paths)))
+                answer = await self.consent(self._consent_message, asked, wanted)
+                self._asked[key] = answer.granted and op in answer.operations
+            return self._asked[key]

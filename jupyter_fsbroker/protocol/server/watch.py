@@ -1,0 +1,123 @@
+"""A ``files/watch`` subscription as an async iterator of change events.
+
+:class:`Watch` sends ``files/watch`` and ``files/unwatch`` through the functions
+its :class:`~.client.FilesClient` gives it, and receives its events from the
+connection's :class:`~.connection.ConnectionFiles`, where the middleware routes
+``notifications/files/changed``. It never blocks the connection: a consumer too
+slow for its buffer loses events (counted), never the connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from types import TracebackType
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from .connection import ConnectionFiles
+from .errors import ConnectionClosed, InternalError, NotFound
+from .requester import Requester
+from .results import ChangeEvent
+from .wire import compact_params, get_opt_str
+
+__all__ = ["Watch"]
+
+
+class Watch:
+    """A ``files/watch`` subscription as an async iterator of :class:`ChangeEvent`.
+
+    Made by :meth:`FilesClient.watch`; use ``async with``.
+
+    Attributes
+    ----------
+    watch_id
+        The client's ``watchId`` once started.
+    """
+
+    def __init__(
+        self,
+        requester: Requester,
+        connection: ConnectionFiles,
+        path: str,
+        recursive: bool,
+        events: tuple[str, ...] | None,
+        buffer: int,
+        *,
+        on_close: Callable[[Watch], None] | None = None,
+    ) -> None:
+        self.path = path
+        self.recursive = recursive
+        self.events = events
+        self.watch_id: str | None = None
+        self._requester = requester
+        self._conn = connection
+        self._on_close = on_close
+        send, receive = anyio.create_memory_object_stream[ChangeEvent](max(1, buffer))
+        self._send: MemoryObjectSendStream[ChangeEvent] = send
+        self._receive: MemoryObjectReceiveStream[ChangeEvent] = receive
+        self._closed = False
+
+    @property
+    def dropped(self) -> int:
+        """Events dropped on this connection because a consumer was too slow."""
+        return self._conn.dropped
+
+    async def start(self) -> Watch:
+        """Send ``files/watch`` (once) and start receiving its events."""
+        if self.watch_id is not None or self._closed:
+            return self
+        request = compact_params(
+            path=self.path,
+            recursive=self.recursive,
+            events=None if self.events is None else list(self.events),
+        )
+        result = await self._requester.op("files/watch", request, op="watch", paths=[self.path])
+        watch_id = get_opt_str(result, "watchId")
+        if watch_id is None:
+            raise InternalError("files/watch answered without a watchId", method="files/watch")
+        self.watch_id = watch_id
+        self._conn.subscribe(watch_id, self._send)
+        return self
+
+    async def __aenter__(self) -> Watch:
+        return await self.start()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> Watch:
+        return self
+
+    async def __anext__(self) -> ChangeEvent:
+        if self.watch_id is None and not self._closed:
+            await self.start()
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        """Stop receiving and send ``files/unwatch``; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._on_close is not None:
+            self._on_close(self)
+        watch_id = self.watch_id
+        if watch_id is not None:
+            self._conn.unsubscribe(watch_id)
+        self._send.close()
+        self._receive.close()
+        if watch_id is None:
+            return
+        # NotFound / ConnectionClosed: gone already (closed by the client, or the connection ended).
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(self._requester.timeouts.base),
+            contextlib.suppress(NotFound, ConnectionClosed),
+        ):
+            await self._requester.request("files/unwatch", {"watchId": watch_id})
