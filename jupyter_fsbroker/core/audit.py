@@ -2,10 +2,10 @@
 
 An :class:`AuditRecord` says who asked for what, on which path, and what the
 broker decided; it never holds file content. While a request runs, its
-:class:`AuditNote` collects what the record will say. :class:`AuditLog` keeps the newest
-records in memory for the notebook's views, keeps running totals per server,
-tells subscribers about every new record, and appends each record as one JSON
-line to a file when configured (PROTOCOL.md, "Audit").
+:class:`AuditNote` collects what the record will say. :class:`AuditLog` keeps
+the newest records in memory for the notebook's views, keeps running totals
+per server, tells subscribers about every new record, and appends each record
+as one JSON line to a file when configured (PROTOCOL.md, "Audit").
 """
 
 from __future__ import annotations

@@ -88,17 +88,9 @@ def read(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
             chunk = ops.read_chunk(res, offset=offset, length=length, encoding=encoding, shown=raw)
             lock_id = hold.keep() if keep else None
         note.bytes = chunk.bytes_read
-        conn.broker.report_transfer(
-            Transfer(
-                conn.id,
-                conn.server,
-                res.rel,
-                "read",
-                chunk.offset + chunk.bytes_read,
-                chunk.size,
-                chunk.eof,
-            )
-        )
+        done = chunk.offset + chunk.bytes_read
+        transfer = Transfer(conn.id, conn.server, res.rel, "read", done, chunk.size, chunk.eof)
+        conn.broker.report_transfer(transfer)
         result = {
             "content": chunk.content,
             "encoding": encoding,

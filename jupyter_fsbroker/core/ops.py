@@ -3,8 +3,9 @@
 Every function here works on a :class:`~jupyter_fsbroker.core.paths.Resolved`
 (a parent directory descriptor and a final name that were checked) and never
 on a path string, so nothing here can be steered outside a root. Policy
-(grants, locks, limits) is the broker's business; this module only does the
-I/O, and does it safely: ``O_NOFOLLOW`` everywhere, ``O_NONBLOCK`` so that a
+(grants, locks, limits) is the broker's business; this module does the I/O and
+checks what the I/O itself depends on (a directory where a file is written,
+an ``ifMatch`` etag), and does it safely: ``O_NOFOLLOW`` everywhere, ``O_NONBLOCK`` so that a
 FIFO swapped in can never hang a read, and writes that go to a temporary file
 in the same directory, are flushed and fsynced, and replace the target with
 one rename.
