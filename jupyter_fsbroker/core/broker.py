@@ -469,6 +469,7 @@ class Broker(Closeable):
                 self.grants.purge_expired()
                 for conn in self.connections():
                     conn.uploads.discard_idle()
+                    conn.listings.discard_idle()
             except Exception:  # pragma: no cover - never let the janitor die
                 log.exception("periodic clean-up failed")
 
