@@ -103,8 +103,6 @@ class Walk:
         self._frames: list[_Frame] | None = None
         self._identity: tuple[int, int] | None = None
         self._sensitive = SensitiveNames()
-        #: How many directories this walk has read (each is read once per walk).
-        self.scans = 0
 
     # -- a page ----------------------------------------------------------------------------------
 
@@ -149,6 +147,7 @@ class Walk:
             more = self._fill(entries, limit, sensitive, accept)
             return entries, more
         except BaseException:
+            self._release()
             self._frames = None  # resumed from ``last`` if ever used again
             raise
         finally:
@@ -229,7 +228,6 @@ class Walk:
                 e.name for e in it if (hidden or not e.name.startswith(".")) and not is_temp_name(e.name)
             ]
         names.sort()
-        self.scans += 1
         return _Frame(parts, names)
 
     def _push(self, parent: _Frame, name: str, parent_fd: int) -> None:
@@ -312,8 +310,10 @@ class Walk:
         while True:
             frame = frames[-1]
             component = after[level]
-            frame.index = bisect.bisect_right(frame.names, component)
-            if not self.recursive or level + 1 >= len(after):
+            names = frame.names
+            frame.index = bisect.bisect_right(names, component)
+            present = frame.index > 0 and names[frame.index - 1] == component
+            if not self.recursive or level + 1 >= len(after) or not present:
                 return frames
             # The last entry sent lies below *component*: its subtree is being listed.
             fd = self._open(len(frames) - 1)

@@ -82,9 +82,15 @@ class TextCodec:
     info: codecs.CodecInfo
 
     @property
+    def _incremental(self) -> Callable[[str], codecs.IncrementalDecoder] | None:
+        # Typed as always there, but a codec registered by hand may leave it out.
+        factory: Callable[[str], codecs.IncrementalDecoder] | None = self.info.incrementaldecoder
+        return factory
+
+    @property
     def resumable(self) -> bool:
         """Whether a chunk that starts inside the file decodes right with a fresh decoder."""
-        module = getattr(self.info.incrementaldecoder, "__module__", "") or ""
+        module = getattr(self._incremental, "__module__", "") or ""
         package, _, base = module.rpartition(".")
         return package == "encodings" and base not in _STATEFUL_MODULES
 
@@ -122,7 +128,7 @@ class TextCodec:
         InvalidParams
             The codec does not turn bytes into text.
         """
-        factory = self.info.incrementaldecoder
+        factory = self._incremental
         try:
             if factory is None:
                 text = self.info.decode(data, "strict")[0]
@@ -156,7 +162,7 @@ class TextCodec:
             ``reason="stateful_encoding"``: *offset* is past the start and the
             codec is not :attr:`resumable`.
         """
-        if offset > 0 and (not self.resumable or self.info.incrementaldecoder is None):
+        if offset > 0 and (not self.resumable or self._incremental is None):
             raise InvalidParams(
                 f"{self.name} cannot be read from the middle of a file; read it whole or ask for base64",
                 reason="stateful_encoding",
@@ -184,7 +190,7 @@ class TextCodec:
         self.check_start(offset, shown)
         data = read(length, offset)
         eof = offset + len(data) >= size
-        if self.info.incrementaldecoder is None and not eof:
+        if self._incremental is None and not eof:
             raise InvalidParams(
                 f"{self.name} can only be read whole; ask for the whole file or for base64",
                 reason="stateful_encoding",
