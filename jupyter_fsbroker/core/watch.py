@@ -71,6 +71,7 @@ from .errors import (
     InvalidParams,
     NotFound,
     PermissionDenied,
+    TooLarge,
     WrongType,
     from_os_error,
 )
@@ -506,6 +507,15 @@ class WatchManager(Closeable):
             )
         except OSError as exc:
             raise _watch_error(exc, rel) from None
+        except RecursionError:
+            # watchdog walks a recursive watch's tree with recursion: a tree deeper than
+            # Python's stack cannot be watched whole (the watches set so far stay with it).
+            logger.warning("%s is too deep to be watched recursively", rel)
+            raise TooLarge(
+                f"{rel} is too deep to watch recursively; watch a folder below it",
+                reason="too_deep",
+                path=rel,
+            ) from None
         try:
             # The directory may have been swapped for a symlink while the watch was set up.
             _check_dir(observed.path, rel)
