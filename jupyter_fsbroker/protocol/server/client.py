@@ -25,7 +25,7 @@ from .errors import NotFound, PermissionDenied
 from .locks import hold_lock, unlock
 from .policy import RetryPolicy, Timeouts
 from .requester import Requester
-from .results import ConsentResult, Created, Deleted, Entry, FileStat, ReadChunk, WriteResult
+from .results import ConsentResult, Created, Deleted, Entry, FileStat, ReadChunk, Root, WriteResult
 from .uploads import AtomicWrite, ContentCap, WriteOptions
 from .watch import Watch
 from .wire import compact_params, get_opt_str, get_str
@@ -123,6 +123,22 @@ class FilesClient:
         """
         return await self._requester.request(method, params, nbytes=nbytes, timeout=timeout, retry=retry)
 
+    # -- roots ---------------------------------------------------------------------------------
+
+    async def roots(self) -> tuple[Root, ...]:
+        """The client's roots (``roots/list``), each with its ``read_only`` flag.
+
+        The roots say where the user's files are; the client's grants still
+        decide what may be read or written there, and a read-only root refuses
+        every change whatever was granted.
+
+        Returns
+        -------
+        tuple of Root
+            In the client's order; items without a URI are skipped.
+        """
+        return await self._requester.roots()
+
     # -- consent -------------------------------------------------------------------------------
 
     async def consent(
@@ -182,7 +198,7 @@ class FilesClient:
         )
         nbytes = DEFAULT_CHUNK_BYTES if length is None else length
         result = await self._requester.op("files/read", request, op="read", paths=[path], nbytes=nbytes)
-        return ReadChunk.from_result(result, encoding)
+        return ReadChunk.from_result(result, encoding, offset)
 
     @overload
     def iter_chunks(  # type: ignore[overload-overlap]
