@@ -226,6 +226,9 @@ class IntegrityError(InternalError):
     whose ``offset`` is not the one asked for.
     """
 
+    def __str__(self) -> str:
+        return f"the client's answer cannot be trusted: {self.message}"
+
 
 class RequestTimeout(FilesError):
     """No answer within the request's timeout (mcp's -32001); a cancellation was sent."""
