@@ -31,7 +31,7 @@ from .core import (
 )
 
 if TYPE_CHECKING:
-    from .kernel.api import NotebookBroker
+    from .kernel.broker import NotebookBroker
 
 __version__ = "0.1.0.dev0"
 
@@ -51,8 +51,8 @@ def unload_ipython_extension(ipython: Any) -> None:
 
 
 def get_broker() -> NotebookBroker:
-    """The broker of this kernel (see :func:`jupyter_fsbroker.kernel.api.get_broker`)."""
-    from .kernel.api import get_broker as get
+    """The broker of this kernel (see :func:`jupyter_fsbroker.kernel.current.get_broker`)."""
+    from .kernel.current import get_broker as get
 
     return get()
 

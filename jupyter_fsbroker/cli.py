@@ -27,9 +27,9 @@ from urllib.parse import urlsplit
 from .core.broker import Broker, BrokerConfig
 from .core.consent import Consenter, DenyingConsenter
 from .core.errors import BrokerError
-from .core.specs import split_allow, split_header, split_root
+from .core.specs import apply_specs, split_header
 from .protocol.client import ServerConnection, connect
-from .widgets.text import TerminalConsenter
+from .widgets.terminal import TerminalConsenter
 
 __all__ = ["main"]
 
@@ -118,14 +118,11 @@ async def _run_connect(args: argparse.Namespace) -> int:
     try:
         try:
             headers = dict(split_header(h) for h in args.header)
-            for spec, read_only in [(s, False) for s in args.root] + [(s, True) for s in args.root_ro]:
-                root_name, path = split_root(spec)
-                broker.add_root(path, root_name, read_only=read_only)
-            for spec in args.allow:
-                path, ops = split_allow(spec)
-                broker.allow(path, ops)
         except BrokerError as exc:
             raise UsageError(str(exc)) from None
+        problems = apply_specs(broker, roots=args.root, read_only_roots=args.root_ro, allow=args.allow)
+        if problems:
+            raise UsageError("; ".join(str(problem) for problem in problems))
         conn = await connect(
             broker,
             name,

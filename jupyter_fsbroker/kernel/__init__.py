@@ -1,8 +1,16 @@
 """The kernel layer: ``%load_ext jupyter_fsbroker``, ``%fsbroker``, the Python API, the background loop.
 
-* :mod:`.api` — :func:`get_broker`, :class:`NotebookBroker`, :class:`KernelConnection`.
-* :mod:`.settings` — the ``FSBroker`` traitlets configurable.
+* :mod:`.current` — :func:`get_broker`: the one broker of this kernel (created on
+  first use, closed at exit); the extension and the magics go through it.
+* :mod:`.broker` — :class:`NotebookBroker`: roots, grants and connections, with their views.
+* :mod:`.connection` — :class:`KernelConnection`: one server connection (calls,
+  cancellation, grants, the kill switch).
+* :mod:`.results` — :class:`ToolResult`: a tool's result.
+* :mod:`.servers` — the target of a connect call, checked; each stdio server's log.
+* :mod:`.calls` — how a cell waits for work on the background loop; the frame of each tool call.
 * :mod:`.consent` — where consent prompts appear while a cell runs.
+* :mod:`.views` — which views the notebook shows, and where prompts go outside a call.
+* :mod:`.settings` — the ``FSBroker`` traitlets configurable.
 * :mod:`.loop` — the background event loop thread.
 * :mod:`.magics`, :mod:`.extension` — the IPython side.
 * :mod:`.ipykernel_compat` — everything relied on that ipykernel does not promise.
@@ -17,8 +25,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import KernelConnection, NotebookBroker, ToolResult, get_broker
+    from .broker import NotebookBroker
+    from .connection import KernelConnection
+    from .current import get_broker
     from .extension import load_ipython_extension, unload_ipython_extension
+    from .results import ToolResult
     from .settings import FSBroker
 
 __all__ = [
@@ -33,10 +44,10 @@ __all__ = [
 
 _LAZY = {
     "FSBroker": ".settings",
-    "KernelConnection": ".api",
-    "NotebookBroker": ".api",
-    "ToolResult": ".api",
-    "get_broker": ".api",
+    "KernelConnection": ".connection",
+    "NotebookBroker": ".broker",
+    "ToolResult": ".results",
+    "get_broker": ".current",
     "load_ipython_extension": ".extension",
     "unload_ipython_extension": ".extension",
 }

@@ -16,12 +16,14 @@ shows the request where the user is looking:
   cell).
 * **clicks cannot arrive** (a synchronous call, and no kernel subshell exists:
   VS Code, classic frontends, consoles) or there are no widgets at all: the
-  blocked cell asks on stdin (``input_request``), racing the widget; whichever
-  answers first counts.
+  blocked cell asks on stdin (``input_request``) with the words and answers of
+  every text prompt (:mod:`jupyter_fsbroker.widgets.consent_text`), racing the
+  widget; whichever answers first counts.
 
 Whatever the path, the broker itself denies when ``consent_timeout`` passes; a
 cell never waits for anything but its call's future, and Ctrl-C / Interrupt
-cancels the call (and withdraws its pending prompts).
+cancels the call (and withdraws its pending prompts). Nothing here decides
+what is granted, and no click handler ever blocks.
 """
 
 from __future__ import annotations
@@ -38,9 +40,10 @@ from typing import Any, TypeVar
 
 from ..core.broker import Broker, Transfer
 from ..core.consent import ConsentDecision, ConsentRequest
+from ..widgets.consent_text import outcome_text, parse_answer, question_text
 from . import ipykernel_compat as ipk
 
-__all__ = ["Ask", "CallScope", "KernelConsenter", "decision_from_text", "request_text"]
+__all__ = ["Ask", "CallScope", "KernelConsenter"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -56,32 +59,6 @@ class Ask:
     request: ConsentRequest
     future: Future[ConsentDecision]
     prompt: Any | None = None  # the ConsentPrompt widget, when widgets are shown
-
-
-def request_text(request: ConsentRequest) -> str:
-    """The request as a text prompt, ending with the question (for stdin and terminals)."""
-    lines = [f"{request.server} asks for access to your files: {request.message or '(no message)'}"]
-    for item in request.items:
-        if item.approvable:
-            note = "  (read-only folder)" if item.read_only else ""
-            lines.append(f"  + {item.rel or item.path}{note}")
-        else:
-            lines.append(f"  - {item.path}  (cannot be approved: {item.reason or 'not allowed'})")
-    lines.append(f"  operations: {', '.join(request.operations)}")
-    left = max(0, round(request.deadline - time.time()))
-    read = " / [r]ead only" if "read" in request.operations and len(request.operations) > 1 else ""
-    lines.append(f"Approve? [y]es{read} / [N]o (denied in {left} s): ")
-    return "\n".join(lines)
-
-
-def decision_from_text(request: ConsentRequest, answer: str) -> ConsentDecision:
-    """``y``/``yes`` approves everything approvable, ``r``/``read`` only reading; anything else denies."""
-    word = answer.strip().lower()
-    if word in ("y", "yes"):
-        return ConsentDecision.approve_all(request)
-    if word in ("r", "read") and "read" in request.operations:
-        return ConsentDecision(request.approvable_paths, ("read",))
-    return ConsentDecision.deny()
 
 
 def _resolve(future: Future[ConsentDecision], decision: ConsentDecision) -> bool:
@@ -132,7 +109,6 @@ class CallScope:
         self.connection_id = connection_id
         self._broker = broker
         self._kernel = kernel
-        self._widgets = widgets
         self._stdin_mode = stdin_mode
         self._show_progress = show_progress
         self._place_outside = place_outside
@@ -175,10 +151,6 @@ class CallScope:
     def _ring(self) -> None:
         if not self._bell.done():
             self._bell.set_result(None)
-
-    @property
-    def ended(self) -> bool:
-        return self._ended
 
     # -- the waiting cell ----------------------------------------------------------------------
 
@@ -245,8 +217,9 @@ class CallScope:
 
     def _show(self, prompts: list[Ask], progress: bool) -> None:
         """On the calling thread: display the panel (once) and add progress and prompts to it."""
-        import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
         from IPython.display import display
+
+        from ..widgets.places import CallPanel
 
         new: list[Any] = []
         if progress:
@@ -256,12 +229,11 @@ class CallScope:
             new.append(self.progress)
         new += [ask.prompt for ask in prompts]
         if self.panel is None:
-            self.panel = widgets.VBox(new)
-            self.panel.add_class("fsbroker-call")
+            self.panel = CallPanel(new)
             display(self.panel)  # type: ignore[no-untyped-call,unused-ignore]
             self._shown_at = time.monotonic()
         else:
-            self.panel.children = (*self.panel.children, *new)
+            self.panel.add(*new)
 
     def _should_ask_stdin(self, ask: Ask, result: Future[Any]) -> bool:
         mode = self._stdin_mode()
@@ -284,10 +256,10 @@ class CallScope:
 
     def _ask_stdin(self, ask: Ask) -> None:
         request = ask.request
-        answer = ipk.ask_stdin(self._kernel, request_text(request), ask.future)
+        answer = ipk.ask_stdin(self._kernel, question_text(request), ask.future)
         if answer is not None:
-            _resolve(ask.future, decision_from_text(request, answer))
-        print(_outcome(ask))
+            _resolve(ask.future, parse_answer(request, answer))
+        print(outcome_text(request, ask.future))
 
     def _withdraw(self) -> None:
         with self._lock:
@@ -313,20 +285,6 @@ class CallScope:
                 progress.close()
             except Exception:
                 log.debug("could not close the progress widget", exc_info=True)
-
-
-def _outcome(ask: Ask) -> str:
-    future = ask.future
-    if future.cancelled():
-        if time.time() >= ask.request.deadline - 1.0:
-            return "(no answer in time: denied)"
-        return "(the request was withdrawn)"
-    if future.exception() is not None:
-        return "(the request failed: denied)"
-    decision = future.result()
-    if not decision.granted:
-        return "(denied)"
-    return f"(approved {', '.join(decision.operations)} on {', '.join(decision.approved_paths)})"
 
 
 class KernelConsenter:
@@ -367,7 +325,7 @@ class KernelConsenter:
                 prompt = None
         ask = Ask(request, future, prompt)
         with self._lock:
-            self._asks = [a for a in self._asks if not (a.future.done() and a.prompt is None)]
+            self._asks = [a for a in self._asks if not (a.future.done() and _gone(a.prompt))]
             self._asks.append(ask)
             scopes = list(self._scopes.get(request.connection_id, ()))
         for scope in reversed(scopes):  # the most recent call of the connection
@@ -384,6 +342,7 @@ class KernelConsenter:
             self._scopes.setdefault(scope.connection_id, []).append(scope)
 
     def leave(self, scope: CallScope) -> None:
+        """Stop routing requests to *scope* (its call ended)."""
         with self._lock:
             scopes = self._scopes.get(scope.connection_id, [])
             if scope in scopes:
@@ -396,11 +355,6 @@ class KernelConsenter:
         with self._lock:
             return list(self._asks)
 
-    def forget(self, ask: Ask) -> None:
-        with self._lock:
-            if ask in self._asks:
-                self._asks.remove(ask)
-
     def close(self) -> None:
         """Withdraw every open request."""
         with self._lock:
@@ -408,3 +362,8 @@ class KernelConsenter:
             self._scopes.clear()
         for ask in asks:
             ask.future.cancel()
+
+
+def _gone(prompt: Any | None) -> bool:
+    """Whether a prompt needs no closing any more (there is none, or a view closed it)."""
+    return prompt is None or bool(getattr(prompt, "closed", False))

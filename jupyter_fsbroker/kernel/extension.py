@@ -1,16 +1,16 @@
 """``%load_ext jupyter_fsbroker``: start the broker quietly; ``%unload_ext``: leave nothing behind.
 
-Loading registers the ``FSBroker`` configurable with the shell (so
-``%config FSBroker.…`` works; IPython keeps values set that way in the shell's
-config, so they survive ``%reload_ext``), the
-``%fsbroker`` magic, and an ``atexit`` hook that closes every connection when the
-kernel shuts down. It shows nothing. Unloading closes every connection and the
-broker, stops the background loop and removes what loading added.
+Loading creates the kernel's broker and makes it current (:mod:`.current`, which
+also closes it when the kernel shuts down), registers the ``FSBroker``
+configurable with the shell (so ``%config FSBroker.…`` works; IPython keeps
+values set that way in the shell's config, so they survive ``%reload_ext``) and
+the ``%fsbroker`` magic. It shows nothing. Unloading closes every connection and
+the broker, stops the background loop and removes what loading added. It never
+keeps a broker of its own beyond the one it created and made current.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
 from dataclasses import dataclass
@@ -19,8 +19,8 @@ from typing import Any
 from traitlets import TraitError
 from traitlets.config import Config
 
-from . import api
-from .api import NotebookBroker
+from .broker import NotebookBroker
+from .current import clear_current, get_broker, set_current
 from .magics import FSBrokerMagics
 from .settings import FSBroker
 
@@ -62,16 +62,15 @@ def load_ipython_extension(ipython: Any) -> None:
         settings = _make_settings(ipython)
         broker = NotebookBroker(settings, shell=ipython)
         try:
-            magics = FSBrokerMagics(ipython, broker=_current_broker)
+            magics = FSBrokerMagics(ipython, broker=get_broker)
             ipython.register_magics(magics)
             if settings not in ipython.configurables:
                 ipython.configurables.append(settings)
-            atexit.register(_at_exit)
         except BaseException:
             broker.close()
             raise
         _state = _Loaded(ipython, settings, broker, magics)
-        api._set_current(broker)
+        set_current(broker)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -85,7 +84,6 @@ def unload_ipython_extension(ipython: Any) -> None:
 
 
 def _teardown(state: _Loaded) -> None:
-    atexit.unregister(_at_exit)
     _last_values.clear()
     _last_values.update(
         {name: getattr(state.settings, name) for name in state.settings.trait_names(config=True)}
@@ -102,15 +100,7 @@ def _teardown(state: _Loaded) -> None:
     try:
         state.broker.close()
     finally:
-        if api._current is state.broker:
-            api._set_current(None)
-
-
-def _current_broker() -> NotebookBroker:
-    state = _state
-    if state is None or state.broker.closed:
-        return api.get_broker()
-    return state.broker
+        clear_current(state.broker)
 
 
 def _make_settings(shell: Any) -> FSBroker:
@@ -135,12 +125,3 @@ def _make_settings(shell: Any) -> FSBroker:
                 else:
                     del section[key]
     return FSBroker(parent=shell)
-
-
-def _at_exit() -> None:
-    state = _state
-    if state is not None:
-        try:
-            state.broker.close(at_exit=True)
-        except Exception:
-            log.exception("closing the file broker at exit failed")

@@ -148,19 +148,6 @@ class BackgroundLoop:
         loop = self._loop
         return loop is not None and loop.is_running() and not self._stopping
 
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        """The event loop (for ``call_soon_threadsafe``)."""
-        loop = self._loop
-        if loop is None:
-            raise LoopClosedError("the background loop is not running")
-        return loop
-
-    @property
-    def thread(self) -> threading.Thread | None:
-        """The loop's thread while it runs."""
-        return self._thread
-
     def in_loop_thread(self) -> bool:
         """Whether the caller runs on the loop's thread."""
         return self._thread is not None and threading.current_thread() is self._thread
@@ -198,14 +185,6 @@ class BackgroundLoop:
             coro.close()
             raise LoopClosedError("the background loop is not running") from None
         return future
-
-    def call(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
-        """Run the plain function *fn* on the loop thread (in its context); return a future."""
-
-        async def run() -> T:
-            return fn()
-
-        return self.submit(run())
 
 
 def _copy_outcome(task: asyncio.Task[T], future: concurrent.futures.Future[T]) -> None:

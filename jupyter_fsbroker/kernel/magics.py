@@ -1,4 +1,4 @@
-"""``%fsbroker``: thin line magics over the Python API (:mod:`.api`).
+"""``%fsbroker``: thin line magics over the Python API (:mod:`.broker`, :mod:`.connection`).
 
 Arguments are parsed with IPython's ``magic_arguments`` parser; the broker's own
 errors (:class:`~jupyter_fsbroker.core.errors.BrokerError`) become
@@ -21,8 +21,8 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.utils.process import arg_split  # type: ignore[attr-defined,unused-ignore]
 
 from ..core.errors import BrokerError
-from ..core.specs import split_header, split_root
-from .api import NotebookBroker
+from ..core.specs import add_root_spec, split_header
+from .broker import NotebookBroker
 
 __all__ = ["FSBrokerMagics", "build_parser"]
 
@@ -159,8 +159,7 @@ class FSBrokerMagics(Magics):
     # -- sub-commands --------------------------------------------------------------------------
 
     def _do_root(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
-        name, path = split_root(args.spec)
-        root = broker.add_root(path, name, read_only=args.read_only)
+        root = add_root_spec(broker, args.spec, read_only=args.read_only)
         access = "read-only" if root.read_only else "read-write"
         print(f"Sharing {root.path} as {root.name} ({access}).")
 

@@ -28,41 +28,17 @@ from typing import Any
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
 from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest
+from .closing import close_parts
+from .consent_text import item_label
 from .text import decision_text, printable, reason_text
 
-__all__ = ["DURATION_CHOICES", "ConsentPrompt", "close_parts", "close_tree"]
+__all__ = ["DURATION_CHOICES", "ConsentPrompt"]
 
 #: The duration choices: label and seconds (``0`` stands for "as long as the connection lasts").
 DURATION_CHOICES: tuple[tuple[str, int], ...] = (("this connection", 0), ("15 min", 900), ("1 h", 3600))
 
 #: A cancellation this close to the deadline (or later) counts as the timeout.
 _TIMEOUT_SLACK = 1.0
-
-
-def close_parts(widget: Any) -> None:
-    """Close what *widget* is made of: its descendants, and their and its layout and style.
-
-    ipywidgets keeps every widget (a ``Layout`` and a ``Style`` too) until it is
-    closed, and closing a widget leaves its layout and style open: views that
-    come and go close all of it, or the kernel's widget registry grows.
-    """
-    for child in tuple(getattr(widget, "children", ()) or ()):
-        close_tree(child)
-    for name in ("layout", "style"):
-        part = getattr(widget, name, None)
-        if isinstance(part, widgets.Widget):
-            part.close()
-
-
-def close_tree(widget: Any) -> None:
-    """Close *widget* and everything it is made of (see :func:`close_parts`)."""
-    close_parts(widget)
-    widget.close()
-
-
-def _item_label(item: ConsentItem) -> str:
-    shown = printable(item.rel or item.path)
-    return shown if shown == printable(item.path) else f"{shown}  ({printable(item.path)})"
 
 
 class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
@@ -133,7 +109,7 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
             box = widgets.Checkbox(
                 value=item.approvable,
                 disabled=not item.approvable,
-                description=_item_label(item),
+                description=item_label(item),
                 indent=False,
                 layout=widgets.Layout(width="auto"),
                 style={"description_width": "initial"},
@@ -222,6 +198,11 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
     def done(self) -> bool:
         """Whether the request is answered, timed out or withdrawn."""
         return self.future.done()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (the prompt is gone from every view)."""
+        return self._closed
 
     def _selection_changed(self, change: object = None) -> None:
         del change

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import html
+import functools
 import logging
 import threading
 import time
@@ -31,52 +31,29 @@ import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 from ..core.audit import AuditRecord
 from ..core.broker import Broker, Connection
 from ..core.errors import BrokerError, ClosedError, FilesError
-from ..core.grants import Grant
 from ..core.locks import LockInfo
 from ..core.watch import ChangeEvent
-from .consent import close_parts, close_tree
-from .text import (
-    ENDED_STATES,
-    ConnectionView,
-    clock_text,
-    expiry_text,
-    format_age,
-    format_bytes,
-    grant_holder,
-    printable,
-    reason_text,
+from .closing import close_parts, close_tree
+from .markup import (
+    activity_html,
+    changes_html,
+    connection_html,
+    escape,
+    grant_html,
+    header_html,
+    lock_html,
+    muted,
+    roots_html,
+    totals_html,
 )
+from .text import ENDED_STATES, ConnectionView, grant_holder
 
-__all__ = ["ConnectionView", "Dashboard"]
+__all__ = ["Dashboard"]
 
 log = logging.getLogger(__name__)
 
 #: How long :meth:`Dashboard.close` waits for a thread it started.
 _JOIN_TIMEOUT = 5.0
-
-_TABLE = '<table style="border-collapse:collapse;font-size:90%;line-height:1.3">'
-_CELL = "padding:0 0.8em 0 0;text-align:left;vertical-align:top"
-
-
-def _e(value: object) -> str:
-    return html.escape(printable(str(value)))
-
-
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """An HTML table; every cell must already be escaped."""
-    out = [_TABLE, "<tr>", *(f'<th style="{_CELL}">{_e(h)}</th>' for h in head), "</tr>"]
-    for row in rows:
-        out.append("<tr>" + "".join(f'<td style="{_CELL}">{cell}</td>' for cell in row) + "</tr>")
-    out.append("</table>")
-    return "".join(out)
-
-
-def _muted(text: str) -> str:
-    return f'<span style="opacity:0.7"><i>{_e(text)}</i></span>'
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 @dataclass(frozen=True)
@@ -112,6 +89,12 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
     refresh_interval
         Seconds: refreshes caused by the broker's events are coalesced to at
         most one per interval.
+    render_with
+        Runs each render: called with the dashboard and a function that renders
+        it, on whichever thread refreshes (the first time inside the
+        constructor). A kernel uses it to render in a context detached from the
+        running cell and to free the new rows' comm routing. Default: call the
+        function.
 
     Attributes
     ----------
@@ -152,9 +135,11 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         max_changes: int = 50,
         max_activity: int = 50,
         refresh_interval: float = 0.2,
+        render_with: Callable[[Dashboard, Callable[[], None]], object] | None = None,
     ) -> None:
         super().__init__()
         self.broker = broker
+        self._render_with = render_with
         self._connections: Callable[[], Sequence[ConnectionView]] = connections or tuple
         self._interval = max(0.0, float(refresh_interval))
         self._state = threading.Condition(threading.Lock())
@@ -191,14 +176,14 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self.activity_html = widgets.HTML(layout=widgets.Layout(**scroll))
         self.activity_html.add_class("fsbroker-activity")
         self._empty = {
-            "connections": widgets.HTML(_muted("No connections.")),
+            "connections": widgets.HTML(muted("No connections.")),
             "grants": widgets.HTML(
-                _muted("No grants: servers ask with files/consent, or pre-approve with %fsbroker allow.")
+                muted("No grants: servers ask with files/consent, or pre-approve with %fsbroker allow.")
             ),
-            "locks": widgets.HTML(_muted("No kept locks.")),
+            "locks": widgets.HTML(muted("No kept locks.")),
         }
         titles = {
-            name: widgets.HTML(f"<b>{_e(name)}</b>")
+            name: widgets.HTML(f"<b>{escape(name)}</b>")
             for name in ("Shared folders", "Connections", "Grants", "Locks", "Bytes per server", "Changes")
         }
         titles["Activity"] = widgets.HTML("<b>Activity</b>")
@@ -323,7 +308,10 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                 changes = list(self._changes)
                 activity = list(self._activity)
             try:
-                self._render(changes, activity)
+                if self._render_with is None:
+                    self._render(changes, activity)
+                else:
+                    self._render_with(self, functools.partial(self._render, changes, activity))
             finally:
                 with self._state:
                     self._rendering = False
@@ -358,74 +346,37 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         servers = {conn.id: conn.server for conn in broker.connections()}
         waiting = sum(1 for child in self.consent_area.children if not getattr(child, "done", True))
 
-        read = sum(t["read"] for t in totals.values())
-        written = sum(t["written"] for t in totals.values())
-        parts = [
-            _plural(len(roots), "shared folder"),
-            _plural(len(views), "connection"),
-            _plural(len(grants), "grant"),
-            _plural(len(locks), "lock"),
-            f"{format_bytes(read)} read",
-            f"{format_bytes(written)} written",
-        ]
-        summary = " · ".join(_e(part) for part in parts)
-        if waiting:
-            summary += f" · <b>{_e(_plural(waiting, 'consent request'))} waiting</b>"
-        if broker.closed:
-            summary += " · <b>broker closed</b>"
-        self._set(self.header, f"<b>File broker</b> — {summary}")
-
         self._set(
-            self.roots_html,
-            _table(
-                ("name", "folder", "access"),
-                [
-                    (
-                        f"<b>{_e(r.name)}</b>",
-                        f"<code>{_e(r.path)}</code>",
-                        "read-only" if r.read_only else "read-write",
-                    )
-                    for r in roots
-                ],
-            )
-            if roots
-            else _muted("No shared folders: %fsbroker root DIR"),
+            self.header,
+            header_html(
+                roots=len(roots),
+                connections=len(views),
+                grants=len(grants),
+                locks=len(locks),
+                totals=totals,
+                waiting=waiting,
+                closed=broker.closed,
+            ),
         )
+        self._set(self.roots_html, roots_html(roots))
         self._sync_connections(views)
         self._sync(
             self._grant_rows,
             self.grants_box,
-            [(g.id, self._grant_text(g, servers, now), True) for g in grants],
+            [(g.id, grant_html(g, servers, now), True) for g in grants],
             self._make_grant_row,
             self._empty["grants"],
         )
         self._sync(
             self._lock_rows,
             self.locks_box,
-            [(info.lock_id or "", self._lock_text(info, now), True) for info in locks],
+            [(info.lock_id or "", lock_html(info, now), True) for info in locks],
             self._make_lock_row,
             self._empty["locks"],
         )
-        self._set(
-            self.totals_html,
-            _table(
-                ("server", "read", "written", "allowed", "denied"),
-                [
-                    (
-                        _e(server),
-                        format_bytes(t["read"]),
-                        format_bytes(t["written"]),
-                        str(t["allowed"]),
-                        str(t["denied"]),
-                    )
-                    for server, t in sorted(totals.items())
-                ],
-            )
-            if totals
-            else _muted("Nothing read or written yet."),
-        )
-        self._set(self.changes_html, self._changes_html(changes))
-        self._set(self.activity_html, self._activity_html(activity))
+        self._set(self.totals_html, totals_html(totals))
+        self._set(self.changes_html, changes_html([(c.server, c.event) for c in changes]))
+        self._set(self.activity_html, activity_html(activity))
 
     @staticmethod
     def _set(widget: Any, value: str) -> None:
@@ -485,10 +436,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                 continue
             if key in disconnecting:
                 state = "disconnecting"
-            text = (
-                f"<b>{_e(name)}</b> · server {_e(server or '?')} · {_e(transport)} · "
-                f"protocol {_e(version or '?')} · <i>{_e(state)}</i>"
-            )
+            text = connection_html(name, server, transport, version, state)
             items.append((key, text, str(state).lower() not in ENDED_STATES and key not in disconnecting))
         self._sync(
             self._conn_rows,
@@ -526,9 +474,9 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             view.close()
         except Exception as exc:
             log.exception("disconnecting %s failed", name)
-            text = f"Could not disconnect {_e(name)}: {_e(exc)}"
+            text = f"Could not disconnect {escape(name)}: {escape(exc)}"
         else:
-            text = f"Disconnected {_e(name)}."
+            text = f"Disconnected {escape(name)}."
         try:
             with self._state:
                 self._disconnecting.discard(id(view))
@@ -540,16 +488,6 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                 self._state.notify_all()
 
     # grants
-
-    @staticmethod
-    def _grant_text(grant: Grant, servers: dict[str, str], now: float) -> str:
-        holder = grant_holder(grant, servers)
-        who = f"<i>{_e(holder)}</i>" if grant.connection_id is None else f"<b>{_e(holder)}</b>"
-        extra = " · incl. sensitive names" if grant.include_sensitive else ""
-        return (
-            f"{who} · <code>{_e(grant.path)}</code> · {_e(', '.join(grant.operations))} · "
-            f"{_e(expiry_text(grant, now))} · {_e(grant.source)}{extra}"
-        )
 
     def _make_grant_row(self, grant_id: str) -> _Row:
         row = self._row("", "Revoke", "fsbroker-revoke", "warning", "Revoke this grant now")
@@ -563,19 +501,12 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             self._say("That grant was already gone.")
         else:
             self._say(
-                f"Revoked {_e(', '.join(grant.operations))} on <code>{_e(grant.path)}</code> "
-                f"for {_e(grant_holder(grant))}."
+                f"Revoked {escape(', '.join(grant.operations))} on <code>{escape(grant.path)}</code> "
+                f"for {escape(grant_holder(grant))}."
             )
         self.schedule_refresh()
 
     # locks
-
-    @staticmethod
-    def _lock_text(info: LockInfo, now: float) -> str:
-        return (
-            f"<code>{_e(info.path)}</code> · held by <b>{_e(info.owner_label)}</b> · "
-            f"for {_e(format_age(now - info.since))} (since {_e(clock_text(info.since))})"
-        )
 
     def _make_lock_row(self, lock_id: str) -> _Row:
         row = self._row("", "Force release", "fsbroker-force-unlock", "warning", "Release this lock now")
@@ -592,43 +523,6 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self.schedule_refresh()
 
     # feeds
-
-    @staticmethod
-    def _changes_html(changes: list[_Change]) -> str:
-        if not changes:
-            return _muted("No changes seen yet (servers see changes under the paths they watch).")
-        rows = []
-        for change in reversed(changes):
-            ev = change.event
-            path = f"<code>{_e(ev.path)}</code>"
-            if ev.old_path:
-                path = f"<code>{_e(ev.old_path)}</code> → {path}"
-            rows.append((_e(clock_text(ev.timestamp)), _e(ev.event), path, _e(change.server)))
-        return _table(("time", "event", "path", "server"), rows)
-
-    @staticmethod
-    def _activity_html(activity: list[AuditRecord]) -> str:
-        if not activity:
-            return _muted("No activity yet.")
-        rows = []
-        for record in reversed(activity):
-            if record.decision == "allow":
-                decision = '<span style="color:#2e7d32">allow</span>'
-            else:
-                decision = f'<span style="color:#c62828" title="{_e(reason_text(record.reason))}">deny</span>'
-            detail = ": ".join(_e(part) for part in (record.error, record.reason) if part)
-            rows.append(
-                (
-                    _e(clock_text(record.time)),
-                    _e(record.server),
-                    _e(record.method),
-                    f"<code>{_e(record.canonical or record.path or '-')}</code>",
-                    decision,
-                    detail,
-                    _e(format_bytes(record.bytes)) if record.bytes else "",
-                )
-            )
-        return _table(("time", "server", "method", "path", "decision", "error", "bytes"), rows)
 
     # -- consent prompts ---------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from typing import Any
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
 from ..core.broker import Broker, Transfer
-from .consent import close_parts, close_tree
+from .closing import close_parts, close_tree
 from .text import format_age, format_bytes, printable
 
 __all__ = ["TransferProgress"]

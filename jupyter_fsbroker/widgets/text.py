@@ -1,36 +1,32 @@
 """Text views, for terminals and frontends without widgets.
 
-The terminal consent prompt (:class:`TerminalConsenter`), the dashboard as plain
-text (:func:`status_text`), and the small formatting helpers that the widget
-views share with them (reasons in words, sizes, durations, what a decision
-means). Nothing here imports ``ipywidgets``: the CLI and a terminal IPython use
-this module alone.
+The dashboard as plain text (:func:`status_text`, shown by :class:`TextView`
+where a widget would be), and the small formatting helpers that the widget views
+and the text prompts share (reasons in words, sizes, durations, what a decision
+means, escaping what servers chose). Views only: nothing here decides anything.
+Nothing here imports ``ipywidgets``: the CLI and a terminal IPython use this
+module alone.
 """
 
 from __future__ import annotations
 
-import queue
-import select
-import sys
-import threading
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Protocol, TextIO, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..core.consent import ConsentDecision, ConsentRequest
 from ..core.errors import ClosedError
 
 if TYPE_CHECKING:
     from ..core.audit import AuditRecord
     from ..core.broker import Broker
+    from ..core.consent import ConsentDecision, ConsentRequest
     from ..core.grants import Grant
     from ..core.locks import LockInfo
 
 __all__ = [
     "ConnectionView",
-    "TerminalConsenter",
+    "TextView",
     "clock_text",
     "decision_text",
     "duration_text",
@@ -38,6 +34,7 @@ __all__ = [
     "format_age",
     "format_bytes",
     "grant_holder",
+    "plural",
     "printable",
     "reason_text",
     "status_text",
@@ -159,6 +156,11 @@ def format_bytes(count: float) -> str:
         if abs(value) < 1000 or unit == "TB":
             return f"{value:.1f} {unit}"
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def plural(count: int, word: str) -> str:
+    """``1 grant``, ``2 grants``: a count and its noun (regular plurals only)."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def format_age(seconds: float) -> str:
@@ -292,17 +294,14 @@ def status_text(
     read = sum(t["read"] for t in totals.values())
     written = sum(t["written"] for t in totals.values())
 
-    def count(n: int, word: str) -> str:
-        return f"{n} {word}{'' if n == 1 else 's'}"
-
     lines = [
         "jupyter_fsbroker: "
         + ", ".join(
             (
-                count(len(roots), "shared folder"),
-                count(len(views), "connection"),
-                count(len(grants), "grant"),
-                count(len(locks), "lock"),
+                plural(len(roots), "shared folder"),
+                plural(len(views), "connection"),
+                plural(len(grants), "grant"),
+                plural(len(locks), "lock"),
             )
         )
         + f"; {format_bytes(read)} read, {format_bytes(written)} written"
@@ -341,74 +340,23 @@ def status_text(
     return "\n".join(printable(line) for line in lines)
 
 
-class TerminalConsenter:
-    """Asks for consent on the terminal, one request at a time.
+class TextView:
+    """Text standing in for a widget where there are no widgets (a terminal IPython).
 
-    Prompts go to *output* (stderr by default, so stdout stays clean for
-    results); answers are read from *input*. A request that times out or whose
-    connection closes is withdrawn from the terminal and refused.
+    Its ``repr`` (what IPython shows as a cell's result) is the text *render*
+    returns at that moment, so a kept reference stays up to date.
+
+    Parameters
+    ----------
+    render
+        Returns the text to show.
     """
 
-    def __init__(self, input: TextIO | None = None, output: TextIO | None = None) -> None:
-        self._input = input or sys.stdin
-        self._output = output or sys.stderr
-        self._queue: queue.Queue[tuple[ConsentRequest, Future[ConsentDecision]] | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="fsbroker-consent-prompt", daemon=True)
-        self._thread.start()
+    def __init__(self, render: Callable[[], str]) -> None:
+        self._render = render
 
-    def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
-        future: Future[ConsentDecision] = Future()
-        self._queue.put((request, future))
-        return future
+    def __repr__(self) -> str:
+        return self._render()
 
-    def close(self) -> None:
-        """Stop the prompt thread."""
-        self._queue.put(None)
-        self._thread.join(timeout=2)
-
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            request, future = item
-            if future.set_running_or_notify_cancel():
-                try:
-                    decision = self._ask(request, future)
-                except Exception as exc:  # a closed terminal must not hang the server
-                    future.set_exception(exc)
-                else:
-                    if decision is not None:
-                        future.set_result(decision)
-
-    def _say(self, text: str) -> None:
-        self._output.write(text)
-        self._output.flush()
-
-    def _ask(self, request: ConsentRequest, future: Future[ConsentDecision]) -> ConsentDecision | None:
-        message = printable(request.message) if request.message else "(no message)"
-        lines = [f"\n{printable(request.server)} asks for access: {message}"]
-        for item in request.items:
-            mark = "  +" if item.approvable else "  -"
-            words = f"{reason_text(item.reason)} [{item.reason}]"
-            note = "" if item.approvable else f"  (not approvable: {words})"
-            ro = "  (read-only folder)" if item.read_only else ""
-            lines.append(f"{mark} {printable(item.path)}{note}{ro}")
-        lines.append(f"  operations: {', '.join(request.operations)}")
-        lines.append(f"Approve? [y]es / [r]ead only / [N]o (refused in {request.timeout:.0f} s): ")
-        self._say("\n".join(lines))
-        answer = self._read_line(future, request.deadline)
-        if answer is None:
-            self._say("\n(no answer: refused)\n")
-            return None if future.cancelled() else ConsentDecision.deny()
-        answer = answer.strip().lower()
-        if answer in ("y", "yes"):
-            return ConsentDecision.approve_all(request)
-        if answer in ("r", "read"):
-            return ConsentDecision(request.approvable_paths, ("read",))
-        return ConsentDecision.deny()
-
-    def _read_line(self, future: Future[ConsentDecision], deadline: float) -> str | None:
-        while not future.cancelled() and time.time() < deadline:
-            ready, _, _ = select.select([self._input], [], [], 0.2)
-            if ready:
-                line = self._input.readline()
-                return line if line else None
-        return None
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self._render())

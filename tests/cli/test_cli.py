@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
-from jupyter_fsbroker.widgets.text import TerminalConsenter
+from jupyter_fsbroker.widgets.terminal import TerminalConsenter
 
 SERVER = [sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"]
 CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
@@ -219,3 +219,10 @@ def test_terminal_consenter_withdraws_a_cancelled_request() -> None:
         finally:
             consenter.close()
             os.close(write_fd)
+
+
+def test_root_and_allow_problems_name_the_spelling(workdir: Path) -> None:
+    out = run_cli("--root", "./missing", "--allow", "data:read,fly", "--root", "./data", "--", *SERVER)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("jupyter-fsbroker: root './missing': cannot add root "), out.stderr
+    assert "; pre-approval 'data:read,fly': " in out.stderr and out.stderr.count("\n") == 1

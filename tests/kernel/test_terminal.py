@@ -24,7 +24,7 @@ print("rows", data["rows"])
 ip.run_line_magic("fsbroker", "status")
 import jupyter_fsbroker as fsb
 broker = fsb.get_broker()
-print("consenter", type(broker._consenter).__name__)
+print("consenter", type(broker.consenter).__name__)
 print("dashboard", repr(broker.dashboard()).splitlines()[0])
 ip.run_line_magic("unload_ext", "jupyter_fsbroker")
 print("left", sorted(t.name for t in threading.enumerate() if t.ident not in before))
@@ -42,6 +42,26 @@ print("rows", conn.call_tool("profile_csv", {{"path": "data/sales.csv"}}).data["
 print("same", fsb.get_broker() is broker)
 print("ipython", "IPython" in sys.modules)
 # no close: the atexit hook stops the server and the loop
+"""
+
+
+CLOSED_BY_HAND_SCRIPT = """
+import threading
+from IPython.core.interactiveshell import InteractiveShell
+import jupyter_fsbroker as fsb
+
+ip = InteractiveShell.instance()
+before = {t.ident for t in threading.enumerate()}
+ip.run_line_magic("load_ext", "jupyter_fsbroker")
+first = fsb.get_broker()
+first.close()
+second = fsb.get_broker()
+print("fresh", second is not first and not second.closed and fsb.get_broker() is second)
+ip.run_line_magic("fsbroker", "root data=./data")
+print("roots", [r.name for r in second.roots])
+ip.run_line_magic("unload_ext", "jupyter_fsbroker")
+print("closed", second.closed)
+print("left", sorted(t.name for t in threading.enumerate() if t.ident not in before))
 """
 
 
@@ -82,3 +102,8 @@ def test_plain_python_script_gets_a_broker_that_closes_at_exit(tmp_path: Path) -
     out = run(SCRIPT, tmp_path)
     assert "rows 4" in out and "same True" in out and "ipython False" in out
     assert list((tmp_path / "jupyter_fsbroker" / "locks").iterdir()) == []
+
+
+def test_a_broker_closed_by_hand_is_replaced_with_the_extension_loaded(tmp_path: Path) -> None:
+    out = run(CLOSED_BY_HAND_SCRIPT, tmp_path)
+    assert "fresh True" in out and "roots ['data']" in out and "closed True" in out and "left []" in out

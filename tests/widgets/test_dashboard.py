@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, Co
 from jupyter_fsbroker.core.errors import FileLocked, PermissionDenied
 from jupyter_fsbroker.core.watch import ChangeEvent
 from jupyter_fsbroker.widgets.consent import ConsentPrompt
-from jupyter_fsbroker.widgets.dashboard import ConnectionView, Dashboard
+from jupyter_fsbroker.widgets.dashboard import Dashboard
+from jupyter_fsbroker.widgets.text import ConnectionView
 
 from .conftest import ALL_OPS, WAIT, FakeView, join_all, make_request
 
@@ -271,6 +273,24 @@ def test_refreshes_are_coalesced(broker: Broker) -> None:
     assert dash.flush(WAIT)
     assert 1 <= dash.renders - before <= 2
     assert len(dash.revoke_buttons()) == 50
+    dash.close()
+
+
+def test_every_render_runs_through_the_render_with_hook(broker: Broker) -> None:
+    """A kernel renders in a context of its choosing: the hook runs each render, the first one too."""
+    calls: list[tuple[Dashboard, threading.Thread]] = []
+
+    def render_with(dashboard: Dashboard, render: Callable[[], None]) -> None:
+        calls.append((dashboard, threading.current_thread()))
+        render()
+
+    dash = Dashboard(broker, render_with=render_with)
+    assert [d for d, _ in calls] == [dash] and dash.renders == 1
+    broker.allow("data/sales", ops=("read",))
+    assert dash.flush(WAIT)
+    assert len(calls) == dash.renders >= 2 and all(d is dash for d, _ in calls)
+    assert calls[-1][1] is not threading.current_thread()  # refreshed on the dashboard's timer
+    assert "data/sales" in dash.row_texts("grants")[0]
     dash.close()
 
 

@@ -15,8 +15,8 @@ from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision
 from jupyter_fsbroker.core.errors import FilesError
 from jupyter_fsbroker.widgets import text
+from jupyter_fsbroker.widgets.terminal import TerminalConsenter
 from jupyter_fsbroker.widgets.text import (
-    TerminalConsenter,
     decision_text,
     format_age,
     format_bytes,

@@ -1,0 +1,555 @@
+"""The notebook's broker: :class:`NotebookBroker`, one per kernel.
+
+::
+
+    import jupyter_fsbroker as fsb
+
+    broker = fsb.get_broker()                               # one per kernel
+    broker.add_root("./data", name="data")
+    broker.allow("data/raw", ops=("read",))                 # pre-approval
+    conn = broker.connect("analysis", url="http://127.0.0.1:8765/mcp")
+    result = conn.call_tool("profile_csv", {"path": "data/sales.csv"})         # sync cell
+    result = await conn.acall_tool("profile_csv", {"path": "data/sales.csv"})  # async cell
+    conn.revoke("data/raw"); conn.close()
+    broker.dashboard()
+
+It ties together a core :class:`~jupyter_fsbroker.core.broker.Broker` (roots,
+grants, locks, audit), the background loop its connections run on
+(:mod:`.loop`, reached through :mod:`.calls`), the servers it connects to
+(:mod:`.servers`), the ``FSBroker`` settings, who answers consent
+(:mod:`.consent`), and the views (:mod:`.views`). Its methods
+are thin, thread-safe entry points: the work happens on the loop or in the core,
+and policy is the core's. It never blocks the loop's thread, and closing it
+leaves no thread, process, lock or temporary file behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import logging
+import os
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO, Unpack
+
+from ..core.broker import Broker, BrokerConfig
+from ..core.consent import Consenter, DenyingConsenter
+from ..core.errors import ClosedError, ConfigError
+from ..core.grants import Grant
+from ..core.locks import LockInfo
+from ..core.roots import Root
+from ..core.specs import apply_specs
+from ..protocol.client import DEFAULT_CONNECT_TIMEOUT, ServerConnection
+from . import ipykernel_compat as ipk
+from .calls import CallRunner
+from .connection import KernelConnection
+from .consent import CallScope, KernelConsenter
+from .loop import BackgroundLoop, LoopClosedError
+from .servers import ConnectOptions, ServerLogs, ServerTarget
+from .settings import LIVE_TRAITS, FSBroker
+from .views import NotebookViews, widgets_available
+
+__all__ = ["NotebookBroker"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds :meth:`NotebookBroker.close` waits for the transports to come down.
+_CLOSE_TIMEOUT = 10.0
+
+#: The settings that name roots and pre-approvals.
+_SPEC_TRAITS = ("roots", "read_only_roots", "allow")
+
+
+class NotebookBroker:
+    """The kernel's broker: shared folders, grants and server connections, with their views.
+
+    One per kernel: get it with :func:`~jupyter_fsbroker.kernel.current.get_broker`
+    (``%load_ext jupyter_fsbroker`` creates it). It owns a core
+    :class:`~jupyter_fsbroker.core.broker.Broker` (:attr:`core`) and the
+    background event loop its connections run on.
+
+    Parameters
+    ----------
+    settings
+        The ``FSBroker`` configurable; default: its defaults.
+    shell
+        The IPython shell, if any.
+    consenter
+        Who answers consent requests; default: prompts in the notebook (widgets,
+        stdin), the terminal in a terminal IPython, or refusal without either.
+    config
+        The core configuration to start from (lock and trash folders ...);
+        *settings* are applied over it.
+    widgets
+        Whether to show widgets; default: inside a kernel with ``ipywidgets``.
+
+    Attributes
+    ----------
+    settings
+        As given.
+    shell
+        As given.
+    core
+        The core broker: roots, grants, locks, watches, audit.
+    """
+
+    def __init__(
+        self,
+        settings: FSBroker | None = None,
+        *,
+        shell: Any | None = None,
+        consenter: Consenter | None = None,
+        config: BrokerConfig | None = None,
+        widgets: bool | None = None,
+    ) -> None:
+        self.settings = settings if settings is not None else FSBroker()
+        self.shell = shell
+        self._kernel = ipk.get_kernel() if shell is None or hasattr(shell, "kernel") else None
+        if widgets is None:  # widgets need a kernel (and a frontend) to show them
+            widgets = self._kernel is not None and widgets_available()
+        self._lock = threading.RLock()
+        self._server_logs = ServerLogs()
+        self._closed = False
+        self._connections: dict[str, KernelConnection] = {}
+        self._terminal: Any | None = None
+        self._base_limits = (config or BrokerConfig()).limits
+        self.core = Broker(self.settings.make_config(config))
+        self._views = NotebookViews(
+            self.core, self._connection_list, widgets=widgets, closed=lambda: self._closed
+        )
+        self._loop = BackgroundLoop(prepare=self._prepare_loop)
+        try:
+            self._loop.start()
+        except BaseException:
+            self.core.close()
+            raise
+        self._kernel_consenter: KernelConsenter | None = None
+        self._consenter = consenter if consenter is not None else self._default_consenter()
+        self._runner = CallRunner(
+            self._loop, new_scope=self._new_scope, consenter=self._kernel_consenter, keep=self._views.keep
+        )
+        self._apply_specs()
+        self.settings.observe(self._live_setting_changed, names=list(LIVE_TRAITS))
+        self.settings.observe(self._specs_changed, names=list(_SPEC_TRAITS))
+        self.settings.observe(self._audit_changed, names=["audit_file"])
+
+    def _prepare_loop(self) -> None:
+        ipk.detach(self._kernel)
+
+    def _default_consenter(self) -> Consenter:
+        if self._kernel is not None:
+            make_prompt = None
+            if self._views.widgets:
+                from ..widgets.consent import ConsentPrompt
+
+                make_prompt = ConsentPrompt
+            self._kernel_consenter = KernelConsenter(
+                make_prompt=make_prompt, place_outside=self._views.place_outside
+            )
+            return self._kernel_consenter
+        if sys.stdin is not None and sys.stdin.isatty():
+            from ..widgets.terminal import TerminalConsenter
+
+            self._terminal = TerminalConsenter()
+            return self._terminal
+        return DenyingConsenter()
+
+    @property
+    def consenter(self) -> Consenter:
+        """Who answers the consent requests of every connection (see the *consenter* parameter)."""
+        return self._consenter
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return (
+            f"<NotebookBroker {state}: {len(self.core.roots.snapshot())} roots, "
+            f"{len(self._connections)} connections>"
+        )
+
+    # -- settings ------------------------------------------------------------------------------
+
+    def _apply_specs(self) -> None:
+        problems = apply_specs(
+            self,
+            roots=self.settings.roots,
+            read_only_roots=self.settings.read_only_roots,
+            allow=self.settings.allow,
+            existing_roots={root.name for root in self.core.roots.snapshot()},
+        )
+        for problem in problems:
+            log.warning("FSBroker %s", problem)
+            print(f"jupyter_fsbroker: FSBroker {problem}", file=sys.stderr)
+
+    def _live_setting_changed(self, change: Any) -> None:
+        if self._closed:
+            return
+        try:
+            limits = self.settings.make_limits(self._base_limits)
+        except ConfigError as exc:
+            print(f"jupyter_fsbroker: FSBroker.{change['name']} not applied: {exc}", file=sys.stderr)
+            return
+        # Connections read the limits and the delete policy of the current configuration at
+        # every operation; rates are fixed per connection when it opens.
+        self.core.config = dataclasses.replace(
+            self.core.config, limits=limits, permanent_delete=self.settings.permanent_delete
+        )
+
+    def _specs_changed(self, change: Any) -> None:
+        if not self._closed:
+            self._apply_specs()
+
+    def _audit_changed(self, change: Any) -> None:
+        if not self._closed:
+            print(
+                "jupyter_fsbroker: FSBroker.audit_file takes effect at the next %reload_ext", file=sys.stderr
+            )
+
+    # -- roots and grants ----------------------------------------------------------------------
+
+    @property
+    def roots(self) -> tuple[Root, ...]:
+        """The shared folders."""
+        return self.core.roots.snapshot()
+
+    def add_root(
+        self, path: str | os.PathLike[str], name: str | None = None, *, read_only: bool = False
+    ) -> Root:
+        """Share the folder *path* with servers as root *name* (default: the folder's name).
+
+        Adding the same folder under the same name again (re-running a cell)
+        returns the existing root.
+
+        Parameters
+        ----------
+        path
+            An existing folder; ``~`` and relative paths are expanded. ``/`` and
+            your home folder itself are refused.
+        name
+            The root's name: servers write paths as ``NAME/rest``.
+        read_only
+            Refuse every change below this folder.
+
+        Raises
+        ------
+        ConfigError
+            Missing or too broad folder, or the name is taken by another folder.
+        """
+        self._check_open()
+        wanted = os.path.realpath(os.path.abspath(os.path.expanduser(os.fspath(path))))
+        existing = self.core.roots.get(name if name is not None else os.path.basename(wanted))
+        if existing is not None and existing.path == wanted and existing.read_only == read_only:
+            return existing
+        return self.core.add_root(path, name, read_only=read_only)
+
+    def remove_root(self, name: str) -> Root:
+        """Stop sharing root *name*; its grants, watches and staged uploads end with it.
+
+        Raises
+        ------
+        ConfigError
+            No root has that name.
+        """
+        self._check_open()
+        return self.core.remove_root(name)
+
+    def allow(
+        self,
+        path: str,
+        ops: Sequence[str] | str = ("read",),
+        *,
+        include_sensitive: bool = False,
+        duration: float | None = None,
+    ) -> Grant:
+        """Pre-approve *path* for *ops* for every connection (no consent prompt needed).
+
+        Takes the arguments of :meth:`Broker.allow <jupyter_fsbroker.core.broker.Broker.allow>`:
+        a root-relative, absolute or ``file://`` *path* inside a root; *ops*
+        some of ``read``, ``write``, ``delete``, ``watch`` (a sequence or a
+        comma list); *include_sensitive* to allow ``.env``, keys ... below it;
+        *duration* in seconds (``None``: until revoked).
+
+        Raises
+        ------
+        ConfigError
+            *path* is outside every root, or an operation is unknown.
+        """
+        self._check_open()
+        operations = tuple(ops) if not isinstance(ops, str) else ops
+        return self.core.allow(path, operations, include_sensitive=include_sensitive, duration=duration)
+
+    def revoke(
+        self, path: str | None = None, *, connection: str | KernelConnection | None = None
+    ) -> tuple[Grant, ...]:
+        """Revoke grants on *path* (or all): of *connection*, or the pre-approvals when ``None``.
+
+        Returns
+        -------
+        tuple of Grant
+            What was revoked.
+        """
+        self._check_open()
+        if connection is None:
+            return self.core.revoke(path)
+        conn = self.connection(connection) if isinstance(connection, str) else connection
+        return conn.revoke(path)
+
+    def grants(self) -> tuple[Grant, ...]:
+        """Every live grant: consents of each connection and the pre-approvals."""
+        return self.core.grants.grants()
+
+    def locks(self) -> tuple[LockInfo, ...]:
+        """Every lock held now (kept locks carry a ``lock_id``)."""
+        try:
+            return self.core.locks.held()
+        except ClosedError:
+            return ()
+
+    def force_unlock(self, lock_id: str) -> None:
+        """Release a kept lock, whoever holds it."""
+        self.core.force_unlock(lock_id)
+
+    # -- connections ---------------------------------------------------------------------------
+
+    @property
+    def connections(self) -> dict[str, KernelConnection]:
+        """The connections by name (closed ones stay listed until replaced)."""
+        with self._lock:
+            return dict(self._connections)
+
+    def _connection_list(self) -> tuple[KernelConnection, ...]:
+        with self._lock:
+            return tuple(self._connections.values())
+
+    def connection(self, name: str) -> KernelConnection:
+        """The connection called *name*.
+
+        Raises
+        ------
+        ConfigError
+            No connection has that name.
+        """
+        with self._lock:
+            conn = self._connections.get(name)
+            names = sorted(self._connections)
+        if conn is None:
+            known = ", ".join(names) or "none"
+            raise ConfigError(f"no connection named {name!r} (connections: {known})")
+        return conn
+
+    def __getitem__(self, name: str) -> KernelConnection:
+        return self.connection(name)
+
+    def connect(
+        self,
+        name: str,
+        *,
+        url: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        command: str | Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    ) -> KernelConnection:
+        """Connect to an MCP server and give it brokered access to the shared folders.
+
+        Give either *url* (Streamable HTTP) or *command* (stdio: the server is
+        started as a subprocess). Connecting again under a name in use closes
+        the old connection first (re-running a cell does what it says).
+
+        Parameters
+        ----------
+        name
+            Your name for the connection: prompts, the dashboard and the audit log use it.
+        url, headers
+            The server's Streamable HTTP endpoint and extra HTTP headers (``Authorization`` ...).
+        command, env, cwd
+            The server's command line (a list, or a string split like a shell
+            would), extra environment variables and working folder.
+        timeout
+            Seconds for the server to start and complete the handshake.
+
+        Returns
+        -------
+        KernelConnection
+            Open, with its tools listed.
+
+        Raises
+        ------
+        ConnectError
+            The server could not be started or reached, or refused the handshake.
+        ProtocolVersionError
+            The server cannot speak the MCP versions with server-to-client requests.
+        ConfigError
+            Neither or both of *url* and *command*, a URL that is not http(s),
+            or an empty name.
+        """
+        self._runner.check_thread()
+        target = self._target(
+            name, url=url, headers=headers, command=command, env=env, cwd=cwd, timeout=timeout
+        )
+        return self._connected(*self._runner.run(self._open(target)))
+
+    async def aconnect(self, name: str, **options: Unpack[ConnectOptions]) -> KernelConnection:
+        """:meth:`connect` for async cells: ``conn = await broker.aconnect(...)``; the same arguments."""
+        self._runner.check_thread()
+        target = self._target(name, **options)
+        return self._connected(*(await self._runner.run_async(self._open(target))))
+
+    def _target(self, name: str, **options: Unpack[ConnectOptions]) -> ServerTarget:
+        """Check the arguments of :meth:`connect`; close a connection of the same name."""
+        self._check_open()
+        target = ServerTarget.check(name, **options)
+        with self._lock:
+            old = self._connections.get(name)
+        if old is not None and not old.closed:
+            log.info("connection %r replaced", name)
+            old.server.close("replaced by a new connection with the same name")
+        return target
+
+    async def _open(self, target: ServerTarget) -> tuple[ServerConnection, TextIO | None]:
+        """On the loop: wait for a replaced connection to end, then connect; the server and its log."""
+        with self._lock:
+            old = self._connections.get(target.name)
+        if old is not None:
+            try:
+                await asyncio.wait_for(old.server.wait_closed(), _CLOSE_TIMEOUT)
+            except TimeoutError:
+                log.warning("the old connection %r did not close in time", target.name)
+        return await target.open(self.core, self._consenter, self._server_logs)
+
+    def _connected(self, server: ServerConnection, stderr: TextIO | None) -> KernelConnection:
+        conn = KernelConnection(
+            server,
+            broker=self,
+            runner=self._runner,
+            on_change=self._views.connection_changed,
+            server_log=stderr,
+        )
+        with self._lock:
+            if self._closed:
+                server.close("the broker was closed")
+                if stderr is not None:
+                    self._server_logs.release(server.name, stderr)
+                raise ClosedError("the broker is closed")
+            self._connections[server.name] = conn
+        self._views.show_card(conn)
+        with contextlib.suppress(ClosedError):  # closing: close() ends the connection
+            self._runner.submit(self._watch(conn, stderr))
+        self._views.refresh()
+        return conn
+
+    async def _watch(self, conn: KernelConnection, stderr: TextIO | None) -> None:
+        """On the loop, until the transport is down: then release its log and show the change."""
+        await conn.server.wait_closed()
+        if stderr is not None:
+            self._server_logs.release(conn.name, stderr)
+        self._views.connection_changed(conn)
+
+    def disconnect(self, name: str, *, timeout: float = _CLOSE_TIMEOUT) -> None:
+        """Close the connection *name* and wait (at most *timeout* seconds) until it is down."""
+        conn = self.connection(name)
+        conn.close()
+        conn.wait_closed(timeout)
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def dashboard(self) -> Any:
+        """The dashboard widget: folders, connections (Disconnect), grants (Revoke), locks
+        (Force release), changes, activity, and consent requests outside calls.
+
+        One per broker; each display of it is a live view. In a terminal, the
+        same information as text.
+        """
+        return self._views.dashboard()
+
+    def show_status(self) -> None:
+        """Display the dashboard (or print the status where there are no widgets)."""
+        if self._views.widgets:
+            from IPython.display import display
+
+            display(self.dashboard())  # type: ignore[no-untyped-call,unused-ignore]
+        else:
+            print(self.status())
+
+    def status(self) -> str:
+        """The dashboard as text."""
+        return self._views.status()
+
+    def _new_scope(self, connection_id: str) -> CallScope:
+        return CallScope(
+            connection_id,
+            broker=self.core,
+            kernel=self._kernel,
+            widgets=self._views.widgets,
+            stdin_mode=lambda: str(self.settings.stdin_fallback).lower(),
+            show_progress=lambda: bool(self.settings.show_progress),
+            place_outside=self._views.place_outside,
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the broker is closed (%reload_ext jupyter_fsbroker starts a new one)")
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def close(self, *, at_exit: bool = False) -> None:
+        """Close every connection, then the broker: no thread, watcher, lock or temp file remains.
+
+        Idempotent. Waits a few seconds at most for transports to come down.
+
+        Parameters
+        ----------
+        at_exit
+            The process is ending (``atexit``): leave the widgets alone.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conns = list(self._connections.values())
+        self.settings.unobserve(self._live_setting_changed, names=list(LIVE_TRAITS))
+        self.settings.unobserve(self._specs_changed, names=list(_SPEC_TRAITS))
+        self.settings.unobserve(self._audit_changed, names=["audit_file"])
+        for conn in conns:
+            conn.server.close("the notebook's broker was closed")
+        if conns and self._loop.running:
+            try:
+                waiter = self._loop.submit(_wait_all([c.server for c in conns], _CLOSE_TIMEOUT))
+                waiter.result(_CLOSE_TIMEOUT + 1.0)
+            except (LoopClosedError, concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+                log.warning("some connections did not close in time")
+        self._server_logs.close()
+        prompts = []
+        if self._kernel_consenter is not None:
+            prompts = [ask.prompt for ask in self._kernel_consenter.asks() if ask.prompt is not None]
+            self._kernel_consenter.close()
+        if not at_exit:
+            for prompt in prompts:
+                try:
+                    prompt.close()
+                except Exception:
+                    log.debug("could not close a consent prompt", exc_info=True)
+        self._views.close(at_exit=at_exit)
+        self.core.close()
+        self._loop.stop()
+        if self._terminal is not None:
+            self._terminal.close()
+
+    def __enter__(self) -> NotebookBroker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+async def _wait_all(servers: list[ServerConnection], timeout: float) -> None:
+    await asyncio.wait_for(asyncio.gather(*(s.wait_closed() for s in servers)), timeout)

@@ -1,0 +1,139 @@
+"""How a cell waits for work on the broker's background loop, and the frame around each tool call.
+
+Everything that talks to servers runs on the background loop (:mod:`.loop`); a
+cell only waits for it. :class:`CallRunner` is that bridge for a notebook broker
+and its connections: it hands coroutines to the loop, waits for them so that
+Ctrl-C / Interrupt cancels the work, refuses to block the loop's own thread (a
+deadlock), and frames each tool call in a :class:`~.consent.CallScope` so that
+consent requests and transfer progress of the call appear in the calling cell.
+
+It must never run work on the caller's thread, nor wait on the loop's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from ..core.errors import ClosedError
+from .consent import CallScope, KernelConsenter
+from .loop import BackgroundLoop, LoopClosedError
+
+__all__ = ["CallRunner", "wait_interruptibly"]
+
+T = TypeVar("T")
+
+
+def wait_interruptibly(future: Future[T]) -> T:
+    """Block until *future* is done and return its result; Ctrl-C cancels it and re-raises."""
+    try:
+        concurrent.futures.wait((future,))
+        return future.result()
+    except BaseException:
+        future.cancel()
+        raise
+
+
+class CallRunner:
+    """Runs a notebook broker's work on its background loop, for cells on any thread.
+
+    Parameters
+    ----------
+    loop
+        The broker's background loop.
+    new_scope
+        Builds the :class:`~.consent.CallScope` of a tool call on the connection
+        with the given broker-side id.
+    consenter
+        The consenter that routes consent requests to calls in flight; ``None``
+        when another consenter (a terminal, a policy) answers them.
+    keep
+        Takes the panel a call showed in its cell, once the call ended (its
+        owner closes it with the broker).
+    """
+
+    def __init__(
+        self,
+        loop: BackgroundLoop,
+        *,
+        new_scope: Callable[[str], CallScope],
+        consenter: KernelConsenter | None,
+        keep: Callable[[Any], None],
+    ) -> None:
+        self._loop = loop
+        self._new_scope = new_scope
+        self._consenter = consenter
+        self._keep = keep
+
+    def check_thread(self) -> None:
+        """Refuse to wait on the loop's own thread, where the work could never run.
+
+        Raises
+        ------
+        RuntimeError
+            The caller runs on the broker's event loop.
+        """
+        if self._loop.in_loop_thread():
+            raise RuntimeError("blocking broker calls cannot run on the broker's own event loop")
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """Run *coro* on the loop; return a future of its result (cancelling it cancels the work).
+
+        Raises
+        ------
+        ClosedError
+            The broker is closed (its loop stopped); *coro* never runs.
+        """
+        try:
+            return self._loop.submit(coro)
+        except LoopClosedError:
+            raise ClosedError("the broker is closed") from None
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run *coro* on the loop and wait for its result; Ctrl-C cancels it.
+
+        Raises
+        ------
+        RuntimeError
+            Called on the loop's own thread.
+        ClosedError
+            The broker is closed.
+        """
+        self.check_thread()
+        return wait_interruptibly(self.submit(coro))
+
+    async def run_async(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run *coro* on the loop and await its result on the caller's loop; cancelling cancels it."""
+        self.check_thread()
+        future = self.submit(coro)
+        try:
+            return await asyncio.wrap_future(future)
+        except BaseException:
+            future.cancel()
+            raise
+
+    @contextlib.contextmanager
+    def call(self, connection_id: str) -> Iterator[CallScope]:
+        """Frame one tool call on connection *connection_id*: its consent requests come to this scope.
+
+        Raises
+        ------
+        RuntimeError
+            Entered on the loop's own thread.
+        """
+        self.check_thread()
+        scope = self._new_scope(connection_id)
+        if self._consenter is not None:
+            self._consenter.enter(scope)
+        try:
+            yield scope
+        finally:
+            if self._consenter is not None:
+                self._consenter.leave(scope)
+            scope.end()
+            if scope.panel is not None:
+                self._keep(scope.panel)

@@ -1,0 +1,294 @@
+"""The notebook's live connection to one MCP server: :class:`KernelConnection`.
+
+What a notebook holds after ``broker.connect(...)``: the server's description
+and tools, tool calls from synchronous and async cells (interruptible, with
+their consent prompts and progress in the calling cell, see :mod:`.calls`),
+the connection's grants, and the kill switch. A thin, thread-safe front of the
+protocol-level :class:`~jupyter_fsbroker.protocol.client.ServerConnection`: the
+work runs on the broker's background loop, never on the cell's thread, and
+nothing here decides what a server may do (the core does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+from ..core.broker import Connection as CoreConnection
+from ..core.errors import ClosedError
+from ..core.grants import Grant
+from ..protocol.client import ConnectionClosedError, ServerConnection
+from .calls import CallRunner
+from .results import ToolResult
+
+__all__ = ["KernelConnection"]
+
+
+class KernelConnection:
+    """The notebook's live connection to one MCP server.
+
+    Returned by :meth:`NotebookBroker.connect <jupyter_fsbroker.kernel.broker.NotebookBroker.connect>`;
+    not created directly. Thread-safe.
+
+    Parameters
+    ----------
+    server
+        The protocol-level connection, open.
+    broker
+        The notebook broker it belongs to.
+    runner
+        Runs the connection's work on the broker's background loop.
+    on_change
+        Called (any thread) when the connection's state may have changed, so
+        the views can follow.
+    server_log
+        A stdio server's stderr, kept apart from the notebook's; its owner
+        closes it when the connection ends.
+
+    Attributes
+    ----------
+    broker
+        The notebook broker it belongs to.
+    """
+
+    def __init__(
+        self,
+        server: ServerConnection,
+        *,
+        broker: Any,
+        runner: CallRunner,
+        on_change: Callable[[KernelConnection], None],
+        server_log: TextIO | None = None,
+    ) -> None:
+        self.broker = broker
+        self._server = server
+        self._runner = runner
+        self._on_change = on_change
+        self._server_log = server_log
+
+    def __repr__(self) -> str:
+        return f"<KernelConnection {self.name!r} {self.transport} {self.state}>"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+    # -- what it is ----------------------------------------------------------------------------
+
+    @property
+    def server(self) -> ServerConnection:
+        """The protocol-level connection: its transport, session and MCP state (advanced use)."""
+        return self._server
+
+    @property
+    def name(self) -> str:
+        """The name you gave the connection (consent prompts and the audit log show it)."""
+        return self._server.name
+
+    @property
+    def server_name(self) -> str:
+        """The name the server gives itself (``serverInfo.name``); empty if it gave none."""
+        return self._server.server_name or ""
+
+    @property
+    def transport(self) -> str:
+        """``"stdio"`` or ``"http"``."""
+        return self._server.transport
+
+    @property
+    def target(self) -> str:
+        """The server's command line or URL (without secrets), for display."""
+        return self._server.target
+
+    def server_log(self, lines: int = 50) -> str:
+        """The last *lines* a stdio server wrote to its stderr (empty over HTTP, and once it ended).
+
+        A server's stderr is kept apart from the notebook's: otherwise ipykernel
+        would show it in whichever cell happens to run.
+        """
+        stderr = self._server_log
+        if stderr is None or stderr.closed:
+            return ""
+        with open(os.dup(stderr.fileno()), encoding="utf-8", errors="replace", closefd=True) as reader:
+            reader.seek(0)
+            return "".join(collections.deque(reader, maxlen=lines))
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The negotiated MCP protocol version."""
+        return self._server.protocol_version
+
+    @property
+    def state(self) -> str:
+        """``connecting``, ``open``, ``closing`` or ``closed``."""
+        return self._server.state
+
+    @property
+    def closed(self) -> bool:
+        """Whether the connection has ended."""
+        return self._server.closed
+
+    @property
+    def close_reason(self) -> str | None:
+        """Why the connection ended; ``None`` while it is open."""
+        return self._server.close_reason
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """``serverInfo`` from the server's ``initialize`` result."""
+        return self._server.server_info
+
+    @property
+    def instructions(self) -> str | None:
+        """The server's instructions for its users, if any."""
+        return self._server.instructions
+
+    @property
+    def tools(self) -> tuple[dict[str, Any], ...]:
+        """The server's tools (``name``, ``description``, ``inputSchema`` ...), kept up to date."""
+        return self._server.tools
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The names of the server's tools."""
+        return [str(tool.get("name")) for tool in self._server.tools]
+
+    @property
+    def connection(self) -> CoreConnection:
+        """The broker side of the connection: its grants, locks, watches and uploads."""
+        return self._server.connection
+
+    @property
+    def id(self) -> str:
+        """The broker-side connection id (``c1`` ...), as audit records and grants carry it."""
+        return self._server.connection.id
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def call_tool(
+        self, tool: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> ToolResult:
+        """Call the server's tool *tool* and wait for its result (for synchronous cells).
+
+        Consent requests the server makes meanwhile appear in this cell's
+        output; where widget clicks cannot reach a busy kernel, a text prompt
+        asks instead. Ctrl-C / Interrupt cancels the call.
+
+        Parameters
+        ----------
+        tool
+            The tool's name (see :attr:`tools`).
+        arguments
+            The tool's arguments, a JSON object.
+        timeout
+            Seconds to wait for the result; ``None`` waits as long as it takes.
+
+        Returns
+        -------
+        ToolResult
+            The result; ``result.is_error`` tells whether the tool failed,
+            ``result.data`` holds its structured content.
+
+        Raises
+        ------
+        ConnectionClosedError
+            The connection is closed, or closed during the call.
+        ServerError
+            The server answered with a JSON-RPC error (unknown tool, bad arguments).
+        TimeoutError
+            *timeout* elapsed (the server is told to cancel).
+        KeyboardInterrupt
+            The call was interrupted (and cancelled).
+        """
+        with self._runner.call(self.id) as scope:
+            future = self._runner.submit(self._server.call_tool(tool, arguments, timeout=timeout))
+            try:
+                result: dict[str, Any] = scope.wait(future)
+            except concurrent.futures.CancelledError:
+                raise self._cancelled(tool) from None
+        return ToolResult(result)
+
+    async def acall_tool(
+        self, tool: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> ToolResult:
+        """Call the server's tool *tool* from an async cell: ``await conn.acall_tool(...)``.
+
+        The call runs on the broker's loop; this awaits it on the caller's loop,
+        which keeps handling widget clicks. Takes the arguments of
+        :meth:`call_tool` and raises the same errors (cancelling the awaiting
+        task cancels the call).
+        """
+        with self._runner.call(self.id) as scope:
+            future = self._runner.submit(self._server.call_tool(tool, arguments, timeout=timeout))
+            try:
+                result: dict[str, Any] = await scope.wait_async(future)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if future.cancelled() and not (task is not None and task.cancelling()):
+                    # The broker was closed under the call, not this task cancelled.
+                    raise self._cancelled(tool) from None
+                raise
+        return ToolResult(result)
+
+    def _cancelled(self, tool: str) -> ConnectionClosedError:
+        return ConnectionClosedError(f"the call of {tool!r} on {self.name!r} was cancelled")
+
+    def refresh_tools(self) -> tuple[dict[str, Any], ...]:
+        """Fetch the tool list again and return it."""
+        return self._runner.run(self._server.refresh_tools())
+
+    # -- grants and the kill switch ------------------------------------------------------------
+
+    def grants(self) -> tuple[Grant, ...]:
+        """The live grants this connection can use (its own and the notebook's pre-approvals)."""
+        return self._server.connection.grants()
+
+    def revoke(self, path: str | None = None) -> tuple[Grant, ...]:
+        """Revoke this connection's grants on *path* (root-relative, absolute or ``file://``), or all.
+
+        Takes effect for the next operation, and for operations already queued.
+
+        Returns
+        -------
+        tuple of Grant
+            What was revoked.
+
+        Raises
+        ------
+        ConfigError
+            *path* is not inside a root.
+        """
+        return self._server.connection.revoke(path)
+
+    def close(self) -> None:
+        """End the connection now: the kill switch. Returns at once; safe from any thread.
+
+        Every grant, lock, watch, staged upload and pending consent of the
+        connection ends immediately; the server process is stopped (stdio) or
+        the session deleted (HTTP) right after. Use :meth:`wait_closed` to wait
+        for that.
+        """
+        self._server.close("closed by the user")
+        self._on_change(self)
+
+    def wait_closed(self, timeout: float | None = 10.0) -> bool:
+        """Wait until the transport is down; return whether it is (``False`` on timeout)."""
+        if self._server.closed:
+            return True
+        self._runner.check_thread()
+        try:
+            future = self._runner.submit(self._server.wait_closed())
+        except ClosedError:  # the broker's loop is gone: nothing more will happen
+            return self._server.closed
+        try:
+            future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            return False
+        except BaseException:
+            future.cancel()
+            raise
+        return True

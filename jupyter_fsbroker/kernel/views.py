@@ -1,0 +1,211 @@
+"""What a notebook broker shows, and where a consent request goes when no cell waits for it.
+
+:class:`NotebookViews` builds and keeps the notebook's views (:mod:`jupyter_fsbroker.widgets`):
+the dashboard (one per broker), a card under each cell that connected, and the
+call panels that cells showed. It closes all of them with the broker. A request
+that arrives while no call of its connection is in flight goes to the dashboard
+when the user has shown it, else to its connection's card, else (with a warning)
+to the dashboard, which ``%fsbroker status`` shows.
+
+Where there are no widgets (a terminal IPython, a script) the views are text.
+The dashboard and its rows are built in a context detached from the running
+cell, with their comm routing freed (:mod:`.ipykernel_compat`), so that its
+buttons work while a cell blocks (consent prompts are built so by the
+consenter). This module never decides what a server may do, and never blocks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..core.broker import Broker
+from ..core.errors import ClosedError
+from ..widgets.text import TextView, status_text
+from . import ipykernel_compat as ipk
+from .connection import KernelConnection
+from .consent import Ask
+
+if TYPE_CHECKING:  # the widget modules import ipywidgets (and IPython): only when widgets show
+    from ..widgets.places import PromptShelf
+
+__all__ = ["NotebookViews", "widgets_available"]
+
+log = logging.getLogger(__name__)
+
+
+def widgets_available() -> bool:
+    """Whether ``ipywidgets`` and the widget views import."""
+    try:
+        import ipywidgets  # type: ignore[import-untyped,unused-ignore]  # noqa: F401
+
+        from ..widgets import consent, dashboard, places, progress  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _render_detached(dashboard: Any, render: Callable[[], None]) -> None:
+    # Rows are created while rendering, on the dashboard's timer thread: keep their comms
+    # unpinned so Disconnect works while a cell blocks (see ipykernel_compat).
+    ipk.run_detached(render)
+    ipk.free_routing(dashboard)
+
+
+class NotebookViews:
+    """The views of one notebook broker.
+
+    Parameters
+    ----------
+    core
+        The core broker shown.
+    connections
+        Returns the notebook's connections (called from the dashboard's thread).
+    widgets
+        Whether to show widgets; otherwise the views are text.
+    closed
+        Returns whether the notebook broker is closed: then nothing new is shown.
+    """
+
+    def __init__(
+        self,
+        core: Broker,
+        connections: Callable[[], Sequence[KernelConnection]],
+        *,
+        widgets: bool,
+        closed: Callable[[], bool],
+    ) -> None:
+        self.widgets = widgets
+        self._core = core
+        self._connections = connections
+        self._closed = closed
+        self._lock = threading.RLock()
+        self._dashboard: Any | None = None
+        self._dashboard_shelf: PromptShelf | None = None
+        self._dashboard_shown = False
+        self._cards: dict[str, tuple[Any, PromptShelf]] = {}  # connection id: card and its shelf
+        self._kept: list[Any] = []
+
+    # -- the dashboard -------------------------------------------------------------------------
+
+    def dashboard(self) -> Any:
+        """The dashboard widget (created on first use), or the status as text without widgets.
+
+        From now on, consent requests outside a call go to it.
+
+        Raises
+        ------
+        ClosedError
+            The broker is closed.
+        """
+        if not self.widgets:
+            return TextView(self.status)
+        dash = self._ensure_dashboard()
+        with self._lock:
+            self._dashboard_shown = True
+        return dash
+
+    def status(self) -> str:
+        """The dashboard as text."""
+        return status_text(self._core, self._connections)
+
+    def _ensure_dashboard(self) -> Any:
+        with self._lock:
+            if self._closed():
+                raise ClosedError("the broker is closed (%reload_ext jupyter_fsbroker starts a new one)")
+            if self._dashboard is not None:
+                return self._dashboard
+            from ..widgets.dashboard import Dashboard
+            from ..widgets.places import PromptShelf
+
+            dash = ipk.run_detached(Dashboard, self._core, self._connections, render_with=_render_detached)
+            ipk.free_routing(dash)
+            self._dashboard = dash
+            self._dashboard_shelf = PromptShelf(dash)
+            return dash
+
+    def refresh(self) -> None:
+        """Bring the dashboard up to date soon (a connection's state changed). Never blocks."""
+        dash = self._dashboard
+        if dash is not None:
+            dash.schedule_refresh()
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def show_card(self, conn: KernelConnection) -> None:
+        """Display the card of a new connection in the running cell's output.
+
+        Only from the main thread with widgets: a display from another thread
+        would land in whatever cell the kernel handled last.
+        """
+        if not self.widgets or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            from IPython.display import display
+
+            from ..widgets.places import ConnectionCard, PromptShelf
+
+            card = ConnectionCard(conn)
+            with self._lock:
+                self._cards[conn.id] = (card, PromptShelf(card))
+            display(card)  # type: ignore[no-untyped-call,unused-ignore]
+        except Exception:
+            log.exception("could not show the connection card")
+
+    def connection_changed(self, conn: KernelConnection) -> None:
+        """Show a connection's new state (it opened, closed or ended): its card and the dashboard."""
+        with self._lock:
+            shown = self._cards.get(conn.id)
+        if shown is not None:
+            try:
+                shown[0].update()
+            except Exception:
+                log.debug("could not update the connection card", exc_info=True)
+        self.refresh()
+
+    def keep(self, widget: Any) -> None:
+        """Close *widget* (a call's panel) with the views."""
+        with self._lock:
+            self._kept.append(widget)
+
+    # -- consent requests outside a call -------------------------------------------------------
+
+    def place_outside(self, ask: Ask) -> None:
+        """Show a consent request that no call in flight took (see the module docstring)."""
+        if ask.prompt is None or self._closed():
+            return
+        with self._lock:
+            shelf = self._dashboard_shelf if self._dashboard_shown else None
+            if shelf is None:
+                card = self._cards.get(ask.request.connection_id)
+                shelf = card[1] if card is not None else None
+        if shelf is None:
+            log.warning(
+                "consent request from %s with no visible place to ask: run %%fsbroker status to see it",
+                ask.request.server,
+            )
+            try:
+                self._ensure_dashboard()
+            except ClosedError:
+                return
+            shelf = self._dashboard_shelf
+        assert shelf is not None
+        shelf.put(ask.prompt)
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    def close(self, *, at_exit: bool = False) -> None:
+        """Close every view (unless the process is ending: then leave the widgets alone). Idempotent."""
+        with self._lock:
+            dash, self._dashboard, self._dashboard_shelf = self._dashboard, None, None
+            cards, self._cards = [card for card, _ in self._cards.values()], {}
+            kept, self._kept = self._kept, []
+        if at_exit:
+            return
+        for widget in [*kept, *cards, *([dash] if dash is not None else [])]:
+            try:
+                widget.close()
+            except Exception:
+                log.debug("could not close a view", exc_info=True)

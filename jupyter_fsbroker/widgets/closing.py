@@ -1,0 +1,35 @@
+"""Closing a widget and everything it is made of, so that views that come and go leave nothing behind.
+
+ipywidgets keeps every widget (a ``Layout`` and a ``Style`` too) in the kernel's
+registry until it is closed, and closing a widget leaves its children, layout
+and style open. Every view here closes through these two functions. They never
+close anything that was not handed to them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
+
+__all__ = ["close_parts", "close_tree"]
+
+
+def close_parts(widget: Any) -> None:
+    """Close what *widget* is made of: its descendants, and their and its layout and style.
+
+    *widget* itself stays open (a view's own ``close`` calls this, then its
+    base class's ``close``).
+    """
+    for child in tuple(getattr(widget, "children", ()) or ()):
+        close_tree(child)
+    for name in ("layout", "style"):
+        part = getattr(widget, name, None)
+        if isinstance(part, widgets.Widget):
+            part.close()
+
+
+def close_tree(widget: Any) -> None:
+    """Close *widget* and everything it is made of (see :func:`close_parts`)."""
+    close_parts(widget)
+    widget.close()

@@ -1,0 +1,138 @@
+"""A consent request as a text conversation: the question, the answers it accepts, and what came of it.
+
+Both text prompts use this module: the terminal's (:class:`~.terminal.TerminalConsenter`)
+and the stdin prompt a blocked notebook cell shows where widget clicks cannot
+arrive (:mod:`jupyter_fsbroker.kernel.consent`). So they ask the same question
+and accept the same answers:
+
+=====================  ==========================================================
+answer                 decision
+=====================  ==========================================================
+``y``, ``yes``         every approvable path, for every requested operation
+``r``, ``read``        every approvable path, for reading only (when reading
+                       was requested; otherwise a refusal)
+``n``, ``no``, empty   a refusal (so is anything else: only a clear yes approves)
+=====================  ==========================================================
+
+Answers are case-insensitive and may carry surrounding spaces. Everything a
+server chose (its name, message and paths) is shown through
+:func:`~.text.printable`, so it cannot drive a terminal. This module decides
+nothing beyond reading the user's words: the broker still drops whatever was not
+approvable or not requested. It never imports ``ipywidgets``.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+
+from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest
+from .text import printable, reason_text
+
+__all__ = [
+    "APPROVE_ANSWERS",
+    "DENY_ANSWERS",
+    "READ_ANSWERS",
+    "item_label",
+    "outcome_text",
+    "parse_answer",
+    "question_text",
+]
+
+#: Answers that approve everything approvable.
+APPROVE_ANSWERS = frozenset({"y", "yes"})
+#: Answers that approve reading only.
+READ_ANSWERS = frozenset({"r", "read"})
+#: The answers the question names for a refusal (anything not in the two sets above refuses too).
+DENY_ANSWERS = frozenset({"n", "no", ""})
+
+#: A cancellation this close to the deadline (or later) counts as the timeout.
+_TIMEOUT_SLACK = 1.0
+
+
+def item_label(item: ConsentItem) -> str:
+    """How a requested path is named to the user: root-relative, with the server's spelling if it differs."""
+    shown = printable(item.rel or item.path)
+    return shown if shown == printable(item.path) else f"{shown}  ({printable(item.path)})"
+
+
+def _offers_read_only(request: ConsentRequest) -> bool:
+    return "read" in request.operations and len(request.operations) > 1
+
+
+def question_text(request: ConsentRequest, *, now: float | None = None) -> str:
+    """The request as a text prompt, ending with the question and no line break.
+
+    Parameters
+    ----------
+    request
+        What the server asks for, as the broker prepared it.
+    now
+        The current time, for the seconds left; default :func:`time.time`.
+
+    Returns
+    -------
+    str
+        Several lines: who asks and why, one line per path (``+`` approvable,
+        ``-`` not, with the reason in words and its code), the operations, and
+        ``Approve? [y]es / [r]ead only / [N]o (denied in 118 s): ``.
+    """
+    message = printable(request.message) if request.message else "(no message)"
+    lines = [f"{printable(request.server)} asks for access to your files: {message}"]
+    for item in request.items:
+        if item.approvable:
+            note = "  (read-only folder)" if item.read_only else ""
+            lines.append(f"  + {item_label(item)}{note}")
+        else:
+            reason = f"{reason_text(item.reason)} [{item.reason or 'not_allowed'}]"
+            lines.append(f"  - {item_label(item)}  (cannot be approved: {reason})")
+    lines.append(f"  operations: {', '.join(request.operations)}")
+    left = max(0, round(request.deadline - (time.time() if now is None else now)))
+    read = " / [r]ead only" if _offers_read_only(request) else ""
+    lines.append(f"Approve? [y]es{read} / [N]o (denied in {left} s): ")
+    return "\n".join(lines)
+
+
+def parse_answer(request: ConsentRequest, answer: str) -> ConsentDecision:
+    """The decision a typed *answer* stands for (see the table in the module docstring).
+
+    Parameters
+    ----------
+    request
+        The request answered.
+    answer
+        The line the user typed, with or without its line break.
+
+    Returns
+    -------
+    ConsentDecision
+        All approvable paths for all requested operations, the same paths for
+        reading only, or a refusal.
+    """
+    word = answer.strip().lower()
+    if word in APPROVE_ANSWERS:
+        return ConsentDecision.approve_all(request)
+    if word in READ_ANSWERS and "read" in request.operations:
+        return ConsentDecision(request.approvable_paths, ("read",))
+    return ConsentDecision.deny()
+
+
+def outcome_text(request: ConsentRequest, future: Future[ConsentDecision]) -> str:
+    """What became of a request whose *future* is done, in one line for a text prompt.
+
+    Returns
+    -------
+    str
+        ``(approved read on data/sales)``, ``(denied)``, ``(no answer in time: denied)``,
+        ``(the request was withdrawn)`` or ``(the request failed: denied)``.
+    """
+    if future.cancelled():
+        if time.time() >= request.deadline - _TIMEOUT_SLACK:
+            return "(no answer in time: denied)"
+        return "(the request was withdrawn)"
+    if future.exception() is not None:
+        return "(the request failed: denied)"
+    decision = future.result()
+    if not decision.granted:
+        return "(denied)"
+    return printable(f"(approved {', '.join(decision.operations)} on {', '.join(decision.approved_paths)})")

@@ -1,0 +1,195 @@
+"""The dashboard's sections as HTML: tables, feeds and one-line rows, with everything escaped.
+
+Pure functions from the broker's values (roots, grants, locks, audit records,
+change events) to HTML strings for ``ipywidgets.HTML``. Whatever a server chose
+(names, paths, messages, reasons) goes through :func:`escape`, which also makes
+control and bidirectional characters visible (:func:`~.text.printable`), so no
+server can inject markup or disguise a path. Views only: nothing here reads the
+broker or decides anything, and nothing imports ``ipywidgets``.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from .text import (
+    clock_text,
+    expiry_text,
+    format_age,
+    format_bytes,
+    grant_holder,
+    plural,
+    printable,
+    reason_text,
+)
+
+if TYPE_CHECKING:
+    from ..core.audit import AuditRecord
+    from ..core.grants import Grant
+    from ..core.locks import LockInfo
+    from ..core.roots import Root
+    from ..core.watch import ChangeEvent
+
+__all__ = [
+    "activity_html",
+    "changes_html",
+    "connection_html",
+    "escape",
+    "grant_html",
+    "header_html",
+    "lock_html",
+    "muted",
+    "roots_html",
+    "table",
+    "totals_html",
+]
+
+_TABLE = '<table style="border-collapse:collapse;font-size:90%;line-height:1.3">'
+_CELL = "padding:0 0.8em 0 0;text-align:left;vertical-align:top"
+
+
+def escape(value: object) -> str:
+    """*value* as text that is safe inside HTML: escaped, with invisible characters made visible."""
+    return html.escape(printable(str(value)))
+
+
+def table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """An HTML table with the column titles *head*; every cell of *rows* must already be escaped."""
+    out = [_TABLE, "<tr>", *(f'<th style="{_CELL}">{escape(h)}</th>' for h in head), "</tr>"]
+    for row in rows:
+        out.append("<tr>" + "".join(f'<td style="{_CELL}">{cell}</td>' for cell in row) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def muted(text: str) -> str:
+    """*text* in grey italics: what an empty section says."""
+    return f'<span style="opacity:0.7"><i>{escape(text)}</i></span>'
+
+
+def header_html(
+    *,
+    roots: int,
+    connections: int,
+    grants: int,
+    locks: int,
+    totals: Mapping[str, Mapping[str, int]],
+    waiting: int,
+    closed: bool,
+) -> str:
+    """The dashboard's one-line summary: counts, bytes moved, consent requests waiting."""
+    read = sum(t["read"] for t in totals.values())
+    written = sum(t["written"] for t in totals.values())
+    parts = [
+        plural(roots, "shared folder"),
+        plural(connections, "connection"),
+        plural(grants, "grant"),
+        plural(locks, "lock"),
+        f"{format_bytes(read)} read",
+        f"{format_bytes(written)} written",
+    ]
+    summary = " · ".join(escape(part) for part in parts)
+    if waiting:
+        summary += f" · <b>{escape(plural(waiting, 'consent request'))} waiting</b>"
+    if closed:
+        summary += " · <b>broker closed</b>"
+    return f"<b>File broker</b> — {summary}"
+
+
+def roots_html(roots: Sequence[Root]) -> str:
+    """The shared folders as a table."""
+    if not roots:
+        return muted("No shared folders: %fsbroker root DIR")
+    rows = [
+        (
+            f"<b>{escape(r.name)}</b>",
+            f"<code>{escape(r.path)}</code>",
+            "read-only" if r.read_only else "read-write",
+        )
+        for r in roots
+    ]
+    return table(("name", "folder", "access"), rows)
+
+
+def connection_html(name: str, server: str, transport: str, version: str | None, state: str) -> str:
+    """One connection's row: its name, server, transport, protocol version and state."""
+    return (
+        f"<b>{escape(name)}</b> · server {escape(server or '?')} · {escape(transport)} · "
+        f"protocol {escape(version or '?')} · <i>{escape(state)}</i>"
+    )
+
+
+def grant_html(grant: Grant, servers: dict[str, str], now: float) -> str:
+    """One grant's row: who holds it, on what, for which operations, until when, from where."""
+    holder = grant_holder(grant, servers)
+    who = f"<i>{escape(holder)}</i>" if grant.connection_id is None else f"<b>{escape(holder)}</b>"
+    extra = " · incl. sensitive names" if grant.include_sensitive else ""
+    return (
+        f"{who} · <code>{escape(grant.path)}</code> · {escape(', '.join(grant.operations))} · "
+        f"{escape(expiry_text(grant, now))} · {escape(grant.source)}{extra}"
+    )
+
+
+def lock_html(info: LockInfo, now: float) -> str:
+    """One kept lock's row: the path, who holds it, since when."""
+    return (
+        f"<code>{escape(info.path)}</code> · held by <b>{escape(info.owner_label)}</b> · "
+        f"for {escape(format_age(now - info.since))} (since {escape(clock_text(info.since))})"
+    )
+
+
+def totals_html(totals: Mapping[str, Mapping[str, int]]) -> str:
+    """Bytes read and written, and operations allowed and denied, per server, as a table."""
+    if not totals:
+        return muted("Nothing read or written yet.")
+    rows = [
+        (
+            escape(server),
+            format_bytes(t["read"]),
+            format_bytes(t["written"]),
+            str(t["allowed"]),
+            str(t["denied"]),
+        )
+        for server, t in sorted(totals.items())
+    ]
+    return table(("server", "read", "written", "allowed", "denied"), rows)
+
+
+def changes_html(changes: Sequence[tuple[str, ChangeEvent]]) -> str:
+    """The change feed, newest first, from ``(server, event)`` pairs in the order they came."""
+    if not changes:
+        return muted("No changes seen yet (servers see changes under the paths they watch).")
+    rows = []
+    for server, ev in reversed(changes):
+        path = f"<code>{escape(ev.path)}</code>"
+        if ev.old_path:
+            path = f"<code>{escape(ev.old_path)}</code> → {path}"
+        rows.append((escape(clock_text(ev.timestamp)), escape(ev.event), path, escape(server)))
+    return table(("time", "event", "path", "server"), rows)
+
+
+def activity_html(activity: Sequence[AuditRecord]) -> str:
+    """The activity log, newest first, from audit records in the order they came."""
+    if not activity:
+        return muted("No activity yet.")
+    rows = []
+    for record in reversed(activity):
+        if record.decision == "allow":
+            decision = '<span style="color:#2e7d32">allow</span>'
+        else:
+            decision = f'<span style="color:#c62828" title="{escape(reason_text(record.reason))}">deny</span>'
+        detail = ": ".join(escape(part) for part in (record.error, record.reason) if part)
+        rows.append(
+            (
+                escape(clock_text(record.time)),
+                escape(record.server),
+                escape(record.method),
+                f"<code>{escape(record.canonical or record.path or '-')}</code>",
+                decision,
+                detail,
+                escape(format_bytes(record.bytes)) if record.bytes else "",
+            )
+        )
+    return table(("time", "server", "method", "path", "decision", "error", "bytes"), rows)
