@@ -96,6 +96,12 @@ class BrokerConfig:
         Seconds within which watch events on one path are merged.
     workers
         Threads that run requests for :meth:`Connection.ahandle`.
+    advertise_read_only_roots
+        List read-only roots in ``roots/list`` (marked ``_meta.readOnly``).
+        Off by default: a server that reads the roots and opens files itself
+        (the official filesystem server does) would get the operating
+        system's access to them, writes included; ``files/*`` reaches them
+        either way, under the same grants.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -107,6 +113,7 @@ class BrokerConfig:
     audit_capacity: int = 2000
     coalesce: float = 0.05
     workers: int = 32
+    advertise_read_only_roots: bool = False
 
 
 @dataclass(frozen=True)

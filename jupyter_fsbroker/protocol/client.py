@@ -6,7 +6,18 @@ once the handshake is done; :func:`open_connection` is the same as an
 :class:`~jupyter_fsbroker.core.broker.Connection` (its own grants, locks,
 watches and staged uploads) created under the name the user gave, so consent
 prompts and the audit log name the connection as the user knows it; what the
-server says about itself is in :attr:`ServerConnection.server_info`.
+server says about itself is in :attr:`ServerConnection.server_info`. Without a
+name, the connection takes the server's own (``serverInfo.name``), resolved
+from its answer to ``initialize`` before the server may send any request.
+
+What the server says meanwhile (its stderr over stdio, its MCP log messages
+over any transport) goes to :attr:`ServerConnection.log`, in order, and to
+Python logging under ``jupyter_fsbroker.server.<name>``.
+
+Roots and the first tool call: a server that reads the roots fetches them
+after the handshake, and nothing in MCP holds tool calls back meanwhile, so a
+call is let through only once the roots are settled (briefly and boundedly:
+see :mod:`.roots_gate`).
 
 Threading
 ---------
@@ -25,15 +36,19 @@ leaks to the layers above.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import json
 import logging
 import math
-import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+import os
+import unicodedata
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 from typing import Any, Literal, TextIO
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import httpx2
 import mcp_types as types
 from mcp.client.session import ClientSession, IncomingMessage
@@ -49,14 +64,18 @@ from ..core.broker import Broker
 from ..core.broker import Connection as CoreConnection
 from ..core.consent import Consenter
 from ..core.errors import BrokerError, ClosedError
+from ..core.serverlog import LogEntry, ServerLog
 from ..core.watch import ChangeEvent
 from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware, MessageReader, MessageWriter
+from .roots_gate import RootsGate, RootsGrace
+from .stderr import captured_stderr
 
 __all__ = [
     "ConnectError",
     "ConnectionClosedError",
     "ConnectionState",
     "ProtocolVersionError",
+    "RootsGrace",
     "ServerConnection",
     "ServerError",
     "TransportKind",
@@ -65,6 +84,30 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: The parent of each connection's logger (``jupyter_fsbroker.server.<name>``): the
+#: servers' own words. It has a NullHandler, so that nothing a server says is
+#: printed by Python's last-resort handler (in a kernel that is whatever cell
+#: runs); the notebook and the command line show it their own way.
+SERVER_LOGGER = "jupyter_fsbroker.server"
+logging.getLogger(SERVER_LOGGER).addHandler(logging.NullHandler())
+
+#: Python logging levels of MCP's log levels (RFC 5424's).
+_PY_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO + 5,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL + 5,
+    "emergency": logging.CRITICAL + 10,
+}
+
+#: Characters of a server-given name kept for the connection's name.
+_MAX_NAME = 64
+
+_Opener = Callable[[Callable[[str], None]], AbstractAsyncContextManager[tuple[MessageReader, MessageWriter]]]
 
 TransportKind = Literal["stdio", "http"]
 ConnectionState = Literal["connecting", "open", "closing", "closed"]
@@ -77,6 +120,9 @@ DEFAULT_CONNECT_TIMEOUT = 30.0
 
 #: Default seconds between keep-alive pings on HTTP connections.
 DEFAULT_KEEPALIVE = 30.0
+
+#: How long tool calls may wait, by default, for the server to fetch the roots.
+DEFAULT_ROOTS_GRACE = RootsGrace()
 
 # The HTTP client's timeouts: connecting and writing are bounded, reading is not
 # (a tools/call's event stream may stay silent for as long as the tool runs;
@@ -150,35 +196,49 @@ class ServerConnection:
     Attributes
     ----------
     name
-        The name the user gave the connection; the broker-side connection,
-        consent prompts and audit records use it.
+        The connection's name: the one the user gave, or else the server's own
+        (``serverInfo.name``, cleaned of control characters and cut to 64
+        characters). The broker-side connection, consent prompts and audit
+        records use it.
     transport
         ``"stdio"`` or ``"http"``.
     target
         The command line (stdio) or URL (HTTP, without user info or query), for display.
     broker
         The broker whose files this connection serves.
+    log
+        What the server said: its stderr lines (stdio) and MCP log messages, in order.
     """
 
     def __init__(
         self,
         broker: Broker,
-        name: str,
+        name: str | None,
         *,
         transport: TransportKind,
         target: str,
-        opener: AbstractAsyncContextManager[tuple[MessageReader, MessageWriter]],
+        opener: _Opener,
         consenter: Consenter | None,
         keepalive: float | None,
+        roots_grace: RootsGrace | None = None,
     ) -> None:
         self.broker = broker
-        self.name = name
+        #: Whether :attr:`name` came from the server (none was given).
+        self.named_by_server = name is None
+        self.name = name if name is not None else _fallback_name(transport, target)
         self.transport: TransportKind = transport
         self.target = target
+        self.log = ServerLog()
         self._opener = opener
         self._keepalive = keepalive
+        self._consenter = consenter
         self._loop = asyncio.get_running_loop()
-        self._core = broker.connect(name, consenter=consenter, notify=self._on_change)
+        self._logger = _server_logger(self.name)
+        self._core: CoreConnection | None = None
+        self._core_ready = anyio.Event()
+        if name is not None:
+            self._open_core()
+        self._gate = RootsGate(roots_grace) if roots_grace is not None else None
         self._state: ConnectionState = "connecting"
         self._close_reason: str | None = None
         self._asked_reason: str | None = None  # set by close() before the broker side closes
@@ -221,7 +281,14 @@ class ServerConnection:
     @property
     def connection(self) -> CoreConnection:
         """The broker side of this connection: its grants, locks, watches, uploads."""
+        if self._core is None:
+            raise ConnectionClosedError(f"the connection {self.name!r} has no broker side yet")
         return self._core
+
+    @property
+    def roots_gate(self) -> RootsGate | None:
+        """What holds tool calls back while the server takes in the roots (``None``: nothing does)."""
+        return self._gate
 
     @property
     def server_info(self) -> dict[str, Any]:
@@ -261,6 +328,8 @@ class ServerConnection:
 
         Fetched at connect time and again whenever the server sends
         ``notifications/tools/list_changed``; :meth:`refresh_tools` re-fetches.
+        Descriptions are cleaned of their docstring indentation
+        (``inspect.cleandoc``), as servers often send them raw.
         """
         return self._tools
 
@@ -315,8 +384,20 @@ class ServerConnection:
             *timeout* elapsed.
         ServerError
             The server answered with a JSON-RPC error (unknown tool, bad arguments ...).
+
+        Notes
+        -----
+        Right after connecting, or after the roots changed, the call first waits
+        (briefly, at most ``RootsGrace.limit``) until the server has fetched the
+        roots or shown it does not (see :mod:`.roots_gate`).
         """
         session = self._require_session(f"call tool {name!r}")
+        if self._gate is not None:
+            # A root changed just before, by this thread: its notification is queued on the
+            # loop; let it go first, so that the gate knows.
+            await anyio.lowlevel.checkpoint()
+            if self._gate.armed:
+                await self._gate.wait()
         try:
             result = await session.call_tool(
                 name, dict(arguments) if arguments is not None else None, read_timeout_seconds=timeout
@@ -349,14 +430,14 @@ class ServerConnection:
         ``broker.close()``) has the same effect.
         """
         self._asked_reason = self._asked_reason or reason
-        self._core.close()
+        self._close_core()
         with suppress(RuntimeError):  # a closed loop: nothing left to tear down
             self._loop.call_soon_threadsafe(self._request_close, reason)
 
     async def aclose(self, reason: str = "closed by the user") -> None:
         """Close the connection (see :meth:`close`) and wait until the transport is down."""
         self._asked_reason = self._asked_reason or reason
-        self._core.close()
+        self._close_core()
         self._request_close(reason)
         await self.wait_closed()
 
@@ -379,7 +460,7 @@ class ServerConnection:
         try:
             await asyncio.shield(self._ready)
         except asyncio.CancelledError:
-            self._core.close()
+            self._close_core()
             self._request_close("connecting was cancelled")
             with anyio.CancelScope(shield=True):  # the teardown is bounded (stdio: a few seconds at most)
                 await self._done.wait()
@@ -402,20 +483,26 @@ class ServerConnection:
 
     async def _serve(self) -> None:
         async with AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(self._opener)
+            read, write = await stack.enter_async_context(self._opener(self._on_stderr))
             middleware = BrokerMiddleware(
                 read,
                 write,
-                handle_files=self._core.ahandle,
+                handle_files=self._handle_files,
                 list_roots=self._list_roots,
                 on_transport_closed=self._transport_closed,
                 label=f"connection {self.name!r}",
+                roots_gate=self._gate,
+                on_initialize_result=self._on_initialize_result,
             )
             session_read, session_write = await stack.enter_async_context(middleware.attach())
             self._middleware = middleware
             session = await stack.enter_async_context(
                 ClientSession(
-                    session_read, session_write, client_info=CLIENT_INFO, message_handler=self._on_message
+                    session_read,
+                    session_write,
+                    client_info=CLIENT_INFO,
+                    message_handler=self._on_message,
+                    logging_callback=self._on_log_message,
                 )
             )
             await self._handshake(session, middleware)
@@ -495,10 +582,10 @@ class ServerConnection:
         self._state = "closed"
         self._session = None
         self._middleware = None
-        self._core.close()
+        self._close_core()
         error: BaseException | None = None
         if not self._ready.done():
-            error = self._connect_error(timeout)
+            error = self._quote_stderr(self._connect_error(timeout))
         if self._close_reason is None:
             if error is not None:
                 self._close_reason = str(error)
@@ -511,6 +598,14 @@ class ServerConnection:
             self._ready.set_exception(error)
             self._ready.exception()  # retrieved here, so an abandoned connect never warns
         self._done.set()
+
+    def _quote_stderr(self, error: BaseException) -> BaseException:
+        """*error*, quoting the last lines the server wrote on its stderr (they often say why)."""
+        lines = [e.text for e in self.log.entries() if e.source == "stderr" and e.text.strip()]
+        if type(error) is not ConnectError or not lines:
+            return error
+        tail = " | ".join(_short(line) for line in lines[-3:])
+        return ConnectError(f"{error}; its stderr ended with: {tail}")
 
     def _connect_error(self, timeout: float | None) -> BaseException:
         failure = self._failure
@@ -578,13 +673,67 @@ class ServerConnection:
 
     def _connections_changed(self) -> None:
         """Any thread: a broker-side connection opened or closed; if it is ours, end the transport."""
-        if self._core.closed and not self._done.is_set():
+        if self._core is not None and self._core.closed and not self._done.is_set():
             reason = self._asked_reason or "the broker closed the connection"
             with suppress(RuntimeError):  # a closed loop: nothing left to tear down
                 self._loop.call_soon_threadsafe(self._request_close, reason)
 
-    def _list_roots(self) -> list[dict[str, str]]:
-        return [{"uri": root.uri, "name": root.name} for root in self.broker.roots.snapshot()]
+    def _list_roots(self) -> list[dict[str, Any]]:
+        """The ``roots/list`` items: read-only roots marked, and listed only if the broker says so."""
+        advertise_read_only = self.broker.config.advertise_read_only_roots
+        items: list[dict[str, Any]] = []
+        for root in self.broker.roots.snapshot():
+            if not root.read_only:
+                items.append({"uri": root.uri, "name": root.name})
+            elif advertise_read_only:
+                items.append({"uri": root.uri, "name": root.name, "_meta": {"readOnly": True}})
+        return items
+
+    # -- the broker side, opened once the name is known ----------------------------------------
+
+    def _open_core(self) -> None:
+        self._core = self.broker.connect(self.name, consenter=self._consenter, notify=self._on_change)
+        self._core_ready.set()
+
+    def _close_core(self) -> None:
+        if self._core is not None:
+            self._core.close()
+        self._core_ready.set()  # a files/* request waiting for it is answered (closed)
+
+    async def _handle_files(self, method: str, params: Any) -> dict[str, Any]:
+        if self._core is None:
+            # A server that asks before the handshake ended: wait for the name.
+            await self._core_ready.wait()
+        if self._core is None:
+            raise ClosedError(f"the connection {self.name!r} is closed")
+        return await self._core.ahandle(method, params)
+
+    def _on_initialize_result(self, result: dict[str, Any]) -> None:
+        """On the loop, before the session sees the answer: name the connection after the server."""
+        if self._core is not None or self._core_ready.is_set():
+            return
+        info = result.get("serverInfo")
+        raw = info.get("name") if isinstance(info, dict) else None
+        name = _clean_name(raw) if isinstance(raw, str) else ""
+        if name:
+            self.name = name
+            self._logger = _server_logger(name)
+        self._open_core()
+
+    # -- what the server says -------------------------------------------------------------------
+
+    def _on_stderr(self, line: str) -> None:
+        """On the loop: one line of a stdio server's stderr."""
+        entry = self.log.add_stderr(line)
+        self._logger.info("stderr: %s", entry.text)
+
+    async def _on_log_message(self, params: types.LoggingMessageNotificationParams) -> None:
+        """An MCP ``notifications/message``: into the connection's log and Python logging."""
+        data = params.data
+        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+        entry = self.log.add_message(str(params.level), text, params.logger)
+        origin = f"{entry.logger}: " if entry.logger else ""
+        self._logger.log(_PY_LEVELS.get(entry.level or "", logging.INFO), "%s%s", origin, entry.text)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
@@ -660,7 +809,7 @@ class ServerConnection:
 
 async def connect(
     broker: Broker,
-    name: str,
+    name: str | None,
     *,
     command: str | None = None,
     args: Sequence[str] = (),
@@ -672,6 +821,8 @@ async def connect(
     timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     keepalive: float | None = DEFAULT_KEEPALIVE,
     errlog: TextIO | None = None,
+    roots_grace: RootsGrace | None = DEFAULT_ROOTS_GRACE,
+    on_log: Callable[[LogEntry], object] | None = None,
 ) -> ServerConnection:
     """Connect *broker* to an MCP server and complete the handshake.
 
@@ -688,7 +839,10 @@ async def connect(
         The broker whose roots and files the server may use.
     name
         The user's name for the connection: the broker-side connection,
-        consent prompts and audit records carry it.
+        consent prompts and audit records carry it. ``None``: the server's
+        own name (``serverInfo.name``), known from its answer to
+        ``initialize`` (before it may send any request); until then, and if
+        it gives none, the command's file name or the URL's host.
     command, args, env, cwd
         stdio: the executable, its arguments, extra environment variables
         (merged over a minimal safe environment: ``HOME``, ``PATH``, ...), and
@@ -705,7 +859,17 @@ async def connect(
         HTTP only: seconds between pings that notice a server that went away
         (``None``: never ping). stdio notices an exited server at once.
     errlog
-        stdio: where the server's stderr goes (default: the process's stderr).
+        stdio: a file to give the server as its stderr instead. By default
+        each line it writes goes to :attr:`ServerConnection.log` (and Python
+        logging), and the last lines are quoted when connecting fails.
+    roots_grace
+        How long a tool call may wait for the server to fetch the roots right
+        after connecting or after they changed (see :mod:`.roots_gate`);
+        ``None``: never wait.
+    on_log
+        Called with each :class:`~jupyter_fsbroker.core.serverlog.LogEntry` of
+        the connection's log from the start (stderr lines, log messages), on
+        the event loop; it must not block.
 
     Returns
     -------
@@ -724,21 +888,19 @@ async def connect(
     """
     if (command is None) == (url is None):
         raise ValueError("give either command (stdio) or url (Streamable HTTP)")
-    opener: AbstractAsyncContextManager[tuple[MessageReader, MessageWriter]]
     if command is not None:
         parameters = StdioServerParameters(
             command=command, args=list(args), env=dict(env) if env is not None else None, cwd=cwd
         )
-        stderr = errlog if errlog is not None else (sys.__stderr__ or sys.stderr)
-        opener = stdio_client(parameters, errlog=stderr)
         conn = ServerConnection(
             broker,
             name,
             transport="stdio",
             target=" ".join([command, *args]),
-            opener=opener,
+            opener=lambda on_line: _stdio_transport(parameters, errlog, on_line),
             consenter=consenter,
             keepalive=None,
+            roots_grace=roots_grace,
         )
     else:
         assert url is not None
@@ -749,10 +911,13 @@ async def connect(
             name,
             transport="http",
             target=_display_url(url),
-            opener=_http_transport(url, dict(headers or {})),
+            opener=lambda on_line: _http_transport(url, dict(headers or {})),
             consenter=consenter,
             keepalive=keepalive,
+            roots_grace=roots_grace,
         )
+    if on_log is not None:
+        conn.log.follow(on_log)
     await conn._start(timeout)
     return conn
 
@@ -760,7 +925,7 @@ async def connect(
 @asynccontextmanager
 async def open_connection(
     broker: Broker,
-    name: str,
+    name: str | None,
     *,
     command: str | None = None,
     args: Sequence[str] = (),
@@ -772,6 +937,8 @@ async def open_connection(
     timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     keepalive: float | None = DEFAULT_KEEPALIVE,
     errlog: TextIO | None = None,
+    roots_grace: RootsGrace | None = DEFAULT_ROOTS_GRACE,
+    on_log: Callable[[LogEntry], object] | None = None,
 ) -> AsyncIterator[ServerConnection]:
     """``async with open_connection(broker, name, ...) as conn``: :func:`connect`, closed at the end.
 
@@ -791,11 +958,26 @@ async def open_connection(
         timeout=timeout,
         keepalive=keepalive,
         errlog=errlog,
+        roots_grace=roots_grace,
+        on_log=on_log,
     )
     try:
         yield conn
     finally:
         await conn.aclose()
+
+
+@asynccontextmanager
+async def _stdio_transport(
+    parameters: StdioServerParameters, errlog: TextIO | None, on_line: Callable[[str], None]
+) -> AsyncIterator[tuple[MessageReader, MessageWriter]]:
+    if errlog is not None:
+        async with stdio_client(parameters, errlog=errlog) as streams:
+            yield streams
+        return
+    async with captured_stderr(on_line) as stderr, stdio_client(parameters, errlog=stderr) as streams:
+        stderr.close()  # the server has its own copy: the pipe ends when it exits
+        yield streams
 
 
 @asynccontextmanager
@@ -815,11 +997,42 @@ async def _list_tools(session: ClientSession) -> tuple[dict[str, Any], ...]:
     for _ in range(1000):  # a server whose cursor never ends cannot hang us
         params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
         page = await session.list_tools(params=params)
-        tools.extend(tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in page.tools)
+        tools.extend(_tool_dict(tool) for tool in page.tools)
         cursor = page.next_cursor
         if cursor is None:
             break
     return tuple(tools)
+
+
+def _tool_dict(tool: types.Tool) -> dict[str, Any]:
+    dumped: dict[str, Any] = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+    description = dumped.get("description")
+    if isinstance(description, str):
+        dumped["description"] = inspect.cleandoc(description)
+    return dumped
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _clean_name(raw: str) -> str:
+    """A server-given name fit for prompts and logs: no control or format characters, one line, short."""
+    kept = "".join(" " if unicodedata.category(c)[0] in "CZ" else c for c in raw)
+    return " ".join(kept.split())[:_MAX_NAME].strip()
+
+
+def _fallback_name(transport: TransportKind, target: str) -> str:
+    """The name of a connection until (or unless) the server names itself."""
+    if transport == "http":
+        return httpx2.URL(target).netloc.decode("ascii", "replace") or target
+    return os.path.basename(target.split(" ", 1)[0]) or target
+
+
+def _server_logger(name: str) -> logging.Logger:
+    # Dots would make a hierarchy of the name's parts.
+    return logging.getLogger(f"{SERVER_LOGGER}.{name.replace('.', '_')}")
 
 
 def _display_url(url: str) -> str:
