@@ -83,8 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument(
         "--name",
-        help="the connection's name in prompts and the audit log (default: the name the server "
-        "gives itself)",
+        help="the connection's name in prompts and the audit log (default: the name the server gives itself)",
     )
     c.add_argument(
         "--advertise-read-only-roots",
