@@ -220,3 +220,18 @@ async def test_tool_descriptions_lose_their_docstring_indentation(broker: Broker
     async with roots_server(broker) as conn:
         described = {tool["name"]: tool["description"] for tool in conn.tools}
     assert described["log"] == "Send a log message.\n\nArguments: level, data, logger."
+
+
+async def test_stderr_is_read_line_by_line_safely(broker: Broker) -> None:
+    """Invalid UTF-8, a line without end and a line far too long: none breaks the log."""
+    noisy = (
+        "import sys, time\n"
+        "sys.stderr.buffer.write(b'bad \\xff byte\\n' + b'y' * 200000 + b'\\nlast words')\n"
+        "sys.stderr.flush()\n"
+        "sys.exit(1)\n"
+    )
+    with pytest.raises(ConnectError) as info:
+        await connect(broker, "noisy", command=sys.executable, args=["-c", noisy])
+    message = str(info.value)
+    assert "bad \ufffd byte | " in message and " | last words" in message
+    assert len(message) < 1000  # the long line is quoted cut
