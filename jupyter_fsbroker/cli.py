@@ -32,7 +32,8 @@ from .core.consent import Consenter, DenyingConsenter
 from .core.errors import BrokerError
 from .core.serverlog import LEVELS, LogEntry
 from .core.specs import apply_specs, split_header
-from .protocol.client import ServerConnection, connect
+from .protocol.client import ServerConnection
+from .protocol.connector import connect
 from .widgets.terminal import TerminalConsenter
 from .widgets.text import printable
 

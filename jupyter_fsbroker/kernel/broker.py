@@ -43,7 +43,8 @@ from ..core.grants import Grant
 from ..core.locks import LockInfo
 from ..core.roots import Root
 from ..core.specs import apply_specs
-from ..protocol.client import DEFAULT_CONNECT_TIMEOUT, ServerConnection
+from ..protocol.client import ServerConnection
+from ..protocol.connector import DEFAULT_CONNECT_TIMEOUT
 from . import ipykernel_compat as ipk
 from .calls import CallRunner
 from .connection import KernelConnection

@@ -20,7 +20,8 @@ from ..core.broker import Connection as CoreConnection
 from ..core.errors import ClosedError
 from ..core.grants import Grant
 from ..core.serverlog import ServerLog
-from ..protocol.client import ConnectionClosedError, ServerConnection
+from ..protocol.client import ServerConnection
+from ..protocol.errors import ConnectionClosedError
 from .calls import CallRunner
 from .results import ToolResult
 

@@ -2,7 +2,7 @@
 
 :class:`ServerTarget` is what ``broker.connect(name, url=… | command=…)`` asks
 for, checked before anything starts; :meth:`ServerTarget.open` connects to it on
-the broker's background loop (:func:`jupyter_fsbroker.protocol.client.connect`).
+the broker's background loop (:func:`jupyter_fsbroker.protocol.connector.connect`).
 What a server says (a stdio server's stderr, its MCP log messages) stays in the
 connection's own log (``conn.server_log()``), away from the notebook's output:
 ipykernel would otherwise show it in whichever cell happens to run.
@@ -21,7 +21,8 @@ from typing import TypedDict, Unpack
 from ..core.broker import Broker
 from ..core.consent import Consenter
 from ..core.errors import ConfigError
-from ..protocol.client import DEFAULT_CONNECT_TIMEOUT, ServerConnection, connect
+from ..protocol.client import ServerConnection
+from ..protocol.connector import DEFAULT_CONNECT_TIMEOUT, connect
 
 __all__ = ["ConnectOptions", "ServerTarget"]
 

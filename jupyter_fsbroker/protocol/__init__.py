@@ -1,6 +1,8 @@
 """The protocol layer: the only part of jupyter_fsbroker that imports ``mcp``.
 
-Client side (:mod:`.client`, :mod:`.middleware`): connect a
+Client side (:mod:`.connector`, :mod:`.client`, :mod:`.middleware` and their
+helpers :mod:`.transports`, :mod:`.roots_gate`, :mod:`.voice`, :mod:`.stderr`,
+:mod:`.errors`): connect a
 :class:`~jupyter_fsbroker.core.broker.Broker` to an MCP server over stdio or
 Streamable HTTP and answer the server's ``files/*`` requests through it::
 
@@ -16,22 +18,16 @@ server-side helper) does not load the client and the core.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import _lazy
 
 if TYPE_CHECKING:
-    from .client import (
-        ConnectError,
-        ConnectionClosedError,
-        ConnectionState,
-        ProtocolVersionError,
-        ServerConnection,
-        ServerError,
-        TransportKind,
-        connect,
-        open_connection,
-    )
+    from .client import ConnectionState, ServerConnection, TransportKind
+    from .connector import connect, open_connection
+    from .errors import ConnectError, ConnectionClosedError, ProtocolVersionError, ServerError
     from .middleware import ROOTS_CAPABILITY, BrokerMiddleware
+    from .roots_gate import RootsGrace
 
 __all__ = [
     "ROOTS_CAPABILITY",
@@ -40,6 +36,7 @@ __all__ = [
     "ConnectionClosedError",
     "ConnectionState",
     "ProtocolVersionError",
+    "RootsGrace",
     "ServerConnection",
     "ServerError",
     "TransportKind",
@@ -47,29 +44,21 @@ __all__ = [
     "open_connection",
 ]
 
-_LAZY = {
-    "ROOTS_CAPABILITY": "middleware",
-    "BrokerMiddleware": "middleware",
-    "ConnectError": "client",
-    "ConnectionClosedError": "client",
-    "ConnectionState": "client",
-    "ProtocolVersionError": "client",
-    "ServerConnection": "client",
-    "ServerError": "client",
-    "TransportKind": "client",
-    "connect": "client",
-    "open_connection": "client",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    globals(),
+    {
+        "ROOTS_CAPABILITY": ".middleware",
+        "BrokerMiddleware": ".middleware",
+        "ConnectError": ".errors",
+        "ConnectionClosedError": ".errors",
+        "ConnectionState": ".client",
+        "ProtocolVersionError": ".errors",
+        "RootsGrace": ".roots_gate",
+        "ServerConnection": ".client",
+        "ServerError": ".errors",
+        "TransportKind": ".client",
+        "connect": ".connector",
+        "open_connection": ".connector",
+    },
+)

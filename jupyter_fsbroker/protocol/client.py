@@ -1,18 +1,18 @@
-"""Connect a broker to an MCP server over stdio or Streamable HTTP.
+"""One live connection to an MCP server: :class:`ServerConnection`.
 
-:func:`connect` starts one connection and returns a :class:`ServerConnection`
-once the handshake is done; :func:`open_connection` is the same as an
-``async with`` block. Each connection owns one broker-side
-:class:`~jupyter_fsbroker.core.broker.Connection` (its own grants, locks,
-watches and staged uploads) created under the name the user gave, so consent
-prompts and the audit log name the connection as the user knows it; what the
-server says about itself is in :attr:`ServerConnection.server_info`. Without a
-name, the connection takes the server's own (``serverInfo.name``), resolved
-from its answer to ``initialize`` before the server may send any request.
+Made by :func:`~.connector.connect` (or :func:`~.connector.open_connection`), it
+owns the transport, the middleware that answers ``files/*``, the MCP session,
+and one broker-side :class:`~jupyter_fsbroker.core.broker.Connection` (its own
+grants, locks, watches and staged uploads) named as the user named the
+connection, so consent prompts and the audit log name it as the user knows it;
+what the server says about itself is in :attr:`ServerConnection.server_info`.
+Without a name, the connection takes the server's own (``serverInfo.name``),
+resolved from its answer to ``initialize`` before the server may send any
+request.
 
 What the server says meanwhile (its stderr over stdio, its MCP log messages
 over any transport) goes to :attr:`ServerConnection.log`, in order, and to
-Python logging under ``jupyter_fsbroker.server.<name>``.
+Python logging under ``jupyter_fsbroker.server.<name>`` (:mod:`.voice`).
 
 Roots and the first tool call: a server that reads the roots fetches them
 after the handshake, and nothing in MCP holds tool calls back meanwhile, so a
@@ -37,14 +37,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 import math
-import os
-import unicodedata
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
-from typing import Any, Literal, TextIO
+from collections.abc import Mapping
+from contextlib import AsyncExitStack, suppress
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -52,8 +49,6 @@ import anyio.lowlevel
 import httpx2
 import mcp_types as types
 from mcp.client.session import ClientSession, IncomingMessage
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
@@ -64,70 +59,25 @@ from ..core.broker import Broker
 from ..core.broker import Connection as CoreConnection
 from ..core.consent import Consenter
 from ..core.errors import BrokerError, ClosedError
-from ..core.serverlog import LogEntry, ServerLog
+from ..core.serverlog import ServerLog
 from ..core.watch import ChangeEvent
-from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware, MessageReader, MessageWriter
+from .errors import ConnectError, ConnectionClosedError, ProtocolVersionError, ServerError
+from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware
 from .roots_gate import RootsGate, RootsGrace
-from .stderr import captured_stderr
+from .transports import Opener
+from .voice import ServerVoice, clean_name, fallback_name
 
-__all__ = [
-    "ConnectError",
-    "ConnectionClosedError",
-    "ConnectionState",
-    "ProtocolVersionError",
-    "RootsGrace",
-    "ServerConnection",
-    "ServerError",
-    "TransportKind",
-    "connect",
-    "open_connection",
-]
+__all__ = ["CLIENT_INFO", "ConnectionState", "ServerConnection", "TransportKind"]
 
 log = logging.getLogger(__name__)
 
-#: The parent of each connection's logger (``jupyter_fsbroker.server.<name>``): the
-#: servers' own words. It has a NullHandler, so that nothing a server says is
-#: printed by Python's last-resort handler (in a kernel that is whatever cell
-#: runs); the notebook and the command line show it their own way.
-SERVER_LOGGER = "jupyter_fsbroker.server"
-logging.getLogger(SERVER_LOGGER).addHandler(logging.NullHandler())
-
-#: Python logging levels of MCP's log levels (RFC 5424's).
-_PY_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "notice": logging.INFO + 5,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "alert": logging.CRITICAL + 5,
-    "emergency": logging.CRITICAL + 10,
-}
-
-#: Characters of a server-given name kept for the connection's name.
-_MAX_NAME = 64
-
-_Opener = Callable[[Callable[[str], None]], AbstractAsyncContextManager[tuple[MessageReader, MessageWriter]]]
-
+#: How a connection reaches its server: a local command over stdio, or Streamable HTTP.
 TransportKind = Literal["stdio", "http"]
+#: Where a connection is in its life: ``connecting`` → ``open`` → ``closing`` → ``closed``.
 ConnectionState = Literal["connecting", "open", "closing", "closed"]
 
 #: How this client introduces itself in ``initialize``.
 CLIENT_INFO = types.Implementation(name="jupyter_fsbroker", version=__version__)
-
-#: Default seconds for the transport to come up and the handshake to complete.
-DEFAULT_CONNECT_TIMEOUT = 30.0
-
-#: Default seconds between keep-alive pings on HTTP connections.
-DEFAULT_KEEPALIVE = 30.0
-
-#: How long tool calls may wait, by default, for the server to fetch the roots.
-DEFAULT_ROOTS_GRACE = RootsGrace()
-
-# The HTTP client's timeouts: connecting and writing are bounded, reading is not
-# (a tools/call's event stream may stay silent for as long as the tool runs;
-# the keep-alive ping notices a server that went away).
-_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=None)
 
 # How long a failed call waits for the connection to finish closing, to name why.
 _CLOSE_REASON_WAIT = 5.0
@@ -140,57 +90,13 @@ _TRANSPORT_NAMES = {"stdio": "stdio", "http": "HTTP"}
 _VERSIONS = ", ".join(HANDSHAKE_PROTOCOL_VERSIONS)
 
 
-# -- errors -------------------------------------------------------------------------------------
-
-
-class ConnectError(BrokerError, RuntimeError):
-    """The connection could not be established (spawn failure, unreachable URL, handshake refused)."""
-
-
-class ProtocolVersionError(ConnectError):
-    """The server cannot speak the handshake era of MCP (protocol versions 2024-11-05 … 2025-11-25).
-
-    Attributes
-    ----------
-    requested
-        The protocol version this client proposed.
-    offered
-        The version(s) the server answered with or said it supports.
-    """
-
-    def __init__(self, message: str, *, requested: str, offered: Sequence[str] = ()) -> None:
-        super().__init__(message)
-        self.requested = requested
-        self.offered = tuple(offered)
-
-
-class ConnectionClosedError(ClosedError):
-    """The connection is closed, or closed while a call was waiting for its answer."""
-
-
-class ServerError(BrokerError, RuntimeError):
-    """The server answered a request with a JSON-RPC error.
-
-    Attributes
-    ----------
-    code, message, data
-        The JSON-RPC error's members.
-    """
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(f"{message} (code {code})")
-        self.code = code
-        self.message = message
-        self.data = data
-
-
 # -- the connection -----------------------------------------------------------------------------
 
 
 class ServerConnection:
     """One live connection from the broker to an MCP server.
 
-    Created by :func:`connect` (or :func:`open_connection`); not meant to be
+    Created by :func:`~.connector.connect` (or :func:`~.connector.open_connection`); not meant to be
     instantiated directly.
 
     Attributes
@@ -217,7 +123,7 @@ class ServerConnection:
         *,
         transport: TransportKind,
         target: str,
-        opener: _Opener,
+        opener: Opener,
         consenter: Consenter | None,
         keepalive: float | None,
         roots_grace: RootsGrace | None = None,
@@ -225,7 +131,7 @@ class ServerConnection:
         self.broker = broker
         #: Whether :attr:`name` came from the server (none was given).
         self.named_by_server = name is None
-        self.name = name if name is not None else _fallback_name(transport, target)
+        self.name = name if name is not None else fallback_name(transport, target)
         self.transport: TransportKind = transport
         self.target = target
         self.log = ServerLog()
@@ -233,7 +139,7 @@ class ServerConnection:
         self._keepalive = keepalive
         self._consenter = consenter
         self._loop = asyncio.get_running_loop()
-        self._logger = _server_logger(self.name)
+        self._voice = ServerVoice(self.log, self.name)
         self._core: CoreConnection | None = None
         self._core_ready = anyio.Event()
         if name is not None:
@@ -453,7 +359,14 @@ class ServerConnection:
 
     # -- the connection's task ----------------------------------------------------------------
 
-    async def _start(self, timeout: float | None) -> None:
+    async def start(self, timeout: float | None) -> None:
+        """Start the connection's task; wait until the handshake is done (what ``connect`` does).
+
+        Raises
+        ------
+        ConnectError
+            As :func:`.connector.connect`.
+        """
         if timeout is not None:
             self._scope.deadline = anyio.current_time() + timeout
         self._task = self._loop.create_task(self._run(timeout), name=f"fsbroker-connection-{self.name}")
@@ -483,7 +396,7 @@ class ServerConnection:
 
     async def _serve(self) -> None:
         async with AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(self._opener(self._on_stderr))
+            read, write = await stack.enter_async_context(self._opener(self._voice.stderr))
             middleware = BrokerMiddleware(
                 read,
                 write,
@@ -502,7 +415,7 @@ class ServerConnection:
                     session_write,
                     client_info=CLIENT_INFO,
                     message_handler=self._on_message,
-                    logging_callback=self._on_log_message,
+                    logging_callback=self._voice.message,
                 )
             )
             await self._handshake(session, middleware)
@@ -714,26 +627,11 @@ class ServerConnection:
             return
         info = result.get("serverInfo")
         raw = info.get("name") if isinstance(info, dict) else None
-        name = _clean_name(raw) if isinstance(raw, str) else ""
+        name = clean_name(raw) if isinstance(raw, str) else ""
         if name:
             self.name = name
-            self._logger = _server_logger(name)
+            self._voice.rename(name)
         self._open_core()
-
-    # -- what the server says -------------------------------------------------------------------
-
-    def _on_stderr(self, line: str) -> None:
-        """On the loop: one line of a stdio server's stderr."""
-        entry = self.log.add_stderr(line)
-        self._logger.info("stderr: %s", entry.text)
-
-    async def _on_log_message(self, params: types.LoggingMessageNotificationParams) -> None:
-        """An MCP ``notifications/message``: into the connection's log and Python logging."""
-        data = params.data
-        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
-        entry = self.log.add_message(str(params.level), text, params.logger)
-        origin = f"{entry.logger}: " if entry.logger else ""
-        self._logger.log(_PY_LEVELS.get(entry.level or "", logging.INFO), "%s%s", origin, entry.text)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
@@ -804,193 +702,6 @@ class ServerConnection:
         )
 
 
-# -- entry points -------------------------------------------------------------------------------
-
-
-async def connect(
-    broker: Broker,
-    name: str | None,
-    *,
-    command: str | None = None,
-    args: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-    cwd: str | None = None,
-    url: str | None = None,
-    headers: Mapping[str, str] | None = None,
-    consenter: Consenter | None = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
-    keepalive: float | None = DEFAULT_KEEPALIVE,
-    errlog: TextIO | None = None,
-    roots_grace: RootsGrace | None = DEFAULT_ROOTS_GRACE,
-    on_log: Callable[[LogEntry], object] | None = None,
-) -> ServerConnection:
-    """Connect *broker* to an MCP server and complete the handshake.
-
-    Give either *command* (stdio: the server is started as a subprocess) or
-    *url* (Streamable HTTP). The connection always uses the handshake era of
-    MCP (it proposes protocol version 2025-11-25 and accepts 2024-11-05 …
-    2025-11-25) and advertises ``roots.filesystemBrokering``.
-
-    Must be awaited on the asyncio event loop that will run the connection.
-
-    Parameters
-    ----------
-    broker
-        The broker whose roots and files the server may use.
-    name
-        The user's name for the connection: the broker-side connection,
-        consent prompts and audit records carry it. ``None``: the server's
-        own name (``serverInfo.name``), known from its answer to
-        ``initialize`` (before it may send any request); until then, and if
-        it gives none, the command's file name or the URL's host.
-    command, args, env, cwd
-        stdio: the executable, its arguments, extra environment variables
-        (merged over a minimal safe environment: ``HOME``, ``PATH``, ...), and
-        its working directory.
-    url, headers
-        Streamable HTTP: the endpoint and extra HTTP headers (``Authorization``
-        ...). Server-sent events have no size cap, so 2 MiB chunks fit.
-    consenter
-        Answers ``files/consent``; default: refuse everything not pre-approved.
-    timeout
-        Seconds for the transport to come up and the handshake to complete
-        (``None``: no limit).
-    keepalive
-        HTTP only: seconds between pings that notice a server that went away
-        (``None``: never ping). stdio notices an exited server at once.
-    errlog
-        stdio: a file to give the server as its stderr instead. By default
-        each line it writes goes to :attr:`ServerConnection.log` (and Python
-        logging), and the last lines are quoted when connecting fails.
-    roots_grace
-        How long a tool call may wait for the server to fetch the roots right
-        after connecting or after they changed (see :mod:`.roots_gate`);
-        ``None``: never wait.
-    on_log
-        Called with each :class:`~jupyter_fsbroker.core.serverlog.LogEntry` of
-        the connection's log from the start (stderr lines, log messages), on
-        the event loop; it must not block.
-
-    Returns
-    -------
-    ServerConnection
-        Open, with its tool list fetched.
-
-    Raises
-    ------
-    ProtocolVersionError
-        The server cannot speak the handshake era.
-    ConnectError
-        The command cannot be started, the URL cannot be reached, the server
-        refused the handshake, or *timeout* elapsed.
-    ValueError
-        Neither or both of *command* and *url*, or a URL that is not http(s).
-    """
-    if (command is None) == (url is None):
-        raise ValueError("give either command (stdio) or url (Streamable HTTP)")
-    if command is not None:
-        parameters = StdioServerParameters(
-            command=command, args=list(args), env=dict(env) if env is not None else None, cwd=cwd
-        )
-        conn = ServerConnection(
-            broker,
-            name,
-            transport="stdio",
-            target=" ".join([command, *args]),
-            opener=lambda on_line: _stdio_transport(parameters, errlog, on_line),
-            consenter=consenter,
-            keepalive=None,
-            roots_grace=roots_grace,
-        )
-    else:
-        assert url is not None
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        conn = ServerConnection(
-            broker,
-            name,
-            transport="http",
-            target=_display_url(url),
-            opener=lambda on_line: _http_transport(url, dict(headers or {})),
-            consenter=consenter,
-            keepalive=keepalive,
-            roots_grace=roots_grace,
-        )
-    if on_log is not None:
-        conn.log.follow(on_log)
-    await conn._start(timeout)
-    return conn
-
-
-@asynccontextmanager
-async def open_connection(
-    broker: Broker,
-    name: str | None,
-    *,
-    command: str | None = None,
-    args: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-    cwd: str | None = None,
-    url: str | None = None,
-    headers: Mapping[str, str] | None = None,
-    consenter: Consenter | None = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
-    keepalive: float | None = DEFAULT_KEEPALIVE,
-    errlog: TextIO | None = None,
-    roots_grace: RootsGrace | None = DEFAULT_ROOTS_GRACE,
-    on_log: Callable[[LogEntry], object] | None = None,
-) -> AsyncIterator[ServerConnection]:
-    """``async with open_connection(broker, name, ...) as conn``: :func:`connect`, closed at the end.
-
-    Takes the same arguments as :func:`connect`; leaving the block closes the
-    connection (see :meth:`ServerConnection.aclose`).
-    """
-    conn = await connect(
-        broker,
-        name,
-        command=command,
-        args=args,
-        env=env,
-        cwd=cwd,
-        url=url,
-        headers=headers,
-        consenter=consenter,
-        timeout=timeout,
-        keepalive=keepalive,
-        errlog=errlog,
-        roots_grace=roots_grace,
-        on_log=on_log,
-    )
-    try:
-        yield conn
-    finally:
-        await conn.aclose()
-
-
-@asynccontextmanager
-async def _stdio_transport(
-    parameters: StdioServerParameters, errlog: TextIO | None, on_line: Callable[[str], None]
-) -> AsyncIterator[tuple[MessageReader, MessageWriter]]:
-    if errlog is not None:
-        async with stdio_client(parameters, errlog=errlog) as streams:
-            yield streams
-        return
-    async with captured_stderr(on_line) as stderr, stdio_client(parameters, errlog=stderr) as streams:
-        stderr.close()  # the server has its own copy: the pipe ends when it exits
-        yield streams
-
-
-@asynccontextmanager
-async def _http_transport(
-    url: str, headers: dict[str, str]
-) -> AsyncIterator[tuple[MessageReader, MessageWriter]]:
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT) as client,
-        streamable_http_client(url, http_client=client, max_sse_event_size=None) as streams,
-    ):
-        yield streams
-
-
 async def _list_tools(session: ClientSession) -> tuple[dict[str, Any], ...]:
     tools: list[dict[str, Any]] = []
     cursor: str | None = None
@@ -1015,33 +726,6 @@ def _tool_dict(tool: types.Tool) -> dict[str, Any]:
 def _short(text: str, limit: int = 200) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _clean_name(raw: str) -> str:
-    """A server-given name fit for prompts and logs: no control or format characters, one line, short."""
-    kept = "".join(" " if unicodedata.category(c)[0] in "CZ" else c for c in raw)
-    return " ".join(kept.split())[:_MAX_NAME].strip()
-
-
-def _fallback_name(transport: TransportKind, target: str) -> str:
-    """The name of a connection until (or unless) the server names itself."""
-    if transport == "http":
-        return httpx2.URL(target).netloc.decode("ascii", "replace") or target
-    return os.path.basename(target.split(" ", 1)[0]) or target
-
-
-def _server_logger(name: str) -> logging.Logger:
-    # Dots would make a hierarchy of the name's parts.
-    return logging.getLogger(f"{SERVER_LOGGER}.{name.replace('.', '_')}")
-
-
-def _display_url(url: str) -> str:
-    """*url* for messages and logs: no user info, no query (either may hold a secret)."""
-    try:
-        parsed = httpx2.URL(url)
-        return str(parsed.copy_with(username=None, password=None, query=None, fragment=None))
-    except (httpx2.InvalidURL, TypeError, ValueError):
-        return url.split("?", 1)[0].split("#", 1)[0].rpartition("@")[2]
 
 
 def _supported_versions(data: Any) -> tuple[str, ...]:

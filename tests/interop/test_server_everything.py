@@ -24,7 +24,7 @@ import pytest
 
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.serverlog import LogEntry, ServerLog
-from jupyter_fsbroker.protocol.client import ServerConnection, connect
+from jupyter_fsbroker.protocol import ServerConnection, connect
 from tests.interop.conftest import free_port, server_env
 from tests.interop.npm import NodeTools
 

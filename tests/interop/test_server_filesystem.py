@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_fsbroker.core.broker import Broker
-from jupyter_fsbroker.protocol.client import connect
+from jupyter_fsbroker.protocol import connect
 from tests.interop.conftest import server_env
 from tests.interop.npm import NodeTools
 from tests.protocol.servers.harness import make_broker
