@@ -27,7 +27,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from .core.broker import Broker, BrokerConfig
+from .core.broker import Broker
+from .core.config import BrokerConfig
 from .core.consent import Consenter, DenyingConsenter
 from .core.errors import BrokerError
 from .core.serverlog import LEVELS, LogEntry

@@ -16,7 +16,7 @@ import concurrent.futures
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..core.broker import Connection as CoreConnection
+from ..core.connection import Connection as CoreConnection
 from ..core.errors import ClosedError
 from ..core.grants import Grant
 from ..core.serverlog import ServerLog

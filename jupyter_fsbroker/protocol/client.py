@@ -56,7 +56,7 @@ from pydantic import ValidationError
 
 from .. import __version__
 from ..core.broker import Broker
-from ..core.broker import Connection as CoreConnection
+from ..core.connection import Connection as CoreConnection
 from ..core.consent import Consenter
 from ..core.errors import BrokerError, ClosedError
 from ..core.serverlog import ServerLog
