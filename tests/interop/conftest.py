@@ -16,9 +16,7 @@ import pytest
 
 from jupyter_fsbroker.core.broker import Broker
 from tests.interop.npm import NodeTools, NpmUnavailable, install
-from tests.protocol.servers.harness import make_broker
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.brokers import make_broker
 
 
 def in_ci() -> bool:
@@ -41,14 +39,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def server_env() -> dict[str, str]:
-    """What a Python server needs to import this checkout."""
-    path = os.environ.get("PYTHONPATH")
-    return {"PYTHONPATH": str(REPO) + (os.pathsep + path if path else "")}
-
-
 def free_port() -> int:
-    """A port free right now on 127.0.0.1 (the server started on it retries if it is taken)."""
+    """A port free right now on 127.0.0.1, for a server that can only be told a port.
+
+    There is a window in which another process may take it: the caller tries
+    again if it was taken. Servers that can bind port 0 and say which port they
+    got use that instead (``tests.support.servers``).
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]

@@ -11,18 +11,17 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 
 from jupyter_fsbroker.examples.analysis_server import CsvProfiler
-from tests.interop.conftest import free_port, server_env
 from tests.interop.npm import NodeTools
+from tests.support.env import server_env
+from tests.support.servers import analysis_server_http
 
 ANALYSIS = [sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"]
 SEP_MESSAGE = (
@@ -31,41 +30,13 @@ SEP_MESSAGE = (
 
 
 @contextmanager
-def analysis_http() -> Iterator[str]:
-    """The example server on Streamable HTTP; yields its URL once it answers."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [*ANALYSIS, "--http", f"127.0.0.1:{port}"],
-        env={**os.environ, **server_env()},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, "the analysis server exited"
-            try:
-                httpx2.get(url, timeout=1)
-                break
-            except httpx2.TransportError:
-                assert time.monotonic() < deadline, "the analysis server did not start"
-                time.sleep(0.1)  # polling a port that is not open yet: there is no event to wait on
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-@contextmanager
 def target(transport: str) -> Iterator[list[str]]:
     """How a client names the server: ``-- COMMAND`` for stdio, the URL for HTTP."""
     if transport == "stdio":
         yield ["--", *ANALYSIS]
     else:
-        with analysis_http() as url:
-            yield [url]
+        with analysis_server_http() as server:
+            yield [server.url]
 
 
 def run_node(tools: NodeTools, argv: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

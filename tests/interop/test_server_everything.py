@@ -25,8 +25,9 @@ import pytest
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.serverlog import LogEntry, ServerLog
 from jupyter_fsbroker.protocol import ServerConnection, connect
-from tests.interop.conftest import free_port, server_env
+from tests.interop.conftest import free_port
 from tests.interop.npm import NodeTools
+from tests.support.env import server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -52,24 +53,36 @@ async def logged(log: ServerLog, predicate: Any, timeout: float = 20.0) -> LogEn
 
 @asynccontextmanager
 async def everything_http(tools: NodeTools) -> AsyncIterator[str]:
-    """server-everything's Streamable HTTP transport on a free port; yields its URL."""
-    port = free_port()
-    proc = await asyncio.create_subprocess_exec(
-        *tools.server_everything,
-        "streamableHttp",
-        env={**os.environ, "PORT": str(port)},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        assert proc.stderr is not None
-        while b"listening on port" not in (line := await asyncio.wait_for(proc.stderr.readline(), 30)):
-            assert line, "server-everything did not start"
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        await proc.wait()
+    """server-everything's Streamable HTTP transport; yields its URL.
+
+    It listens on the port its ``PORT`` variable names and cannot report one the
+    OS chose (with ``PORT=0`` it prints 0), so a port found free is handed to it,
+    and another one tried if it was taken meanwhile.
+    """
+    for _ in range(3):
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            *tools.server_everything,
+            "streamableHttp",
+            env={**os.environ, "PORT": str(port)},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            assert proc.stderr is not None
+            line = b""
+            while b"listening on port" not in line and b"already in use" not in line:
+                line = await asyncio.wait_for(proc.stderr.readline(), 30)
+                assert line, "server-everything did not start"
+            if b"listening on port" in line:
+                yield f"http://127.0.0.1:{port}/mcp"
+                return
+        finally:
+            if proc.returncode is None:
+                proc.terminate()
+            await proc.wait()
+    raise AssertionError("server-everything found no free port in three tries")
 
 
 @asynccontextmanager

@@ -19,9 +19,9 @@ import pytest
 
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.protocol import connect
-from tests.interop.conftest import server_env
 from tests.interop.npm import NodeTools
-from tests.protocol.servers.harness import make_broker
+from tests.support.brokers import make_broker
+from tests.support.env import server_env
 
 pytestmark = pytest.mark.anyio
 

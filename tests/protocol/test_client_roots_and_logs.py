@@ -23,7 +23,7 @@ import pytest
 from jupyter_fsbroker.core.broker import Broker, BrokerConfig
 from jupyter_fsbroker.core.serverlog import LogEntry, ServerLog
 from jupyter_fsbroker.protocol import ConnectError, RootsGrace, ServerConnection, connect
-from tests.protocol.servers.harness import make_broker
+from tests.support.brokers import make_broker
 
 pytestmark = pytest.mark.anyio
 
