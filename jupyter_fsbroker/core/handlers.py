@@ -38,7 +38,7 @@ from .params import Params
 from .paths import Resolved
 from .progress import Transfer
 from .textcodec import text_codec
-from .trash import remove_tree
+from .trees import remove_tree
 from .watch import EVENTS
 
 __all__ = [

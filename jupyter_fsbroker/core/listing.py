@@ -18,9 +18,10 @@ During a page, each frame's directory is opened from its parent's descriptor
 with ``O_NOFOLLOW | O_DIRECTORY`` (a directory swapped for a link is never
 entered; its subtree is left out), and at most :data:`OPEN_DIRS` of them stay
 open whatever the depth: a frame whose descriptor was closed is reopened the
-same way, from the nearest open ancestor, when the walk comes back to it. The
-listed directory's own descriptor is the handler's, checked and resolved anew
-for each page. Nothing here opens a path by its absolute spelling.
+same way, from the nearest open ancestor, when the walk comes back to it
+(:class:`~jupyter_fsbroker.core.descent.OpenDirs`). The listed directory's own
+descriptor is the handler's, checked and resolved anew for each page. Nothing
+here opens a path by its absolute spelling.
 
 **Filters.** The broker's temporary files and, unless asked for, hidden names
 are left out when a directory is read; sensitive names when an entry is about
@@ -42,6 +43,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .descent import OpenDirs
 from .names import is_wire_safe, readable, readable_parts
 from .ops import is_temp_name
 from .posix import DIR_READ_FLAGS
@@ -67,7 +69,6 @@ class _Frame:
     parts: tuple[str, ...]  # its components below the root, as on disk
     names: list[str]  # its visible names, sorted
     index: int = 0  # the next name to look at
-    fd: int | None = None  # open during a page; owned by the walk except the listed directory's
     sensitive: bool = False  # its own path is sensitive: so is every entry (set per page)
 
 
@@ -102,7 +103,6 @@ class Walk:
         self.last = after
         self._frames: list[_Frame] | None = None
         self._identity: tuple[int, int] | None = None
-        self._sensitive = SensitiveNames()
 
     # -- a page ----------------------------------------------------------------------------------
 
@@ -130,31 +130,34 @@ class Walk:
         """
         st = os.fstat(dir_fd)
         identity = (st.st_dev, st.st_ino)
-        if self._frames is None or identity != self._identity:
+        if identity != self._identity:
             # A fresh walk, or the listed directory was replaced since the last page: start
             # again from the last entry sent, reading the directories on the way to it.
             self._frames = None
             self._identity = identity
-        self._sensitive = sensitive
-        try:
-            if self._frames is None:
-                self._frames = self._restore(dir_fd)
-            else:
-                self._frames[0].fd = dir_fd
-            for frame in self._frames:
-                frame.sensitive = sensitive.matches(frame.parts)
-            entries: list[dict[str, object]] = []
-            more = self._fill(entries, limit, sensitive, accept)
-            return entries, more
-        except BaseException:
-            self._release()
-            self._frames = None  # resumed from ``last`` if ever used again
-            raise
-        finally:
-            self._release()
+        with OpenDirs(dir_fd, keep=OPEN_DIRS) as dirs:
+            try:
+                if self._frames is None:
+                    self._frames = self._restore(dirs, sensitive)
+                else:
+                    for frame in self._frames[1:]:
+                        dirs.push(frame.parts[-1])  # opened again when the walk needs it
+                for frame in self._frames:
+                    frame.sensitive = sensitive.matches(frame.parts)
+                entries: list[dict[str, object]] = []
+                more = self._fill(dirs, entries, limit, sensitive, accept)
+            except BaseException:
+                self._frames = None  # resumed from ``last`` if ever used again
+                raise
+        return entries, more
 
     def _fill(
-        self, out: list[dict[str, object]], limit: int, sensitive: SensitiveNames, accept: Accept
+        self,
+        dirs: OpenDirs,
+        out: list[dict[str, object]],
+        limit: int,
+        sensitive: SensitiveNames,
+        accept: Accept,
     ) -> bool:
         """Append entries to *out* up to *limit*; whether another entry follows them."""
         frames = self._frames
@@ -170,11 +173,12 @@ class Walk:
                 frame = frames[-1]
                 names = frame.names
                 if frame.index >= len(names):
-                    self._pop()
+                    self._pop(dirs)
                     continue
-                fd = self._open(len(frames) - 1)
-                if fd is None:  # the directory is gone, or was swapped for a link
-                    self._pop()
+                try:
+                    fd = dirs.fd()
+                except OSError:  # the directory is gone, or was swapped for a link
+                    self._pop(dirs)
                     continue
                 parts = frame.parts
                 shown, lossy = readable_parts(parts)
@@ -209,7 +213,7 @@ class Walk:
                     last = (parts, name)
                     if recursive and kind == "directory":
                         frame.index = index
-                        self._push(frame, name, fd)
+                        self._push(dirs, frame, name, sensitive)
                         break
                 else:
                     frame.index = index
@@ -230,79 +234,34 @@ class Walk:
         names.sort()
         return _Frame(parts, names)
 
-    def _push(self, parent: _Frame, name: str, parent_fd: int) -> None:
-        """Descend into the directory *name* of *parent* (left out if it is no longer one)."""
+    def _push(self, dirs: OpenDirs, parent: _Frame, name: str, sensitive: SensitiveNames) -> bool:
+        """Descend into the directory *name* of *parent*; whether it still is one (else it is left out)."""
         try:
-            fd = os.open(name, DIR_READ_FLAGS, dir_fd=parent_fd)
+            fd = os.open(name, DIR_READ_FLAGS, dir_fd=dirs.fd())
         except OSError:
-            return  # swapped for a link, removed, or not readable: never descend
+            return False  # swapped for a link, removed, or not readable: never descend
         try:
             frame = self._scan(fd, (*parent.parts, name))
         except BaseException:
             os.close(fd)
             raise
-        frame.fd = fd
-        frame.sensitive = parent.sensitive or self._sensitive.name_matches(name)
+        frame.sensitive = parent.sensitive or sensitive.name_matches(name)
         assert self._frames is not None
         self._frames.append(frame)
-        self._limit_open()
+        dirs.push(name, fd)
+        return True
 
-    def _pop(self) -> None:
+    def _pop(self, dirs: OpenDirs) -> None:
         assert self._frames is not None
-        frame = self._frames.pop()
-        if frame.fd is not None and self._frames:  # the listed directory's descriptor is the caller's
-            os.close(frame.fd)
-        frame.fd = None
+        self._frames.pop()
+        if dirs.names:  # the listed directory is the caller's
+            dirs.pop()
 
-    def _open(self, level: int) -> int | None:
-        """The descriptor of the frame at *level*, reopened from the nearest open ancestor if needed."""
-        frames = self._frames
-        assert frames is not None
-        if frames[level].fd is not None:
-            return frames[level].fd
-        base = level - 1
-        while frames[base].fd is None:
-            base -= 1
-        fd = frames[base].fd
-        assert fd is not None
-        for step in range(base + 1, level + 1):
-            try:
-                child = os.open(frames[step].parts[-1], DIR_READ_FLAGS, dir_fd=fd)
-            except OSError:
-                child = None
-            if step - 1 != base:
-                os.close(fd)
-            if child is None:
-                return None
-            fd = child
-        frames[level].fd = fd
-        self._limit_open()
-        return fd
-
-    def _limit_open(self) -> None:
-        """Close the shallowest descriptors beyond :data:`OPEN_DIRS` (never the listed one, nor the top)."""
-        frames = self._frames
-        assert frames is not None
-        open_levels = [i for i in range(1, len(frames) - 1) if frames[i].fd is not None]
-        for level in open_levels[: max(0, len(open_levels) + 1 - OPEN_DIRS)]:
-            fd = frames[level].fd
-            assert fd is not None
-            os.close(fd)
-            frames[level].fd = None
-
-    def _release(self) -> None:
-        """Close every descriptor of the walk at the end of a page; keep the names."""
-        for i, frame in enumerate(self._frames or ()):
-            if frame.fd is not None and i > 0:
-                os.close(frame.fd)
-            frame.fd = None
-
-    def _restore(self, dir_fd: int) -> list[_Frame]:
+    def _restore(self, dirs: OpenDirs, sensitive: SensitiveNames) -> list[_Frame]:
         """The frames of a walk positioned right after :attr:`last`, read from disk."""
         base = self.location.parts
-        frames = [self._scan(dir_fd, base)]
-        frames[0].fd = dir_fd
-        self._frames = frames
+        self._frames = frames = [self._scan(dirs.fd(), base)]
+        frames[0].sensitive = sensitive.matches(base)
         after = self.last
         if after is None:
             return frames
@@ -316,11 +275,9 @@ class Walk:
             if not self.recursive or level + 1 >= len(after) or not present:
                 return frames
             # The last entry sent lies below *component*: its subtree is being listed.
-            fd = self._open(len(frames) - 1)
-            if fd is None:
+            try:
+                if not self._push(dirs, frame, component, sensitive):
+                    return frames  # gone or no longer a directory: its subtree is over
+            except OSError:
                 return frames
-            before = len(frames)
-            self._push(frame, component, fd)
-            if len(frames) == before:
-                return frames  # gone or no longer a directory: its subtree is over
             level += 1

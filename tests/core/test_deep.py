@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_fsbroker.core import paths
+from jupyter_fsbroker.core import descent, paths, trees
 from jupyter_fsbroker.core.broker import Broker, Connection
 from jupyter_fsbroker.core.errors import FilesError
 from jupyter_fsbroker.core.paths import MAX_SYMLINKS, WALK_DESCRIPTORS
@@ -187,6 +187,13 @@ def limited_script(tmp_path: Path) -> Iterator[Path]:
                     t.start()
                 for t in pool:
                     t.join()
+                # Whole deep trees: into the trash, and removed for good.
+                other = "/".join(f"e{i}" for i in range(depth))
+                conn.handle("files/create", {"path": f"data/{other}/f", "type": "file", "parents": True})
+                outcomes["trashed"] = conn.handle("files/delete", {"path": "data/d0", "recursive": True})
+                broker.configure(permanent_delete=True)
+                outcomes["removed"] = conn.handle("files/delete", {"path": "data/e0", "recursive": True})
+                outcomes["left"] = sorted(os.listdir(base / "data"))
             print(json.dumps(outcomes))
             """
         )
@@ -208,7 +215,12 @@ def test_deep_trees_under_a_low_descriptor_limit_with_concurrency(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     outcomes = json.loads(result.stdout.strip().splitlines()[-1])
-    assert outcomes == {"ok": threads * 52}, outcomes
+    assert outcomes == {
+        "ok": threads * 52,
+        "trashed": {"path": "data/d0", "trashed": True},
+        "removed": {"path": "data/e0", "trashed": False},
+        "left": [],
+    }, outcomes
 
 
 def test_an_escaping_link_deep_down_is_still_refused(
@@ -225,3 +237,39 @@ def test_an_escaping_link_deep_down_is_still_refused(
         with pytest.raises(FilesError) as info:
             conn.handle("files/read", {"path": f"data/{chain(60)}/{name}/secret"})
         assert info.value.reason == "escaping_symlink"
+
+
+def test_tree_walks_hold_few_descriptors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Copying, sizing and removing a tree 300 levels deep, with a file at every level."""
+    src = tmp_path / "src"
+    folder = src / "top"
+    for level in range(300):
+        folder.mkdir(parents=True)
+        (folder / "f").write_bytes(b"x" * level)
+        folder = folder / "d"
+    (tmp_path / "dst").mkdir()
+    peak = 0
+    real_open = os.open
+
+    def counting_open(*args: object, **kwargs: object) -> int:
+        nonlocal peak
+        fd = real_open(*args, **kwargs)  # type: ignore[arg-type]
+        peak = max(peak, open_fds() - 1)
+        return fd
+
+    src_fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
+    dst_fd = os.open(tmp_path / "dst", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        baseline = open_fds()
+        monkeypatch.setattr(trees.os, "open", counting_open)
+        monkeypatch.setattr(descent.os, "open", counting_open)
+        trees.copy_tree(src_fd, "top", dst_fd, "copy")
+        assert trees.tree_size(dst_fd, "copy") == sum(range(300))
+        trees.remove_tree(src_fd, "top")
+        trees.remove_tree(dst_fd, "copy")
+        assert open_fds() == baseline
+        assert peak - baseline <= 2 * descent.KEEP + 4  # two chains in a copy, plus a file each side
+        assert os.listdir(src) == os.listdir(tmp_path / "dst") == []
+    finally:
+        os.close(src_fd)
+        os.close(dst_fd)
