@@ -148,6 +148,7 @@ class _Watch:
     pending: dict[Parts, Pending] = field(default_factory=dict)
     # Paths delivered lately: until when a new change of each is coalesced rather than sent at once.
     recent: dict[Parts, float] = field(default_factory=dict)
+    recent_most: int = _RECENT_MOST
     deadline: float | None = None
 
     def in_scope(self, parts: Parts | None) -> bool:
@@ -196,10 +197,12 @@ class _Watch:
         """Remember that *parts* was just delivered: changes before *until* are coalesced."""
         recent = self.recent
         recent[parts] = until
-        if len(recent) > _RECENT_MOST:
+        if len(recent) > self.recent_most:
             now = time.monotonic()
             for key in [k for k, t in recent.items() if t <= now]:
                 del recent[key]
+            # Forget the stale ones again only once as many more were added: linear on the whole.
+            self.recent_most = max(_RECENT_MOST, 2 * len(recent))
 
 
 @dataclass(eq=False)
