@@ -361,6 +361,13 @@ def resolve(
                         raise NotFound(
                             f"{shown}: a parent directory does not exist", reason="no_parent", path=shown
                         ) from None
+                    if not all(is_wire_safe(n) for n in walk.names):
+                        # Reached through a link into a name no request can spell: create nothing there.
+                        raise NotFound(
+                            f"{shown} leads to a name that is not valid UTF-8",
+                            reason="undecodable_name",
+                            path=shown,
+                        ) from None
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(comp, dir_fd=top)
                     again(comp)

@@ -132,6 +132,16 @@ def test_a_link_to_an_undecodable_name_is_not_found(odd: Path, conn: Connection)
         err = error_of(conn, method, {"path": path})
         assert (err.name, err.reason) == ("NOT_FOUND", "undecodable_name")
         assert err.path == path
+    # Nothing is created below such a name, not even parents with names of their own.
+    before = tree_snapshot(odd)
+    for params in (
+        {"path": "data/dirlink/new.txt", "type": "file", "content": "x"},
+        {"path": "data/dirlink/a/b/c.txt", "type": "file", "parents": True},
+        {"path": "data/dirlink/a", "type": "directory", "parents": True},
+    ):
+        assert error_of(conn, "files/create", params).reason == "undecodable_name"
+    assert error_of(conn, "files/write", {"path": "data/dirlink/w.txt", "content": "x"}).name == "NOT_FOUND"
+    assert tree_snapshot(odd) == before
     # The link itself (not followed) is an ordinary entry.
     entries = by_name(conn.handle("files/list", {"path": "data"})["entries"])
     assert entries["data/link.txt"]["type"] == "symlink"
