@@ -12,7 +12,10 @@ it raises.
 This module is also the request dispatch: it looks up the method's handler
 (:mod:`jupyter_fsbroker.core.handlers`), reads the params, applies the
 connection's operation rate, maps whatever the handler raises to a
-``FilesError``, and writes one audit record per request. The handlers check
+``FilesError``, and writes one audit record per request. It refuses params
+holding a lone surrogate (-32602: only a name that is not valid UTF-8 has one,
+and none is ever created or echoed), and checks that JSON can carry every
+answer before it leaves (:mod:`jupyter_fsbroker.core.names`). The handlers check
 every request twice against the grants: once before anything on disk is
 touched, and again once its locks are held, just before the I/O, so a
 revocation also stops requests that were already queued.
