@@ -171,7 +171,7 @@ class Connection(Closeable):
 
     def close(self) -> None:
         """End the connection: revoke its grants, release its locks, stop its watches,
-        discard its staged uploads and listings, deny its pending consents. Idempotent."""
+        discard its staged uploads, deny its pending consents. Idempotent."""
         if not self.access.close():
             return
         self.consent.close()
