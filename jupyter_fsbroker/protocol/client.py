@@ -351,14 +351,14 @@ class ServerConnection:
         ``broker.close()``) has the same effect.
         """
         self._asked_reason = self._asked_reason or reason
-        self._core.close()
+        self._core.close(reason)
         with suppress(RuntimeError):  # a closed loop: nothing left to tear down
             self._loop.call_soon_threadsafe(self._request_close, reason)
 
     async def aclose(self, reason: str = "closed by the user") -> None:
         """Close the connection (see :meth:`close`) and wait until the transport is down."""
         self._asked_reason = self._asked_reason or reason
-        self._core.close()
+        self._core.close(reason)
         self._request_close(reason)
         await self.wait_closed()
 
