@@ -30,14 +30,17 @@ if TYPE_CHECKING:
     from .connection import KernelConnection
     from .current import get_broker
     from .extension import load_ipython_extension, unload_ipython_extension
-    from .results import ToolResult
+    from .results import Tool, ToolError, ToolResult, Tools
     from .settings import FSBroker
 
 __all__ = [
     "FSBroker",
     "KernelConnection",
     "NotebookBroker",
+    "Tool",
+    "ToolError",
     "ToolResult",
+    "Tools",
     "get_broker",
     "load_ipython_extension",
     "unload_ipython_extension",
@@ -50,7 +53,10 @@ __getattr__, __dir__ = _lazy.lazy_exports(
         "FSBroker": ".settings",
         "KernelConnection": ".connection",
         "NotebookBroker": ".broker",
+        "Tool": ".results",
+        "ToolError": ".results",
         "ToolResult": ".results",
+        "Tools": ".results",
         "get_broker": ".current",
         "load_ipython_extension": ".extension",
         "unload_ipython_extension": ".extension",

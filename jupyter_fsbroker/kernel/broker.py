@@ -33,7 +33,7 @@ import os
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO, Unpack
+from typing import TYPE_CHECKING, Any, TextIO, Unpack
 
 from ..core.broker import Broker
 from ..core.config import BrokerConfig
@@ -43,15 +43,17 @@ from ..core.grants import Grant
 from ..core.locks import LockInfo
 from ..core.roots import Root
 from ..core.specs import apply_specs
-from ..protocol.client import DEFAULT_CONNECT_TIMEOUT, ServerConnection
 from . import ipykernel_compat as ipk
 from .calls import CallRunner
 from .connection import KernelConnection
 from .consent import CallScope, KernelConsenter
 from .loop import BackgroundLoop, LoopClosedError
-from .servers import ConnectOptions, ServerLogs, ServerTarget
+from .servers import DEFAULT_CONNECT_TIMEOUT, ConnectOptions, ServerLogs, ServerTarget, warm_up
 from .settings import LIVE_TRAITS, FSBroker
 from .views import NotebookViews, widgets_available
+
+if TYPE_CHECKING:  # the MCP client is imported with the first connection (see .servers)
+    from ..protocol.client import ServerConnection
 
 __all__ = ["NotebookBroker"]
 
@@ -132,6 +134,11 @@ class NotebookBroker:
         self._runner = CallRunner(
             self._loop, new_scope=self._new_scope, consenter=self._kernel_consenter, keep=self._views.keep
         )
+        if self._kernel is not None:
+            # %load_ext stays quick: the MCP client is imported on a worker thread of the loop while the
+            # user shares folders, so the first connect (and the first consent's tool call) need not.
+            with contextlib.suppress(ClosedError):
+                self._runner.submit(asyncio.to_thread(warm_up))
         self._apply_specs()
         self.settings.observe(self._live_setting_changed, names=list(LIVE_TRAITS))
         self.settings.observe(self._specs_changed, names=list(_SPEC_TRAITS))

@@ -18,14 +18,39 @@ import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TextIO, TypedDict, Unpack
+from typing import TYPE_CHECKING, TextIO, TypedDict, Unpack
 
 from ..core.broker import Broker
 from ..core.consent import Consenter
 from ..core.errors import ConfigError
-from ..protocol.client import DEFAULT_CONNECT_TIMEOUT, ServerConnection, connect
 
-__all__ = ["ConnectOptions", "ServerLogs", "ServerTarget"]
+if TYPE_CHECKING:  # the MCP client is imported when the first connection is made, not at %load_ext
+    from ..protocol.client import ServerConnection
+
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "ConnectOptions", "ServerLogs", "ServerTarget", "warm_up"]
+
+#: Seconds for a server to start and complete the handshake (the protocol layer's default too).
+DEFAULT_CONNECT_TIMEOUT = 30.0
+
+#: What a first connection and a first tool call need, imported ahead by :func:`warm_up`: the MCP
+#: client (~0.6 s) and jsonschema, which mcp imports on the first call of a tool with an output
+#: schema (~1 s, on the loop that a consent answer must cross).
+_WARM_MODULES = ("jupyter_fsbroker.protocol.client", "jsonschema")
+
+
+def warm_up() -> None:
+    """Import what the first connection and tool call need (call it on a thread of its own).
+
+    Python's import lock makes a cell that connects meanwhile wait for the
+    import in progress instead of repeating it.
+    """
+    import importlib
+
+    for name in _WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # pragma: no cover - a dependency of mcp that is missing shows at connect
+            return
 
 
 class ConnectOptions(TypedDict, total=False):
@@ -142,6 +167,8 @@ class ServerTarget:
         ConnectError
             The server could not be started or reached, or refused the handshake.
         """
+        from ..protocol.client import connect
+
         errlog = logs.new(self.name) if self.argv else None
         try:
             server = await connect(
