@@ -77,7 +77,17 @@ from .errors import (
     error_from_jsonrpc,
 )
 from .policy import RetryPolicy, Timeouts
-from .results import ChangeEvent, ConsentResult, Created, Deleted, Entry, FileStat, ReadChunk, WriteResult
+from .results import (
+    ChangeEvent,
+    ConsentResult,
+    Created,
+    Deleted,
+    Entry,
+    FileStat,
+    PathConsentResult,
+    ReadChunk,
+    WriteResult,
+)
 from .stdio import run_stdio, serve_stdio, stdio_streams
 from .watch import Watch
 
@@ -93,6 +103,7 @@ __all__ = [
     "ChunkStream",
     "ConnectionClosed",
     "ConsentResult",
+    "PathConsentResult",
     "Created",
     "Deleted",
     "EncodingError",

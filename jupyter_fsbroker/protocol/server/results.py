@@ -8,7 +8,7 @@ it equal to the core's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ __all__ = [
     "Deleted",
     "Entry",
     "FileStat",
+    "PathConsentResult",
     "ReadChunk",
     "WriteResult",
 ]
@@ -50,13 +51,54 @@ class ConsentResult:
 
     @classmethod
     def from_result(cls, result: Mapping[str, Any]) -> ConsentResult:
-        """Read the raw ``files/consent`` result."""
-        return cls(
-            granted=result.get("granted") is True,
-            approved_paths=get_strs(result, "approvedPaths"),
-            operations=get_strs(result, "operations"),
-            expires_at=get_opt_str(result, "expiresAt"),
-        )
+        """Read the raw ``files/consent`` result (a :class:`PathConsentResult` when it lists ``approved``)."""
+        common = {
+            "granted": result.get("granted") is True,
+            "approved_paths": get_strs(result, "approvedPaths"),
+            "operations": get_strs(result, "operations"),
+            "expires_at": get_opt_str(result, "expiresAt"),
+        }
+        entries = result.get("approved")
+        if isinstance(entries, list):
+            approved = tuple(
+                (str(entry["path"]), get_strs(entry, "operations"))
+                for entry in entries
+                if isinstance(entry, Mapping) and isinstance(entry.get("path"), str)
+            )
+            return PathConsentResult(**common, approved=approved)
+        return cls(**common)
+
+    def operations_on(self, paths: Sequence[str]) -> tuple[str, ...]:
+        """The operations granted on every one of *paths* (as far as the answer tells).
+
+        A flat answer grants its :attr:`operations` on each approved path; the
+        paths are compared as written and as approved (root-relative), so a
+        path the client spelled differently counts as approved when anything was.
+        """
+        if not self.granted:
+            return ()
+        return self.operations
+
+
+@dataclass(frozen=True)
+class PathConsentResult(ConsentResult):
+    """A ``files/consent`` answer that says what was approved on each path (PROTOCOL.md, "Per-path operations").
+
+    Attributes
+    ----------
+    approved
+        ``((path, operations), ...)``, one entry per approved path (root-relative).
+    """
+
+    approved: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def operations_on(self, paths: Sequence[str]) -> tuple[str, ...]:
+        """The operations granted on every one of *paths* (see :meth:`ConsentResult.operations_on`)."""
+        by_path = dict(self.approved)
+        found = [by_path[path] for path in paths if path in by_path]
+        if len(found) < len(paths):  # spelled otherwise than approved: no better than the flat answer
+            return super().operations_on(paths) if not found else tuple(found[0])
+        return tuple(op for op in found[0] if all(op in ops for ops in found))
 
 
 @dataclass(frozen=True)
