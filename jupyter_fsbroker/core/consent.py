@@ -238,7 +238,10 @@ class ConsentDecision:
     def per_path(
         cls, approved: dict[str, tuple[str, ...]] | dict[str, list[str]], *, duration: float | None = None
     ) -> ConsentDecision:
-        """A decision with its own operations for each path (``{path: operations}``); empty ones are left out."""
+        """A decision with its own operations for each path (``{path: operations}``).
+
+        Paths with no operations are left out.
+        """
         kept = {path: tuple(ops) for path, ops in approved.items() if ops}
         union = tuple(op for op in OPERATIONS if any(op in ops for ops in kept.values()))
         return cls(tuple(kept), union, duration, tuple(kept.items()))
@@ -407,7 +410,9 @@ class ConsentFlow:
         grants = access.broker.grants
         for path, ops in approved.items():
             for location in self._spellings(targets[path]):
-                grants.add(access.owner, location, ops, expires_at=expires, source="consent", server=access.label)
+                grants.add(
+                    access.owner, location, ops, expires_at=expires, source="consent", server=access.label
+                )
         return self._result(request, targets, approved, expires, note)
 
     def _result(
@@ -487,7 +492,9 @@ class ConsentFlow:
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), request.timeout)
         except TimeoutError:
-            return ConsentDecision.deny(CONSENT_TIMEOUT)  # wait_for cancelled the future: the prompt withdraws
+            return ConsentDecision.deny(
+                CONSENT_TIMEOUT
+            )  # wait_for cancelled the future: the prompt withdraws
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():

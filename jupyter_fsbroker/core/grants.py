@@ -6,10 +6,11 @@ optional expiry. A directory grant covers its descendants. :class:`GrantTable`
 holds them, answers :meth:`GrantTable.find` on every operation, and revokes
 them one at a time, by path, by connection or by root.
 
-The table keeps **one grant per holder and path and expiry**: a consent for a
-path that already has a grant merges into it (same id, the union of the
-operations), a grant that an ancestor grant already covers is not added, and a
-directory grant absorbs the narrower grants below it that it covers. So
+The table keeps **one grant per holder and path and expiry**: a grant for a
+path that already has one merges into it (same id, the union of the
+operations); and for consents, a grant that an ancestor grant already covers
+is not added, and a directory grant absorbs the narrower grants below it that
+it covers (the notebook's own pre-approvals stay as the user wrote them). So
 revoking a row of the dashboard takes away exactly what it shows. A new
 expiry for operations already granted replaces theirs (the newer answer
 counts), so no operation of a path is ever granted twice. The table also
@@ -186,9 +187,11 @@ class GrantTable:
 
     def _merge_locked(self, wanted: Grant, now: float) -> Grant:
         mine = [g for g in self._grants.values() if g.same_holder(wanted) and not g.expired(now)]
+        nested = wanted.source == "consent"  # ancestors and descendants count for consents only
         for grant in mine:  # an ancestor (or the path itself) already gives all of it, as long
             if (
-                grant.location.contains(wanted.location)
+                (grant.location == wanted.location or nested)
+                and grant.location.contains(wanted.location)
                 and set(wanted.operations) <= set(grant.operations)
                 and _later(grant.expires_at, wanted.expires_at)
                 and (grant.location != wanted.location or grant.expires_at == wanted.expires_at)
@@ -209,7 +212,8 @@ class GrantTable:
                 rest = tuple(op for op in grant.operations if op not in result.operations)
                 self._replace_locked(grant, rest)
             elif (
-                result.location.contains(grant.location)
+                nested
+                and result.location.contains(grant.location)
                 and set(grant.operations) <= set(result.operations)
                 and _later(result.expires_at, grant.expires_at)
             ):
@@ -288,9 +292,16 @@ class GrantTable:
         return taken
 
     def revoke_where(
-        self, predicate: Callable[[Grant], bool], *, operations: Iterable[str] | None = None, why: str = "revoked"
+        self,
+        predicate: Callable[[Grant], bool],
+        *,
+        operations: Iterable[str] | None = None,
+        why: str = "revoked",
     ) -> tuple[Grant, ...]:
-        """Revoke every grant for which *predicate* is true (or only its *operations*); return them as they were."""
+        """Revoke every grant for which *predicate* is true (or only its *operations*).
+
+        Returns the grants touched, as they were before.
+        """
         drop = None if operations is None else set(normalize_operations(operations))
         with self._lock:
             gone = tuple(g for g in self._grants.values() if predicate(g))
@@ -310,7 +321,8 @@ class GrantTable:
         with none goes).
         """
         return self.revoke_where(
-            lambda g: g.connection_id == connection_id and g.location.overlaps(location), operations=operations
+            lambda g: g.connection_id == connection_id and g.location.overlaps(location),
+            operations=operations,
         )
 
     def revoke_connection(self, connection_id: str) -> tuple[Grant, ...]:
@@ -340,9 +352,9 @@ class GrantTable:
                 ):
                     return lost
             for grant in self._grants.values():  # expired, and not purged yet
-                if grant.connection_id in (None, connection_id) and grant.covers(location, operation):
-                    if grant.expired(now):
-                        return LostGrant(grant, (operation,), "expired", grant.expires_at or now)
+                mine = grant.connection_id in (None, connection_id)
+                if mine and grant.covers(location, operation) and grant.expired(now):
+                    return LostGrant(grant, (operation,), "expired", grant.expires_at or now)
         return None
 
     def subscribe(self, listener: Callable[[], object]) -> Callable[[], None]:

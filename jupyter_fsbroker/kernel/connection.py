@@ -16,7 +16,7 @@ import collections
 import concurrent.futures
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypedDict, Unpack
 
 from ..core.connection import Connection as CoreConnection
 from ..core.errors import ClosedError
@@ -27,7 +27,14 @@ from .results import ToolError, ToolResult, Tools
 if TYPE_CHECKING:  # imported with the first connection (kernel/servers.py), not at %load_ext
     from ..protocol.client import ConnectionClosedError, ServerConnection
 
-__all__ = ["KernelConnection"]
+__all__ = ["CallOptions", "KernelConnection"]
+
+
+class CallOptions(TypedDict, total=False):
+    """The keyword arguments of :meth:`KernelConnection.call_tool` (``timeout``, ``raise_on_error``)."""
+
+    timeout: float | None
+    raise_on_error: bool
 
 
 class KernelConnection:
@@ -231,12 +238,7 @@ class KernelConnection:
         return self._result(tool, result, raise_on_error)
 
     async def acall_tool(
-        self,
-        tool: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        timeout: float | None = None,
-        raise_on_error: bool = True,
+        self, tool: str, arguments: Mapping[str, Any] | None = None, **options: Unpack[CallOptions]
     ) -> ToolResult:
         """Call the server's tool *tool* from an async cell: ``await conn.acall_tool(...)``.
 
@@ -246,7 +248,9 @@ class KernelConnection:
         task cancels the call).
         """
         with self._runner.call(self.id) as scope:
-            future = self._runner.submit(self._server.call_tool(tool, arguments, timeout=timeout))
+            future = self._runner.submit(
+                self._server.call_tool(tool, arguments, timeout=options.get("timeout"))
+            )
             try:
                 result: dict[str, Any] = await scope.wait_async(future)
             except asyncio.CancelledError:
@@ -255,7 +259,7 @@ class KernelConnection:
                     # The broker was closed under the call, not this task cancelled.
                     raise self._cancelled(tool) from None
                 raise
-        return self._result(tool, result, raise_on_error)
+        return self._result(tool, result, options.get("raise_on_error", True))
 
     def _result(self, tool: str, raw: dict[str, Any], raise_on_error: bool) -> ToolResult:
         result = ToolResult(raw)

@@ -106,8 +106,8 @@ class ToolResult(dict[str, Any]):
             printer.pretty(self.data)  # what `%fsbroker call` shows: the data, as Python prints it
 
     def _repr_markdown_(self) -> str:
-        body = _cut(self.summary()).replace("```", "ˋˋˋ")
-        return f"```\n{body}\n```"
+        fence = "~~~~" if "~~~" in self.summary() else "~~~"  # a fence the text cannot close
+        return f"{fence}\n{_cut(self.summary())}\n{fence}"
 
     def _repr_html_(self) -> str:
         name = html.escape(self.tool or "tool")
@@ -124,7 +124,7 @@ class ToolResult(dict[str, Any]):
             f"var({'--jp-error-color1' if self.is_error else '--jp-brand-color1'},#888);"
             'padding:2px 8px;margin:2px 0">'
             f'<div style="font-size:var(--jp-ui-font-size1,12px);color:var(--jp-ui-font-color2,#666)">'
-            f"{title}</div><pre style=\"margin:2px 0;white-space:pre-wrap\">{body}</pre>{images}</div>"
+            f'{title}</div><pre style="margin:2px 0;white-space:pre-wrap">{body}</pre>{images}</div>'
         )
 
 
@@ -188,7 +188,9 @@ class Tool(dict[str, Any]):
         out = []
         for key, spec in props.items():
             kind = spec.get("type", "any") if isinstance(spec, dict) else "any"
-            out.append((str(key), kind if isinstance(kind, str) else "|".join(map(str, kind)), key in required))
+            out.append(
+                (str(key), kind if isinstance(kind, str) else "|".join(map(str, kind)), key in required)
+            )
         return out
 
     def signature(self) -> str:
@@ -209,7 +211,7 @@ class Tools(tuple[Tool, ...]):
     def __new__(cls, tools: Iterable[dict[str, Any]] = ()) -> Tools:
         return super().__new__(cls, (t if isinstance(t, Tool) else Tool(t) for t in tools))
 
-    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
             for tool in self:
                 if tool.name == key:
@@ -237,7 +239,8 @@ class Tools(tuple[Tool, ...]):
     def _repr_html_(self) -> str:
         cell = "padding:1px 10px 1px 0;text-align:left;vertical-align:top"
         rows = "".join(
-            f'<tr><td style="{cell}"><code>{html.escape(n)}</code></td><td style="{cell}">{html.escape(s)}</td>'
+            f'<tr><td style="{cell}"><code>{html.escape(n)}</code></td>'
+            f'<td style="{cell}">{html.escape(s)}</td>'
             f'<td style="{cell}"><code>{html.escape(a)}</code></td></tr>'
             for n, s, a in self._rows()
         )

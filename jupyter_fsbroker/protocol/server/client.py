@@ -24,7 +24,7 @@ from .contract import DEFAULT_CHUNK_BYTES, OPERATIONS, WATCH_EVENTS
 from .errors import NotFound, PermissionDenied
 from .locks import hold_lock, unlock
 from .policy import RetryPolicy, Timeouts
-from .requester import Requester
+from .requester import ConsentPaths, Requester
 from .results import ConsentResult, Created, Deleted, Entry, FileStat, ReadChunk, WriteResult
 from .uploads import AtomicWrite, ContentCap, WriteOptions
 from .watch import Watch
@@ -130,10 +130,7 @@ class FilesClient:
     # -- consent -------------------------------------------------------------------------------
 
     async def consent(
-        self,
-        message: str,
-        paths: str | Sequence[str] | Mapping[str, Sequence[str]],
-        operations: Sequence[str] | None = None,
+        self, message: str, paths: ConsentPaths, operations: Sequence[str] | None = None
     ) -> ConsentResult:
         """Ask the user for access (``files/consent``).
 
@@ -158,10 +155,7 @@ class FilesClient:
         return await self._requester.consent(message, paths, operations)
 
     async def require_consent(
-        self,
-        message: str,
-        paths: str | Sequence[str] | Mapping[str, Sequence[str]],
-        operations: Sequence[str] | None = None,
+        self, message: str, paths: ConsentPaths, operations: Sequence[str] | None = None
     ) -> ConsentResult:
         """:meth:`consent`, raising :class:`PermissionDenied` (``consent_refused``) on a refusal."""
         answer = await self.consent(message, paths, operations)

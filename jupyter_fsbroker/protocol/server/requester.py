@@ -27,7 +27,10 @@ from .policy import RetryPolicy, Timeouts
 from .results import ConsentResult
 from .wire import compact_params
 
-__all__ = ["Policies", "Requester"]
+__all__ = ["ConsentPaths", "Policies", "Requester"]
+
+#: The paths of a consent: one, several, or ``{path: operations}`` (the per-path form).
+ConsentPaths = str | Sequence[str] | Mapping[str, Sequence[str]]
 
 log = logging.getLogger(__name__)
 
@@ -141,10 +144,7 @@ class Requester:
         return await self.request(method, params, nbytes=nbytes, retry=retry)
 
     async def consent(
-        self,
-        message: str,
-        paths: str | Sequence[str] | Mapping[str, Sequence[str]],
-        operations: Sequence[str] | None = None,
+        self, message: str, paths: ConsentPaths, operations: Sequence[str] | None = None
     ) -> ConsentResult:
         """Send ``files/consent`` (see :meth:`FilesClient.consent`)."""
         wanted: list[Any]

@@ -52,12 +52,9 @@ class ConsentResult:
     @classmethod
     def from_result(cls, result: Mapping[str, Any]) -> ConsentResult:
         """Read the raw ``files/consent`` result (a :class:`PathConsentResult` when it lists ``approved``)."""
-        common = {
-            "granted": result.get("granted") is True,
-            "approved_paths": get_strs(result, "approvedPaths"),
-            "operations": get_strs(result, "operations"),
-            "expires_at": get_opt_str(result, "expiresAt"),
-        }
+        granted = result.get("granted") is True
+        paths, ops = get_strs(result, "approvedPaths"), get_strs(result, "operations")
+        expires = get_opt_str(result, "expiresAt")
         entries = result.get("approved")
         if isinstance(entries, list):
             approved = tuple(
@@ -65,8 +62,8 @@ class ConsentResult:
                 for entry in entries
                 if isinstance(entry, Mapping) and isinstance(entry.get("path"), str)
             )
-            return PathConsentResult(**common, approved=approved)
-        return cls(**common)
+            return PathConsentResult(granted, paths, ops, expires, approved)
+        return cls(granted, paths, ops, expires)
 
     def operations_on(self, paths: Sequence[str]) -> tuple[str, ...]:
         """The operations granted on every one of *paths* (as far as the answer tells).
@@ -82,7 +79,9 @@ class ConsentResult:
 
 @dataclass(frozen=True)
 class PathConsentResult(ConsentResult):
-    """A ``files/consent`` answer that says what was approved on each path (PROTOCOL.md, "Per-path operations").
+    """A ``files/consent`` answer that says what was approved on each path.
+
+    See PROTOCOL.md, "Per-path operations".
 
     Attributes
     ----------
