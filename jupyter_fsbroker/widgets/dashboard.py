@@ -12,6 +12,13 @@ most one per ``refresh_interval`` by a short-lived timer thread, and rendering
 is serialised by a lock. A Disconnect runs the connection's ``close()`` on a
 short-lived thread so a click handler never blocks. :meth:`Dashboard.close`
 unsubscribes everything and joins every thread it started.
+
+Look: one summary line, then collapsible sections in JupyterLab's style
+(:mod:`.style`), each titled with its count; a section opens when it gets its
+first row and closes when it empties. :meth:`Dashboard.retire` leaves a
+dashboard on the page but inert, saying why (the broker was closed), and
+:attr:`Dashboard.lost` tells whether a frontend closed its comm (then its
+buttons no longer reach the kernel; see :func:`watch_comm_closed`).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from ..core.errors import BrokerError, ClosedError, FilesError
 from ..core.locks import LockInfo
 from ..core.watch import ChangeEvent
 from .closing import close_parts, close_tree
+from .style import REJECT, WARN, style_html
 from .markup import (
     activity_html,
     changes_html,
@@ -49,7 +57,7 @@ from .markup import (
 )
 from .text import ENDED_STATES, ConnectionView, grant_holder
 
-__all__ = ["Dashboard"]
+__all__ = ["Dashboard", "watch_comm_closed"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +69,41 @@ _JOIN_TIMEOUT = 5.0
 class _Change:
     server: str
     event: ChangeEvent
+
+
+def watch_comm_closed(widget: Any, callback: Callable[[], object]) -> bool:
+    """Call *callback()* (on the kernel's shell thread) if a frontend closes *widget*'s comm.
+
+    A frontend that cannot open a widget (Notebook 7's file browser tab, for a
+    notebook made with *Files → New*) closes its comm; from then on the kernel
+    answers that widget's clicks with "No such comm". Returns whether the hook
+    could be set (the widget has a comm). ipywidgets itself sets no close
+    callback on its comms.
+    """
+    comm = getattr(widget, "comm", None)
+    on_close = getattr(comm, "on_close", None)
+    if on_close is None:
+        return False
+    on_close(lambda _msg: callback())
+    return True
+
+
+@dataclass
+class _Section:
+    """One collapsible part of the dashboard: its title, its body, whether it was empty."""
+
+    title: str
+    accordion: Any
+    empty: bool = True
+
+    def show(self, count: int) -> None:
+        title = f"{self.title} ({count})" if count else self.title
+        if tuple(self.accordion.titles) != (title,):
+            self.accordion.titles = (title,)
+        empty = count == 0
+        if empty != self.empty:  # opens with its first row, closes when it empties; else the user decides
+            self.accordion.selected_index = None if empty else 0
+            self.empty = empty
 
 
 @dataclass
@@ -176,6 +219,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self.changes_html.add_class("fsbroker-changes")
         self.activity_html = widgets.HTML(layout=widgets.Layout(**scroll))
         self.activity_html.add_class("fsbroker-activity")
+        self.lost = False
+        self._retired = False
         self._empty = {
             "connections": widgets.HTML(muted("No connections.")),
             "grants": widgets.HTML(
@@ -183,33 +228,30 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             ),
             "locks": widgets.HTML(muted("No kept locks.")),
         }
-        titles = {
-            name: widgets.HTML(f"<b>{escape(name)}</b>")
-            for name in ("Shared folders", "Connections", "Grants", "Locks", "Bytes per server", "Changes")
+        bodies = {
+            "folders": ("Shared folders", self.roots_html),
+            "connections": ("Connections", self.connections_box),
+            "grants": ("Grants", self.grants_box),
+            "locks": ("Kept locks", self.locks_box),
+            "bytes": ("Bytes per server", self.totals_html),
+            "changes": ("Changes", self.changes_html),
+            "activity": ("Activity", self.activity_html),
         }
-        titles["Activity"] = widgets.HTML("<b>Activity</b>")
+        self._sections: dict[str, _Section] = {}
+        for key, (title, body) in bodies.items():
+            accordion = widgets.Accordion(children=[body], titles=(title,), selected_index=None)
+            accordion.add_class("fsbroker-section")
+            accordion.add_class(f"fsbroker-section-{key}")
+            self._sections[key] = _Section(title, accordion)
+        self._style = widgets.HTML(style_html(), layout=widgets.Layout(display="none"))
         self.children = (
+            self._style,
             self.header,
             self.message,
             self.consent_area,
-            titles["Shared folders"],
-            self.roots_html,
-            titles["Connections"],
-            self.connections_box,
-            titles["Grants"],
-            self.grants_box,
-            titles["Locks"],
-            self.locks_box,
-            titles["Bytes per server"],
-            self.totals_html,
-            titles["Changes"],
-            self.changes_html,
-            titles["Activity"],
-            self.activity_html,
+            *(section.accordion for section in self._sections.values()),
         )
         self.add_class("fsbroker-dashboard")
-        self.layout.border = "1px solid #bbb"
-        self.layout.padding = "4px 8px"
 
         # Subscribe first, then read what is there: nothing appended in between is lost.
         self._unsubscribe: list[Callable[[], None]] = [
@@ -378,6 +420,17 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self._set(self.totals_html, totals_html(totals))
         self._set(self.changes_html, changes_html([(c.server, c.event) for c in changes]))
         self._set(self.activity_html, activity_html(activity))
+        counts = {
+            "folders": len(roots),
+            "connections": len(views),
+            "grants": len(grants),
+            "locks": len(locks),
+            "bytes": len(totals),
+            "changes": len(changes),
+            "activity": len(activity),
+        }
+        for key, section in self._sections.items():
+            section.show(counts[key])
 
     @staticmethod
     def _set(widget: Any, value: str) -> None:
@@ -412,10 +465,9 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     @staticmethod
     def _row(text: str, label: str, css: str, style: str, tooltip: str) -> _Row:
-        button = widgets.Button(
-            description=label, button_style=style, tooltip=tooltip, layout=widgets.Layout(width="auto")
-        )
+        button = widgets.Button(description=label, tooltip=tooltip, layout=widgets.Layout(width="auto"))
         button.add_class(css)
+        button.add_class(style)
         text_widget = widgets.HTML(text)
         box = widgets.HBox([button, text_widget], layout=widgets.Layout(align_items="center"))
         return _Row(box, text_widget, button)
@@ -451,7 +503,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     def _make_connection_row(self, key: int) -> _Row:
         view = self._conn_views[key]
-        row = self._row("", "Disconnect", "fsbroker-disconnect", "danger", "End this connection now")
+        row = self._row("", "Disconnect", "fsbroker-disconnect", WARN, "End this connection now")
         row.button.on_click(lambda _button: self._disconnect(view))
         return row
 
@@ -491,7 +543,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
     # grants
 
     def _make_grant_row(self, grant_id: str) -> _Row:
-        row = self._row("", "Revoke", "fsbroker-revoke", "warning", "Revoke this grant now")
+        row = self._row("", "Revoke", "fsbroker-revoke", REJECT, "Revoke this grant now")
         row.button.on_click(lambda _button: self._revoke(grant_id))
         return row
 
@@ -510,7 +562,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
     # locks
 
     def _make_lock_row(self, lock_id: str) -> _Row:
-        row = self._row("", "Force release", "fsbroker-force-unlock", "warning", "Release this lock now")
+        row = self._row("", "Force release", "fsbroker-force-unlock", REJECT, "Release this lock now")
         row.button.on_click(lambda _button: self._force_unlock(lock_id))
         return row
 
@@ -596,15 +648,39 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
+        """Whether :meth:`close` (or :meth:`retire`) was called."""
         return self._closed
 
-    def close(self) -> None:
-        """Unsubscribe from the broker, stop and join every thread, close the widgets. Idempotent.
+    @property
+    def retired(self) -> bool:
+        """Whether :meth:`retire` left the dashboard on the page, inert."""
+        return self._retired
 
-        A Disconnect still running is waited for a few seconds; consent prompts
-        in :attr:`consent_area` are left to their owner.
+    def mark_lost(self) -> None:
+        """A frontend closed this dashboard's comm: its buttons no longer reach the kernel (any thread)."""
+        self.lost = True
+
+    def retire(self, why: str) -> None:
+        """Stop following the broker but stay on the page, saying *why* and with every button disabled.
+
+        For a broker that closes (``%unload_ext``, ``%reload_ext``): the page
+        keeps showing the last state, marked stale, instead of a view that looks
+        alive and does nothing. Threads are joined as in :meth:`close`; the
+        widgets stay open until :meth:`close`.
         """
+        with self._render_lock:
+            for rows in (self._conn_rows, self._grant_rows, self._lock_rows):
+                for row in rows.values():
+                    row.button.disabled = True
+        self._stop_following()
+        self._retired = True
+        self.header.value = (
+            f'<span class="fsbroker-banner">Stale: {escape(why)} — this view no longer updates and its '
+            "buttons do nothing.</span> " + str(self.header.value)
+        )
+        self.add_class("fsbroker-stale")
+
+    def _stop_following(self) -> tuple[bool, threading.Thread | None]:
         with self._state:
             already = self._closed
             self._closed = True
@@ -622,7 +698,17 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         for worker in workers:
             if worker is not current:
                 worker.join(_JOIN_TIMEOUT)
-        if not already:
+        return already, timer
+
+    def close(self) -> None:
+        """Unsubscribe from the broker, stop and join every thread, close the widgets. Idempotent.
+
+        A Disconnect still running is waited for a few seconds; consent prompts
+        in :attr:`consent_area` are left to their owner.
+        """
+        already, _ = self._stop_following()
+        if not already or self._retired:
+            self._retired = False
             with self._render_lock:
                 for rows in (self._conn_rows, self._grant_rows, self._lock_rows):
                     for row in rows.values():
