@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TextIO, Unpack
 
 from ..core.broker import Broker
 from ..core.config import BrokerConfig
-from ..core.consent import Consenter, DenyingConsenter
+from ..core.consent import ConsentDecision, Consenter, ConsentRequest, DenyingConsenter
 from ..core.errors import ClosedError, ConfigError
 from ..core.grants import Grant
 from ..core.locks import LockInfo
@@ -120,8 +120,13 @@ class NotebookBroker:
         self._terminal: Any | None = None
         self._base_limits = (config or BrokerConfig()).limits
         self.core = Broker(self.settings.make_config(config))
+        self._kernel_consenter: KernelConsenter | None = None
         self._views = NotebookViews(
-            self.core, self._connection_list, widgets=widgets, closed=lambda: self._closed
+            self.core,
+            self._connection_list,
+            widgets=widgets,
+            closed=lambda: self._closed,
+            pending=self.pending_consents,
         )
         self._loop = BackgroundLoop(prepare=self._prepare_loop)
         try:
@@ -129,7 +134,6 @@ class NotebookBroker:
         except BaseException:
             self.core.close()
             raise
-        self._kernel_consenter: KernelConsenter | None = None
         self._consenter = consenter if consenter is not None else self._default_consenter()
         self._runner = CallRunner(
             self._loop, new_scope=self._new_scope, consenter=self._kernel_consenter, keep=self._views.keep
@@ -140,6 +144,9 @@ class NotebookBroker:
             with contextlib.suppress(ClosedError):
                 self._runner.submit(asyncio.to_thread(warm_up))
         self._apply_specs()
+        self._events = getattr(shell, "events", None)
+        if self._events is not None:
+            self._events.register("post_run_cell", self._print_notices)
         self.settings.observe(self._live_setting_changed, names=list(LIVE_TRAITS))
         self.settings.observe(self._specs_changed, names=list(_SPEC_TRAITS))
         self.settings.observe(self._audit_changed, names=["audit_file"])
@@ -155,7 +162,9 @@ class NotebookBroker:
 
                 make_prompt = ConsentPrompt
             self._kernel_consenter = KernelConsenter(
-                make_prompt=make_prompt, place_outside=self._views.place_outside
+                make_prompt=make_prompt,
+                place_outside=self._views.place_outside,
+                on_change=self._views.refresh,
             )
             return self._kernel_consenter
         if sys.stdin is not None and sys.stdin.isatty():
@@ -482,6 +491,52 @@ class NotebookBroker:
         """The dashboard as text."""
         return self._views.status()
 
+    def snapshot(self) -> dict[str, Any]:
+        """What the dashboard shows, as JSON-ready data (for views outside the notebook's cells).
+
+        See :func:`~jupyter_fsbroker.widgets.snapshot.state_snapshot`: shared
+        folders, connections, grants, kept locks, the consent requests waiting
+        (each with its ``id`` for :meth:`answer_consent`), bytes per server and
+        recent activity.
+        """
+        return self._views.snapshot()
+
+    def pending_consents(self) -> tuple[ConsentRequest, ...]:
+        """The consent requests waiting for an answer, wherever their prompts are shown."""
+        consenter = self._kernel_consenter
+        return tuple(consenter.pending()) if consenter is not None else ()
+
+    def answer_consent(self, request_id: str, decision: ConsentDecision | bool) -> bool:
+        """Answer a waiting consent request from elsewhere than its prompt (the first answer counts).
+
+        Parameters
+        ----------
+        request_id
+            The request's ``id`` (see :meth:`pending_consents`, :meth:`snapshot`).
+        decision
+            ``True`` approves everything approvable as asked, ``False`` denies;
+            or a :class:`~jupyter_fsbroker.core.consent.ConsentDecision`.
+
+        Returns
+        -------
+        bool
+            Whether this answer counted (``False``: unknown, or decided already).
+        """
+        consenter = self._kernel_consenter
+        if consenter is None:
+            return False
+        if isinstance(decision, bool):
+            found = [r for r in consenter.pending() if r.id == request_id]
+            if not found:
+                return False
+            decision = ConsentDecision.approve_all(found[0]) if decision else ConsentDecision.deny()
+        return consenter.answer(request_id, decision)
+
+    def _print_notices(self, *args: object) -> None:
+        """After each cell: print what the views noticed meanwhile (a dashboard cut off from the kernel)."""
+        for notice in self._views.take_notices():
+            print(notice, file=sys.stderr)
+
     def _new_scope(self, connection_id: str) -> CallScope:
         return CallScope(
             connection_id,
@@ -504,21 +559,27 @@ class NotebookBroker:
         """Whether :meth:`close` was called."""
         return self._closed
 
-    def close(self, *, at_exit: bool = False) -> None:
+    def close(self, *, at_exit: bool = False, why: str = "the file broker was closed") -> None:
         """Close every connection, then the broker: no thread, watcher, lock or temp file remains.
 
         Idempotent. Waits a few seconds at most for transports to come down.
+        The dashboard and connection cards stay on the page, marked stale.
 
         Parameters
         ----------
         at_exit
             The process is ending (``atexit``): leave the widgets alone.
+        why
+            What the stale views say happened.
         """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             conns = list(self._connections.values())
+        if self._events is not None:
+            with contextlib.suppress(ValueError):  # never registered, or unregistered already
+                self._events.unregister("post_run_cell", self._print_notices)
         self.settings.unobserve(self._live_setting_changed, names=list(LIVE_TRAITS))
         self.settings.unobserve(self._specs_changed, names=list(_SPEC_TRAITS))
         self.settings.unobserve(self._audit_changed, names=["audit_file"])
@@ -541,7 +602,7 @@ class NotebookBroker:
                     prompt.close()
                 except Exception:
                     log.debug("could not close a consent prompt", exc_info=True)
-        self._views.close(at_exit=at_exit)
+        self._views.close(at_exit=at_exit, why=why)
         self.core.close()
         self._loop.stop()
         if self._terminal is not None:

@@ -250,14 +250,14 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
                 chosen[item.path] = tuple(op for op in self.request.operations if op in ops and ops[op].value)
         seconds = int(self.duration.value or 0)
         duration = None if seconds <= 0 else float(seconds)
-        union = tuple(op for op in self.request.operations if any(op in ops for ops in chosen.values()))
+        union = tuple(op for op in self.request.operations if any(op in got for got in chosen.values()))
         flat = all(
-            set(ops) == set(union) & set(item.grantable(self.request.operations_of(item)))
+            set(got) == set(union) & set(item.grantable(self.request.operations_of(item)))
             for item in self.request.items
-            if (ops := chosen.get(item.path)) is not None
+            if (got := chosen.get(item.path)) is not None
         )
         if flat:
-            return ConsentDecision(tuple(p for p, ops in chosen.items() if ops), union, duration)
+            return ConsentDecision(tuple(p for p, got in chosen.items() if got), union, duration)
         return ConsentDecision.per_path(chosen, duration=duration)
 
     @property
@@ -343,7 +343,9 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
             self.countdown.value = ""
             self._outcome_plain = text
             who = html.escape(printable(self.request.server))
-            self.outcome.value = f'<span class="fsbroker-note">{who}: </span><b>{html.escape(printable(text))}</b>'
+            self.outcome.value = (
+                f'<span class="fsbroker-note">{who}: </span><b>{html.escape(printable(text))}</b>'
+            )
             # Shrunk to its one-line outcome: the rest stays (disabled) but is hidden.
             for child in self.children:
                 if child is not self.outcome and child is not self._style:

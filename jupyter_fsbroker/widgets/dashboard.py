@@ -38,11 +38,11 @@ import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 from ..core.audit import AuditRecord
 from ..core.broker import Broker
 from ..core.connection import Connection
+from ..core.consent import ConsentRequest
 from ..core.errors import BrokerError, ClosedError, FilesError
 from ..core.locks import LockInfo
 from ..core.watch import ChangeEvent
 from .closing import close_parts, close_tree
-from .style import REJECT, WARN, style_html
 from .markup import (
     activity_html,
     changes_html,
@@ -55,6 +55,7 @@ from .markup import (
     roots_html,
     totals_html,
 )
+from .style import REJECT, WARN, style_html
 from .text import ENDED_STATES, ConnectionView, grant_holder
 
 __all__ = ["Dashboard", "watch_comm_closed"]
@@ -139,6 +140,11 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         constructor). A kernel uses it to render in a context detached from the
         running cell and to free the new rows' comm routing. Default: call the
         function.
+    pending
+        Returns every consent request waiting for an answer, wherever its
+        prompt is (a blocked cell's output too), so the summary line shows a
+        forgotten prompt; default: those in :attr:`consent_area`. Call
+        :meth:`schedule_refresh` when it changes.
 
     Attributes
     ----------
@@ -180,9 +186,11 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         max_activity: int = 50,
         refresh_interval: float = 0.2,
         render_with: Callable[[Dashboard, Callable[[], None]], object] | None = None,
+        pending: Callable[[], Sequence[ConsentRequest]] | None = None,
     ) -> None:
         super().__init__()
         self.broker = broker
+        self._pending = pending
         self._render_with = render_with
         self._connections: Callable[[], Sequence[ConnectionView]] = connections or tuple
         self._interval = max(0.0, float(refresh_interval))
@@ -388,6 +396,15 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         totals = broker.audit.totals()
         servers = {conn.id: conn.server for conn in broker.connections()}
         waiting = sum(1 for child in self.consent_area.children if not getattr(child, "done", True))
+        oldest: ConsentRequest | None = None
+        if self._pending is not None:
+            try:
+                asks = tuple(self._pending())
+            except Exception:
+                log.exception("the dashboard could not list the consent requests")
+                asks = ()
+            waiting = len(asks)
+            oldest = min(asks, key=lambda r: r.deadline, default=None)
 
         self._set(
             self.header,
@@ -399,6 +416,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                 totals=totals,
                 waiting=waiting,
                 closed=broker.closed,
+                oldest=oldest,
             ),
         )
         self._set(self.roots_html, roots_html(roots))

@@ -28,6 +28,7 @@ from .text import (
 
 if TYPE_CHECKING:
     from ..core.audit import AuditRecord
+    from ..core.consent import ConsentRequest
     from ..core.grants import Grant
     from ..core.locks import LockInfo
     from ..core.roots import Root
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 __all__ = [
     "activity_html",
     "changes_html",
-    "decision_html",
     "connection_html",
+    "decision_html",
     "escape",
     "grant_html",
     "header_html",
@@ -80,8 +81,14 @@ def header_html(
     totals: Mapping[str, Mapping[str, int]],
     waiting: int,
     closed: bool,
+    oldest: ConsentRequest | None = None,
 ) -> str:
-    """The dashboard's one-line summary: counts, bytes moved, consent requests waiting."""
+    """The dashboard's one-line summary: counts, bytes moved, consent requests waiting.
+
+    With *oldest* (the waiting request refused first), the line also says who
+    asks and when it will be refused, so a prompt forgotten in a scrolled-away
+    cell shows here too.
+    """
     read = sum(t["read"] for t in totals.values())
     written = sum(t["written"] for t in totals.values())
     parts = [
@@ -95,6 +102,12 @@ def header_html(
     summary = " · ".join(escape(part) for part in parts)
     if waiting:
         summary += f" · <b>{escape(plural(waiting, 'consent request'))} waiting</b>"
+        if oldest is not None:
+            summary += (
+                f'<br><span class="fsbroker-banner">{escape(oldest.server)} waits for your consent '
+                f"({escape(oldest.message or 'no message')}): answer in the calling cell, or it is refused "
+                f"at {escape(clock_text(oldest.deadline))}</span>"
+            )
     if closed:
         summary += " · <b>broker closed</b>"
     return f"<b>File broker</b> — {summary}"
