@@ -395,7 +395,7 @@ class Broker(Closeable):
             raw_path = p.raw.get("path")
             note.path = raw_path if isinstance(raw_path, str) else None
             if connection.closed:
-                raise PermissionDenied("the connection is closed", reason="connection_closed")
+                raise PermissionDenied(connection.access.close_reason, reason="connection_closed")
             connection.rate.take_op(path=note.path)
             yield handler, p, note
         except FilesError as exc:

@@ -194,12 +194,16 @@ class FSBrokerMagics(Magics):
 
     @staticmethod
     def _call(broker: NotebookBroker, name: str, tool: str, arguments: str | None) -> Any:
-        """Call *tool*; return its result, which displays as ``conn.call_tool`` shows it (its data)."""
+        """Call *tool*; return its data (structured content, or its text as JSON, or text).
+
+        That is what ``conn.call_tool(...)`` shows too (:class:`~.results.ToolResult`
+        displays its data the way IPython prints it).
+        """
         result = broker.connection(name).call_tool(tool, _arguments(arguments), raise_on_error=False)
         if result.is_error:
             print(f"{name}: {tool} reported an error: {result.text}", file=sys.stderr)
             return None
-        return result
+        return result.data
 
     def _do_disconnect(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
         broker.disconnect(args.name)

@@ -31,13 +31,17 @@ _SHOWN = 20_000
 
 
 def show_value(value: Any) -> str:
-    """*value* as text for people: JSON indented for dicts and lists, ``str`` for text."""
+    """*value* as text for people, as IPython prints it (``str`` for text).
+
+    So a result displays exactly as its data does, and as ``%fsbroker call`` shows it.
+    """
     if isinstance(value, str):
         return value
     try:
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
+        from IPython.lib.pretty import pretty
+    except ImportError:  # pragma: no cover - IPython is a dependency
         return repr(value)
+    return str(pretty(value))
 
 
 def _cut(text: str) -> str:

@@ -252,7 +252,7 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         duration = None if seconds <= 0 else float(seconds)
         union = tuple(op for op in self.request.operations if any(op in got for got in chosen.values()))
         flat = all(
-            set(got) == set(union) & set(item.grantable(self.request.operations_of(item)))
+            set(got) == set(union) & set(item.grantable(self.request.operations))
             for item in self.request.items
             if (got := chosen.get(item.path)) is not None
         )
