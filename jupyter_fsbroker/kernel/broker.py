@@ -121,6 +121,8 @@ class NotebookBroker:
         self._base_limits = (config or BrokerConfig()).limits
         self.core = Broker(self.settings.make_config(config))
         self._kernel_consenter: KernelConsenter | None = None
+        self._warm: concurrent.futures.Future[None] | None = None
+        self._warming = False
         self._views = NotebookViews(
             self.core,
             self._connection_list,
@@ -134,19 +136,22 @@ class NotebookBroker:
         except BaseException:
             self.core.close()
             raise
+        if self._kernel is not None:
+            # %load_ext stays quick: the MCP client and jsonschema (which mcp imports when a tool's
+            # structured result is first checked, ~1-3 s) are imported on a worker thread of the loop
+            # once the loading cell is over (or at the first connect), while the user goes on; the
+            # first consent prompt is shown once that is done, so the answer never waits for an import.
+            self._warm = concurrent.futures.Future()
         self._consenter = consenter if consenter is not None else self._default_consenter()
         self._runner = CallRunner(
             self._loop, new_scope=self._new_scope, consenter=self._kernel_consenter, keep=self._views.keep
         )
-        if self._kernel is not None:
-            # %load_ext stays quick: the MCP client is imported on a worker thread of the loop while the
-            # user shares folders, so the first connect (and the first consent's tool call) need not.
-            with contextlib.suppress(ClosedError):
-                self._runner.submit(asyncio.to_thread(warm_up))
         self._apply_specs()
         self._events = getattr(shell, "events", None)
         if self._events is not None:
-            self._events.register("post_run_cell", self._print_notices)
+            self._events.register("post_run_cell", self._after_cell)
+        else:
+            self._warm_up()
         self.settings.observe(self._live_setting_changed, names=list(LIVE_TRAITS))
         self.settings.observe(self._specs_changed, names=list(_SPEC_TRAITS))
         self.settings.observe(self._audit_changed, names=["audit_file"])
@@ -156,15 +161,12 @@ class NotebookBroker:
 
     def _default_consenter(self) -> Consenter:
         if self._kernel is not None:
-            make_prompt = None
-            if self._views.widgets:
-                from ..widgets.consent import ConsentPrompt
-
-                make_prompt = ConsentPrompt
+            make_prompt = _make_prompt if self._views.widgets else None
             self._kernel_consenter = KernelConsenter(
                 make_prompt=make_prompt,
                 place_outside=self._views.place_outside,
                 on_change=self._views.refresh,
+                ready=self._warm,
             )
             return self._kernel_consenter
         if sys.stdin is not None and sys.stdin.isatty():
@@ -400,6 +402,7 @@ class NotebookBroker:
             or an empty name.
         """
         self._runner.check_thread()
+        self._warm_up()
         target = self._target(
             name, url=url, headers=headers, command=command, env=env, cwd=cwd, timeout=timeout
         )
@@ -408,6 +411,7 @@ class NotebookBroker:
     async def aconnect(self, name: str, **options: Unpack[ConnectOptions]) -> KernelConnection:
         """:meth:`connect` for async cells: ``conn = await broker.aconnect(...)``; the same arguments."""
         self._runner.check_thread()
+        self._warm_up()
         target = self._target(name, **options)
         return self._connected(*(await self._runner.run_async(self._open(target))))
 
@@ -532,10 +536,25 @@ class NotebookBroker:
             decision = ConsentDecision.approve_all(found[0]) if decision else ConsentDecision.deny()
         return consenter.answer(request_id, decision)
 
-    def _print_notices(self, *args: object) -> None:
-        """After each cell: print what the views noticed meanwhile (a dashboard cut off from the kernel)."""
+    def _after_cell(self, *args: object) -> None:
+        """After each cell: start the warm-up (once), print what the views noticed meanwhile."""
+        self._warm_up()
         for notice in self._views.take_notices():
             print(notice, file=sys.stderr)
+
+    def _warm_up(self) -> None:
+        """Import what connections and answers need, on a worker thread of the loop (once)."""
+        warm = self._warm
+        with self._lock:
+            if warm is None or self._warming or self._closed:
+                return
+            self._warming = True
+        try:
+            done = self._loop.submit(asyncio.to_thread(warm_up))
+        except LoopClosedError:
+            _finish(warm)
+            return
+        done.add_done_callback(lambda _done: _finish(warm))
 
     def _new_scope(self, connection_id: str) -> CallScope:
         return CallScope(
@@ -579,7 +598,7 @@ class NotebookBroker:
             conns = list(self._connections.values())
         if self._events is not None:
             with contextlib.suppress(ValueError):  # never registered, or unregistered already
-                self._events.unregister("post_run_cell", self._print_notices)
+                self._events.unregister("post_run_cell", self._after_cell)
         self.settings.unobserve(self._live_setting_changed, names=list(LIVE_TRAITS))
         self.settings.unobserve(self._specs_changed, names=list(_SPEC_TRAITS))
         self.settings.unobserve(self._audit_changed, names=["audit_file"])
@@ -592,6 +611,8 @@ class NotebookBroker:
             except (LoopClosedError, concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
                 log.warning("some connections did not close in time")
         self._server_logs.close()
+        if self._warm is not None:
+            _finish(self._warm)  # requests still waiting for it go to their (closing) views now
         prompts = []
         if self._kernel_consenter is not None:
             prompts = [ask.prompt for ask in self._kernel_consenter.asks() if ask.prompt is not None]
@@ -613,6 +634,18 @@ class NotebookBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _make_prompt(request: ConsentRequest, future: concurrent.futures.Future[ConsentDecision]) -> Any:
+    """A consent prompt widget (``ipywidgets`` is imported with the first one, not at ``%load_ext``)."""
+    from ..widgets.consent import ConsentPrompt
+
+    return ConsentPrompt(request, future)
+
+
+def _finish(future: concurrent.futures.Future[None]) -> None:
+    with contextlib.suppress(concurrent.futures.InvalidStateError):  # finished by the other side already
+        future.set_result(None)
 
 
 async def _wait_all(servers: list[ServerConnection], timeout: float) -> None:

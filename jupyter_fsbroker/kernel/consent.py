@@ -319,6 +319,10 @@ class KernelConsenter:
     on_change
         Called (any thread) when a request arrives or is decided, so that views
         outside the prompt (the dashboard's "waiting" line) follow.
+    ready
+        Done once what answering needs is imported (see
+        :func:`~.servers.warm_up`); a request that arrives before is shown when
+        it is done, so the user's answer never waits for an import.
     """
 
     def __init__(
@@ -327,7 +331,9 @@ class KernelConsenter:
         make_prompt: Callable[[ConsentRequest, Future[ConsentDecision]], Any] | None,
         place_outside: Callable[[Ask], None],
         on_change: Callable[[], object] | None = None,
+        ready: Future[Any] | None = None,
     ) -> None:
+        self._ready = ready
         self._make_prompt = make_prompt
         self._place_outside = place_outside
         self._on_change = on_change
@@ -354,11 +360,18 @@ class KernelConsenter:
         if self._on_change is not None:
             self._on_change()
             future.add_done_callback(lambda _future: self._changed())
+        ready = self._ready
+        if ready is None or ready.done():
+            self._route(ask, scopes)
+        else:
+            ready.add_done_callback(lambda _ready: self._route(ask, scopes))
+        return future
+
+    def _route(self, ask: Ask, scopes: list[CallScope]) -> None:
         for scope in reversed(scopes):  # the most recent call of the connection
             if scope.offer(ask):
-                return future
+                return
         self._place_outside(ask)
-        return future
 
     # -- calls in flight -----------------------------------------------------------------------
 

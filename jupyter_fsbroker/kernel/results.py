@@ -41,7 +41,7 @@ def show_value(value: Any) -> str:
         from IPython.lib.pretty import pretty
     except ImportError:  # pragma: no cover - IPython is a dependency
         return repr(value)
-    return str(pretty(value))
+    return str(pretty(value))  # type: ignore[no-untyped-call,unused-ignore]
 
 
 def _cut(text: str) -> str:

@@ -33,9 +33,17 @@ __all__ = ["DEFAULT_CONNECT_TIMEOUT", "ConnectOptions", "ServerLogs", "ServerTar
 DEFAULT_CONNECT_TIMEOUT = 30.0
 
 #: What a first connection and a first tool call need, imported ahead by :func:`warm_up`: the MCP
-#: client (~0.6 s) and jsonschema, which mcp imports on the first call of a tool with an output
-#: schema (~1 s, on the loop that a consent answer must cross).
-_WARM_MODULES = ("jupyter_fsbroker.protocol.client", "jsonschema")
+#: client (~0.6 s), the widgets the first connection shows, and jsonschema, which mcp imports on the
+#: first call of a tool with an output schema (~1-3 s, on the loop that a consent answer must cross).
+_WARM_MODULES = (
+    "jupyter_fsbroker.protocol.client",
+    "ipywidgets",
+    "jupyter_fsbroker.widgets.consent",
+    "jupyter_fsbroker.widgets.places",
+    "jupyter_fsbroker.widgets.dashboard",
+    "jupyter_fsbroker.widgets.progress",
+    "jsonschema",
+)
 
 
 def warm_up() -> None:

@@ -26,6 +26,7 @@ consenter). This module never decides what a server may do, and never blocks.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import threading
 import time
@@ -50,14 +51,12 @@ log = logging.getLogger(__name__)
 
 
 def widgets_available() -> bool:
-    """Whether ``ipywidgets`` and the widget views import."""
+    """Whether ``ipywidgets`` is installed (found, not imported: the views import it when first shown,
+    or the kernel's warm-up does, so ``%load_ext`` does not pay for it)."""
     try:
-        import ipywidgets  # type: ignore[import-untyped,unused-ignore]  # noqa: F401
-
-        from ..widgets import consent, dashboard, places, progress  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("ipywidgets") is not None
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 def _render_detached(dashboard: Any, render: Callable[[], None]) -> None:

@@ -112,6 +112,7 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         self._finished = False
         self._closed = False
         self._syncing = False
+        self._answering: int | None = None  # the thread resolving the future from a click
         self._outcome_plain = ""
         self._ticker: threading.Thread | None = None
 
@@ -318,11 +319,21 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         # it is resolved outside our lock so that its callbacks can never deadlock with it.
         if self.future.done():
             return
-        # Answered, timed out or withdrawn meanwhile: the first one counts.
-        with contextlib.suppress(InvalidStateError):
-            self.future.set_result(decision)
+        # The future's callbacks run in the order they were added, and this prompt's came first:
+        # while this thread answers, the prompt's own (comm-heavy) update waits until the broker's
+        # loop has been told, so the server gets its answer without waiting for the widgets.
+        self._answering = threading.get_ident()
+        try:
+            with contextlib.suppress(InvalidStateError):  # answered, timed out or withdrawn meanwhile
+                self.future.set_result(decision)
+        finally:
+            self._answering = None
+        if self.future.done():
+            self._on_done(self.future)
 
     def _on_done(self, future: Future[ConsentDecision]) -> None:
+        if self._answering == threading.get_ident():
+            return  # _answer shows the outcome once every other callback has run
         text = self._outcome_text(future)
         with self._lock:
             if self._finished:
