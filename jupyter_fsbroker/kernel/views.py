@@ -165,13 +165,15 @@ class NotebookViews:
                 self._dashboard, self._dashboard_shelf = None, None
                 self._dashboard_shown = False
             self._cards = {key: card for key, card in self._cards.items() if card[0] is not view}
-        mark = getattr(view, "mark_lost", None)
-        if mark is not None:
-            mark()
+        try:
+            view.mark_lost()
+            view.retire("a frontend cut this view off from the kernel")  # what still shows says so
+        except Exception:
+            log.debug("could not retire a lost view", exc_info=True)
         self.notice(
-            f"jupyter_fsbroker: a frontend closed the {what}'s widgets (e.g. another tab of this notebook "
-            "could not open them), so its buttons no longer reach the kernel. broker.dashboard() shows a "
-            "working one; %fsbroker disconnect NAME and conn.close() always work."
+            f"jupyter_fsbroker: a frontend closed the widgets of {what} (another tab of this notebook "
+            "could not open them?), so their buttons no longer reach the kernel. broker.dashboard() shows "
+            "a working one; %fsbroker disconnect NAME and conn.close() always work."
         )
 
     def _ensure_dashboard(self) -> Any:
@@ -187,7 +189,7 @@ class NotebookViews:
                 Dashboard, self._core, self._connections, render_with=_render_detached, pending=self._pending
             )
             ipk.free_routing(dash)
-            watch_comm_closed(dash, lambda: self._lost(dash, "dashboard"))
+            watch_comm_closed(dash, lambda: self._lost(dash, "the dashboard"))
             self._dashboard = dash
             self._dashboard_shelf = PromptShelf(dash)
             return dash
@@ -217,7 +219,7 @@ class NotebookViews:
             card = ConnectionCard(conn)
             with self._lock:
                 self._cards[conn.id] = (card, PromptShelf(card))
-            watch_comm_closed(card, lambda: self._lost(card, f"card of connection {conn.name!r}"))
+            watch_comm_closed(card, lambda: self._lost(card, f"the card of connection {conn.name!r}"))
             display(card)  # type: ignore[no-untyped-call,unused-ignore]
         except Exception:
             log.exception("could not show the connection card")

@@ -170,7 +170,7 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         approvable = sum(1 for item in request.items if item.approvable)
         ops_row = widgets.HBox([widgets.HTML("All paths:&nbsp;"), *self.op_toggles.values()])
         ops_row.add_class("fsbroker-consent-all")
-        if approvable < 2:  # one path: its own checkboxes say it all
+        if approvable < 2 or request.per_path:  # one path, or each its own operations: the rows say it all
             ops_row.layout.display = "none"
         duration_row = widgets.HBox([widgets.HTML("For:&nbsp;"), self.duration])
         buttons_row = widgets.HBox([self.approve_button, self.deny_button, self.countdown])

@@ -32,6 +32,8 @@ CSS = """
 .fsbroker-consent { border-left: 3px solid var(--jp-warn-color1, #f57c00); }
 .fsbroker-consent.fsbroker-finished { border-left-color: var(--jp-border-color1, #999); padding: 2px 8px; }
 .fsbroker-consent .widget-checkbox, .fsbroker-consent .widget-checkbox input { margin: 0; }
+.fsbroker-consent .widget-checkbox input { margin-right: 4px; }
+.fsbroker-consent .widget-checkbox { margin-right: 6px; }
 .fsbroker-consent .widget-checkbox input { accent-color: var(--jp-brand-color1, #1976d2); }
 .fsbroker-consent-row { align-items: center; gap: 4px; }
 .fsbroker-consent-ops { gap: 8px; margin-left: 12px; }

@@ -144,7 +144,7 @@ def test_a_dashboard_closed_by_a_frontend_is_noticed_and_replaced(kernel: Kernel
     # What Notebook 7's file browser tab does with a widget it cannot open: it closes its comm.
     kernel.kc.shell_channel.send(kernel.kc.session.msg("comm_close", {"comm_id": dash.comm_id, "data": {}}))
     after = kernel.run("1 + 1")
-    assert "a frontend closed the dashboard's widgets" in after.stderr
+    assert "a frontend closed the widgets of the dashboard" in after.stderr
     assert "%fsbroker disconnect NAME" in after.stderr
     kernel.run("broker.dashboard()")
     fresh = kernel.wait_widget("fsbroker-dashboard", exclude={dash.comm_id})
