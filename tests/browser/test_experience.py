@@ -29,7 +29,8 @@ CONNECT = (
 )
 CELLS = [
     "%load_ext jupyter_fsbroker",
-    "import jupyter_fsbroker as fsb, os, sys\nbroker = fsb.get_broker()\nbroker.add_root('data', name='data')",
+    "import jupyter_fsbroker as fsb, os, sys\nbroker = fsb.get_broker()\n"
+    "broker.add_root('data', name='data')",
     CONNECT,
     'conn.call_tool("write_report", {"path": "data/sales.csv"})',
     "broker.dashboard()",
