@@ -5,7 +5,8 @@
 * :mod:`.broker` — :class:`NotebookBroker`: roots, grants and connections, with their views.
 * :mod:`.connection` — :class:`KernelConnection`: one server connection (calls,
   cancellation, grants, the kill switch).
-* :mod:`.results` — :class:`ToolResult`: a tool's result.
+* :mod:`.results` — :class:`ToolResult` (a tool's result), :class:`ToolError` (a failed tool),
+  :class:`Tools` and :class:`Tool` (a server's tools, for people).
 * :mod:`.servers` — the target of a connect call, checked; each stdio server's log.
 * :mod:`.calls` — how a cell waits for work on the background loop; the frame of each tool call.
 * :mod:`.consent` — where consent prompts appear while a cell runs.
