@@ -182,7 +182,8 @@ class NotebookViews:
                 raise ClosedError("the broker is closed (%reload_ext jupyter_fsbroker starts a new one)")
             if self._dashboard is not None:
                 return self._dashboard
-            from ..widgets.dashboard import Dashboard, watch_comm_closed
+            from ..widgets.closing import watch_comm_closed
+            from ..widgets.dashboard import Dashboard
             from ..widgets.places import PromptShelf
 
             dash = ipk.run_detached(
@@ -213,7 +214,7 @@ class NotebookViews:
         try:
             from IPython.display import display
 
-            from ..widgets.dashboard import watch_comm_closed
+            from ..widgets.closing import watch_comm_closed
             from ..widgets.places import ConnectionCard, PromptShelf
 
             card = ConnectionCard(conn)

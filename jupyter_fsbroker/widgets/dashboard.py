@@ -1,4 +1,4 @@
-"""The dashboard: roots, connections, grants, locks, changes and activity, with the user's controls.
+"""The dashboard: roots, connections, grants, locks, changes, activity and server logs, with controls.
 
 A :class:`Dashboard` observes one :class:`~jupyter_fsbroker.core.broker.Broker`
 and the kernel's connections. Its buttons only call public methods: the
@@ -18,7 +18,7 @@ Look: one summary line, then collapsible sections in JupyterLab's style
 first row and closes when it empties. :meth:`Dashboard.retire` leaves a
 dashboard on the page but inert, saying why (the broker was closed), and
 :attr:`Dashboard.lost` tells whether a frontend closed its comm (then its
-buttons no longer reach the kernel; see :func:`watch_comm_closed`).
+buttons no longer reach the kernel; see :func:`.closing.watch_comm_closed`).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ..core.connection import Connection
 from ..core.consent import ConsentRequest
 from ..core.errors import BrokerError, ClosedError, FilesError
 from ..core.locks import LockInfo
+from ..core.serverlog import LogEntry, ServerLog
 from ..core.watch import ChangeEvent
 from .closing import close_parts, close_tree
 from .markup import (
@@ -53,12 +54,13 @@ from .markup import (
     lock_html,
     muted,
     roots_html,
+    server_log_html,
     totals_html,
 )
 from .style import REJECT, WARN, style_html
 from .text import ENDED_STATES, ConnectionView, grant_holder
 
-__all__ = ["Dashboard", "watch_comm_closed"]
+__all__ = ["Dashboard"]
 
 log = logging.getLogger(__name__)
 
@@ -70,23 +72,6 @@ _JOIN_TIMEOUT = 5.0
 class _Change:
     server: str
     event: ChangeEvent
-
-
-def watch_comm_closed(widget: Any, callback: Callable[[], object]) -> bool:
-    """Call *callback()* (on the kernel's shell thread) if a frontend closes *widget*'s comm.
-
-    A frontend that cannot open a widget (Notebook 7's file browser tab, for a
-    notebook made with *Files → New*) closes its comm; from then on the kernel
-    answers that widget's clicks with "No such comm". Returns whether the hook
-    could be set (the widget has a comm). ipywidgets itself sets no close
-    callback on its comms.
-    """
-    comm = getattr(widget, "comm", None)
-    on_close = getattr(comm, "on_close", None)
-    if on_close is None:
-        return False
-    on_close(lambda _msg: callback())
-    return True
 
 
 @dataclass
@@ -168,6 +153,10 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         The change feed, newest first (DOM class ``fsbroker-changes``).
     activity_html
         The activity log, newest first (DOM class ``fsbroker-activity``).
+    server_log_html
+        What the servers said (their stderr and MCP log messages), newest
+        first (DOM class ``fsbroker-server-log``): a view of each connection's
+        ``log``, for the views that have one.
     renders
         How many refreshes ran (for tests and diagnostics).
 
@@ -184,6 +173,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         *,
         max_changes: int = 50,
         max_activity: int = 50,
+        max_server_log: int = 50,
         refresh_interval: float = 0.2,
         render_with: Callable[[Dashboard, Callable[[], None]], object] | None = None,
         pending: Callable[[], Sequence[ConsentRequest]] | None = None,
@@ -209,6 +199,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self._conn_views: dict[int, ConnectionView] = {}
         self._grant_rows: dict[str, _Row] = {}
         self._lock_rows: dict[str, _Row] = {}
+        self._max_server_log = max(1, max_server_log)
+        self._followed: dict[int, tuple[ServerLog, Callable[[], None]]] = {}
         self.renders = 0
 
         self.header = widgets.HTML()
@@ -227,6 +219,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self.changes_html.add_class("fsbroker-changes")
         self.activity_html = widgets.HTML(layout=widgets.Layout(**scroll))
         self.activity_html.add_class("fsbroker-activity")
+        self.server_log_html = widgets.HTML(layout=widgets.Layout(**scroll))
+        self.server_log_html.add_class("fsbroker-server-log")
         self.lost = False
         self._retired = False
         self._empty = {
@@ -244,6 +238,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             "bytes": ("Bytes per server", self.totals_html),
             "changes": ("Changes", self.changes_html),
             "activity": ("Activity", self.activity_html),
+            "serverlog": ("Server log", self.server_log_html),
         }
         self._sections: dict[str, _Section] = {}
         for key, (title, body) in bodies.items():
@@ -438,6 +433,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self._set(self.totals_html, totals_html(totals))
         self._set(self.changes_html, changes_html([(c.server, c.event) for c in changes]))
         self._set(self.activity_html, activity_html(activity))
+        log_entries = self._server_log(views)
+        self._set(self.server_log_html, server_log_html(log_entries))
         counts = {
             "folders": len(roots),
             "connections": len(views),
@@ -446,9 +443,26 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             "bytes": len(totals),
             "changes": len(changes),
             "activity": len(activity),
+            "serverlog": len(log_entries),
         }
         for key, section in self._sections.items():
             section.show(counts[key])
+
+    def _server_log(self, views: tuple[ConnectionView, ...]) -> list[tuple[str, LogEntry]]:
+        """The last entries of every connection's log, merged in time order; follows new logs."""
+        merged: list[tuple[str, LogEntry]] = []
+        for view in views:
+            server_log = getattr(view, "log", None)
+            if not isinstance(server_log, ServerLog):
+                continue
+            key = id(server_log)
+            with self._state:
+                if not self._closed and key not in self._followed:
+                    self._followed[key] = (server_log, server_log.follow(self._on_event))
+            name = str(view.name)
+            merged.extend((name, entry) for entry in server_log.entries(self._max_server_log))
+        merged.sort(key=lambda item: item[1].time)
+        return merged[-self._max_server_log :]
 
     @staticmethod
     def _set(widget: Any, value: str) -> None:
@@ -705,6 +719,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             timer, self._timer = self._timer, None
             workers = list(self._workers)
             unsubscribe, self._unsubscribe = self._unsubscribe, []
+            unsubscribe += [stop for _, stop in self._followed.values()]
+            self._followed.clear()
             self._state.notify_all()
         for stop in unsubscribe:
             stop()

@@ -64,6 +64,7 @@ from .errors import (
     FileLocked,
     FilesError,
     FilesUnavailable,
+    IntegrityError,
     InternalError,
     InvalidParams,
     MethodNotFound,
@@ -86,6 +87,7 @@ from .results import (
     FileStat,
     PathConsentResult,
     ReadChunk,
+    Root,
     WriteResult,
 )
 from .stdio import run_stdio, serve_stdio, stdio_streams
@@ -113,6 +115,7 @@ __all__ = [
     "FilesError",
     "FilesMiddleware",
     "FilesUnavailable",
+    "IntegrityError",
     "InternalError",
     "InvalidParams",
     "MethodNotFound",
@@ -124,6 +127,7 @@ __all__ = [
     "ReadChunk",
     "RequestTimeout",
     "RetryPolicy",
+    "Root",
     "Timeouts",
     "TooLarge",
     "Watch",
