@@ -37,8 +37,7 @@ import anyio.abc
 import httpx2
 import mcp_types as types
 from mcp.client.session import ClientSession, IncomingMessage
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
@@ -51,6 +50,8 @@ from ..core.consent import Consenter
 from ..core.errors import BrokerError, ClosedError
 from ..core.watch import ChangeEvent
 from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware, MessageReader, MessageWriter
+from .transports.http import http_transport
+from .transports.stdio import stdio_transport
 
 __all__ = [
     "ConnectError",
@@ -730,7 +731,7 @@ async def connect(
             command=command, args=list(args), env=dict(env) if env is not None else None, cwd=cwd
         )
         stderr = errlog if errlog is not None else (sys.__stderr__ or sys.stderr)
-        opener = stdio_client(parameters, errlog=stderr)
+        opener = stdio_transport(parameters, errlog=stderr)
         conn = ServerConnection(
             broker,
             name,
@@ -749,7 +750,7 @@ async def connect(
             name,
             transport="http",
             target=_display_url(url),
-            opener=_http_transport(url, dict(headers or {})),
+            opener=http_transport(url, dict(headers or {}), timeout=_HTTP_TIMEOUT),
             consenter=consenter,
             keepalive=keepalive,
         )
@@ -796,17 +797,6 @@ async def open_connection(
         yield conn
     finally:
         await conn.aclose()
-
-
-@asynccontextmanager
-async def _http_transport(
-    url: str, headers: dict[str, str]
-) -> AsyncIterator[tuple[MessageReader, MessageWriter]]:
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT) as client,
-        streamable_http_client(url, http_client=client, max_sse_event_size=None) as streams,
-    ):
-        yield streams
 
 
 async def _list_tools(session: ClientSession) -> tuple[dict[str, Any], ...]:

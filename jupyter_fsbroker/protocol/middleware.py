@@ -25,6 +25,16 @@ passes as a plain ``SessionMessage``::
   else is logged here and answered ``-32603`` with a summary. A server's
   ``notifications/cancelled`` for one of them stops the task and nothing is sent.
 * ``roots/list`` is answered from a callable returning ``{"uri", "name"}`` items.
+* A message the transport could not read (a
+  :class:`~.transports.framing.MalformedMessage`: not JSON, or JSON that is not
+  a valid request) is answered here with its ``-32700`` / ``-32600`` error, so
+  every request gets exactly one answer and the connection goes on.
+* Answers are bounded in bytes by a :class:`~.budget.MemoryBudget`: a
+  ``files/*`` request waits until its estimated answer fits, its answer is
+  counted until it is written, and a request that finds too many others
+  waiting is answered ``RATE_LIMITED`` at once. A transport that takes
+  encoded messages (``send_bytes``: the project's own) gets each answer as
+  JSON bytes, encoded once; any other gets a ``SessionMessage``.
 * :meth:`BrokerMiddleware.notify` / :meth:`BrokerMiddleware.notify_threadsafe`
   queue client→server notifications (``notifications/roots/list_changed``,
   ``notifications/files/changed``); the thread-safe form only schedules a
@@ -40,7 +50,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import anyio.abc
@@ -56,7 +66,9 @@ from mcp_types import (
     RequestId,
 )
 
-from ..core.errors import FilesError, InternalError, to_jsonrpc_error
+from ..core.errors import FilesError, InternalError, RateLimited, to_jsonrpc_error
+from .budget import MemoryBudget, Reservation, answer_estimate, held_by
+from .transports.framing import MalformedMessage, encode_message
 
 __all__ = [
     "CHANGED_NOTIFICATION",
@@ -100,8 +112,21 @@ class MessageWriter(Protocol):
     async def send(self, item: SessionMessage, /) -> None: ...
 
 
+@runtime_checkable
+class BytesWriter(Protocol):
+    """A write side that also takes a message already encoded as JSON (the project's transports)."""
+
+    async def send_bytes(self, data: bytes, /) -> None: ...
+
+
 #: How many ``files/*`` requests of one connection are handled at once, by default.
 DEFAULT_MAX_IN_FLIGHT = 16
+
+#: The default memory budget of one connection's answers, in bytes (see :mod:`.budget`).
+DEFAULT_MEMORY_BUDGET = 32 * 1024 * 1024
+
+# How long a request refused for want of memory is told to wait before trying again.
+_BUDGET_RETRY_MS = 100
 
 # Client→server notifications queued at once before they wait for the transport;
 # beyond that, watch events are dropped (and logged) rather than piling up.
@@ -132,6 +157,12 @@ class BrokerMiddleware:
         Names the connection in log messages.
     max_in_flight
         How many ``files/*`` requests of this connection are handled at once.
+    memory_budget
+        Bytes that this connection's answers may hold while they are produced
+        and until they are written (see :mod:`.budget`).
+    read_sizes
+        ``(default, maximum)`` length of a ``files/read``, and the most entries
+        of a ``files/list``, for estimating answers: the core's limits.
 
     Notes
     -----
@@ -151,9 +182,14 @@ class BrokerMiddleware:
         on_transport_closed: Callable[[], None] | None = None,
         label: str = "",
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        memory_budget: int = DEFAULT_MEMORY_BUDGET,
+        read_sizes: tuple[int, int, int] = (1024 * 1024, 2 * 1024 * 1024, 10_000),
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
+        self.budget = MemoryBudget(memory_budget)
+        self._read_sizes = read_sizes
+        self._malformed = 0
         self._read = read_stream
         self._write = write_stream
         self._handle_files = handle_files
@@ -187,6 +223,11 @@ class BrokerMiddleware:
     def in_flight(self) -> int:
         """The number of ``files/*`` requests being answered."""
         return len(self._in_flight)
+
+    @property
+    def malformed(self) -> int:
+        """How many messages from the server could not be read (each was answered when it was a request)."""
+        return self._malformed
 
     @asynccontextmanager
     async def attach(
@@ -258,8 +299,17 @@ class BrokerMiddleware:
         try:
             async with to_session:
                 async for item in self._read:
-                    if isinstance(item, SessionMessage) and self._intercept(item.message):
+                    if isinstance(item, MalformedMessage):
+                        await self._refuse_malformed(item)
                         continue
+                    if isinstance(item, SessionMessage):
+                        if self._over_budget(item.message):
+                            # Answered here, not in a task: a server that floods
+                            # without reading its answers stops being read.
+                            await self._send(self._budget_refusal(item.message))  # type: ignore[arg-type]
+                            continue
+                        if self._intercept(item.message):
+                            continue
                     try:
                         await to_session.send(item)
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -294,6 +344,39 @@ class BrokerMiddleware:
                     return True
         return False
 
+    async def _refuse_malformed(self, item: MalformedMessage) -> None:
+        self._malformed += 1
+        log.log(
+            logging.WARNING if self._malformed == 1 else logging.DEBUG,
+            "%s: the server sent a message that is not valid JSON-RPC (%s: %s)%s",
+            self._label,
+            item.reason,
+            item,
+            "; further ones are logged at debug level" if self._malformed == 1 else "",
+        )
+        if item.reply is not None:
+            await self._send(item.reply)
+
+    def _over_budget(self, message: JSONRPCMessage) -> bool:
+        """Whether *message* is a ``files/*`` request that finds too many others waiting for memory."""
+        return (
+            isinstance(message, JSONRPCRequest)
+            and message.method.startswith(FILES_PREFIX)
+            and not self.budget.admit(held_by(message.params))
+        )
+
+    def _budget_refusal(self, request: JSONRPCRequest) -> JSONRPCError:
+        path = (request.params or {}).get("path")
+        error = RateLimited(
+            "too many requests are waiting for memory on this connection; retry later",
+            reason="memory_budget",
+            path=path if isinstance(path, str) else None,
+            retryAfterMs=_BUDGET_RETRY_MS,
+        )
+        return JSONRPCError(
+            jsonrpc="2.0", id=request.id, error=ErrorData.model_validate(to_jsonrpc_error(error))
+        )
+
     def _start(self, request: JSONRPCRequest) -> None:
         assert self._tg is not None
         scope = anyio.CancelScope()
@@ -301,39 +384,76 @@ class BrokerMiddleware:
         self._tg.start_soon(self._answer, request, scope)
 
     async def _answer(self, request: JSONRPCRequest, scope: anyio.CancelScope) -> None:
+        reservation: Reservation | None = None
         try:
             with scope:
-                reply = await self._reply_to(request)
-                await self._send(reply)
+                if request.method.startswith(FILES_PREFIX):
+                    read_default, read_max, list_max = self._read_sizes
+                    estimate = answer_estimate(
+                        request.method,
+                        request.params,
+                        read_default=read_default,
+                        read_max=read_max,
+                        list_max=list_max,
+                    )
+                    reservation = await self.budget.reserve(estimate, held=held_by(request.params))
+                answer = await self._reply_to(request)
+                if isinstance(self._write, BytesWriter):
+                    data = self._encode(request, answer)
+                    if reservation is not None:
+                        reservation.resize(len(data))
+                    del answer  # only the encoded bytes wait for the writer
+                    await self._send_bytes(data)
+                else:
+                    await self._send(_message(request.id, answer))
         finally:
+            if reservation is not None:
+                reservation.release()
             if self._in_flight.get(request.id) is scope:
                 del self._in_flight[request.id]
 
-    async def _reply_to(self, request: JSONRPCRequest) -> JSONRPCMessage:
+    async def _reply_to(self, request: JSONRPCRequest) -> tuple[str, dict[str, Any]]:
+        """``("result", result)`` or ``("error", error)`` for *request*."""
         method = request.method
         try:
             if method == "roots/list":
-                result: dict[str, Any] = {"roots": self._list_roots()}
-            else:
-                assert self._slots is not None
-                async with self._slots:
-                    result = await self._handle_files(method, request.params)
-            return JSONRPCResponse(jsonrpc="2.0", id=request.id, result=result)
+                return "result", {"roots": self._list_roots()}
+            assert self._slots is not None
+            async with self._slots:
+                return "result", await self._handle_files(method, request.params)
         except FilesError as exc:
-            error = to_jsonrpc_error(exc)
+            return "error", to_jsonrpc_error(exc)
         except Exception as exc:
             log.exception("%s: unexpected failure answering %s", self._label, method)
-            path = (request.params or {}).get("path")
-            summary = InternalError(
-                f"the client failed to answer {method} ({type(exc).__name__})",
-                path=path if isinstance(path, str) else None,
+            return "error", self._internal_error(
+                request, f"the client failed to answer {method} ({type(exc).__name__})"
             )
-            error = to_jsonrpc_error(summary)
-        return JSONRPCError(jsonrpc="2.0", id=request.id, error=ErrorData.model_validate(error))
+
+    def _encode(self, request: JSONRPCRequest, answer: tuple[str, dict[str, Any]]) -> bytes:
+        kind, body = answer
+        try:
+            return encode_message({"jsonrpc": "2.0", "id": request.id, kind: body})
+        except ValueError:
+            # Something JSON cannot carry (a lone surrogate in a name): never a dead connection.
+            log.exception("%s: the answer to %s cannot be encoded as JSON", self._label, request.method)
+            error = self._internal_error(request, f"the answer to {request.method} cannot be encoded as JSON")
+            return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
+
+    @staticmethod
+    def _internal_error(request: JSONRPCRequest, message: str) -> dict[str, Any]:
+        path = (request.params or {}).get("path")
+        return to_jsonrpc_error(InternalError(message, path=path if isinstance(path, str) else None))
 
     async def _send(self, message: JSONRPCMessage) -> None:
         try:
             await self._write.send(SessionMessage(message))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.debug("%s: transport closed; dropped a message", self._label)
+
+    async def _send_bytes(self, data: bytes) -> None:
+        assert isinstance(self._write, BytesWriter)
+        try:
+            await self._write.send_bytes(data)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             log.debug("%s: transport closed; dropped a message", self._label)
 
@@ -371,3 +491,10 @@ class BrokerMiddleware:
                     await self._write.send(item)
         except _ClosedErrors:
             pass
+
+
+def _message(request_id: RequestId, answer: tuple[str, dict[str, Any]]) -> JSONRPCMessage:
+    kind, body = answer
+    if kind == "result":
+        return JSONRPCResponse(jsonrpc="2.0", id=request_id, result=body)
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData.model_validate(body))
