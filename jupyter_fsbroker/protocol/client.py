@@ -25,9 +25,11 @@ leaks to the layers above.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import math
 import sys
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 from typing import Any, Literal, TextIO
@@ -421,6 +423,8 @@ class ServerConnection:
             )
             await self._handshake(session, middleware)
             self._tools = await self._initial_tools(session)
+            if any("outputSchema" in tool for tool in self._tools):
+                _prepare_output_validation()
             self._session = session
             stack.callback(self.broker.roots.subscribe(self._roots_changed))
             stack.callback(self.broker.on_connections(self._connections_changed))
@@ -797,6 +801,31 @@ async def open_connection(
         yield conn
     finally:
         await conn.aclose()
+
+
+def _prepare_output_validation() -> None:
+    """Import jsonschema on a thread, once per process, before the first tool result needs it.
+
+    ``ClientSession`` validates structured results against a tool's output
+    schema and imports jsonschema on first use, which compiles grammars for
+    ~1.4 s: on the event loop, that stalls every connection and the first call.
+    """
+    global _validation_prepared
+    if _validation_prepared or "jsonschema" in sys.modules:
+        return
+    _validation_prepared = True
+
+    def prepare() -> None:
+        try:
+            for name in ("jsonschema.validators", "referencing"):
+                importlib.import_module(name)
+        except Exception:  # pragma: no cover - then the first call imports it and says why
+            log.debug("preparing output-schema validation failed", exc_info=True)
+
+    threading.Thread(target=prepare, name="fsbroker-jsonschema-import", daemon=True).start()
+
+
+_validation_prepared = False
 
 
 async def _list_tools(session: ClientSession) -> tuple[dict[str, Any], ...]:

@@ -188,6 +188,7 @@ class BrokerMiddleware:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
         self.budget = MemoryBudget(memory_budget)
+        self._bytes_writer = write_stream if isinstance(write_stream, BytesWriter) else None
         self._read_sizes = read_sizes
         self._malformed = 0
         self._read = read_stream
@@ -398,7 +399,7 @@ class BrokerMiddleware:
                     )
                     reservation = await self.budget.reserve(estimate, held=held_by(request.params))
                 answer = await self._reply_to(request)
-                if isinstance(self._write, BytesWriter):
+                if self._bytes_writer is not None:
                     data = self._encode(request, answer)
                     if reservation is not None:
                         reservation.resize(len(data))
@@ -451,9 +452,9 @@ class BrokerMiddleware:
             log.debug("%s: transport closed; dropped a message", self._label)
 
     async def _send_bytes(self, data: bytes) -> None:
-        assert isinstance(self._write, BytesWriter)
+        assert self._bytes_writer is not None
         try:
-            await self._write.send_bytes(data)
+            await self._bytes_writer.send_bytes(data)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             log.debug("%s: transport closed; dropped a message", self._label)
 

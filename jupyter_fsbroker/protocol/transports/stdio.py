@@ -63,7 +63,9 @@ _POLL = 0.01
 
 # Pipes this large hold a whole 1 MiB chunk's answer; the default (64 KiB) needs ~20 wake-ups.
 _PIPE_SIZE = 1024 * 1024
-_READ_SIZE = 1024 * 1024
+# Reads start small (a large read allocates its whole size first) and grow while they come back full.
+_READ_MIN = 64 * 1024
+_READ_MAX = 1024 * 1024
 # Messages parsed but not yet taken by the session before reading pauses.
 _QUEUE_MESSAGES = 64
 _QUEUE_BYTES = 16 * 1024 * 1024
@@ -90,6 +92,7 @@ class PipeReader:
         self._searched = 0  # bytes at the start of _buffer known to hold no newline
         self._skipped: int | None = None  # bytes of an over-long line dropped so far
         self._skipped_prefix = b""
+        self._read_size = _READ_MIN
         self._eof = False
         self._closed = False
         self._detached = False
@@ -160,7 +163,7 @@ class PipeReader:
 
     def _on_readable(self) -> None:
         try:
-            data = os.read(self._fd, _READ_SIZE)
+            data = os.read(self._fd, self._read_size)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -168,6 +171,10 @@ class PipeReader:
         if not data:
             self._end()
             return
+        if len(data) == self._read_size:
+            self._read_size = min(self._read_size * 4, _READ_MAX)
+        elif len(data) < _READ_MIN:
+            self._read_size = _READ_MIN
         if self._closed:
             return  # draining: a server blocked on a full pipe could not exit
         self._feed(data)
