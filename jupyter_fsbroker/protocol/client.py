@@ -25,11 +25,9 @@ leaks to the layers above.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import math
 import sys
-import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 from typing import Any, Literal, TextIO
@@ -54,6 +52,7 @@ from ..core.watch import ChangeEvent
 from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware, MessageReader, MessageWriter
 from .transports.http import http_transport
 from .transports.stdio import stdio_transport
+from .validation import prepare_output_validation
 
 __all__ = [
     "ConnectError",
@@ -415,6 +414,8 @@ class ServerConnection:
                 list_roots=self._list_roots,
                 on_transport_closed=self._transport_closed,
                 label=f"connection {self.name!r}",
+                memory_budget=lambda: self.broker.config.limits.memory_budget,
+                read_sizes=self._read_sizes,
             )
             session_read, session_write = await stack.enter_async_context(middleware.attach())
             self._middleware = middleware
@@ -426,7 +427,7 @@ class ServerConnection:
             await self._handshake(session, middleware)
             self._tools = await self._initial_tools(session)
             if any("outputSchema" in tool for tool in self._tools):
-                _prepare_output_validation()
+                prepare_output_validation()
             self._session = session
             stack.callback(self.broker.roots.subscribe(self._roots_changed))
             stack.callback(self.broker.on_connections(self._connections_changed))
@@ -589,6 +590,10 @@ class ServerConnection:
             reason = self._asked_reason or "the broker closed the connection"
             with suppress(RuntimeError):  # a closed loop: nothing left to tear down
                 self._loop.call_soon_threadsafe(self._request_close, reason)
+
+    def _read_sizes(self) -> tuple[int, int, int]:
+        limits = self.broker.config.limits
+        return limits.default_read_bytes, limits.max_chunk_bytes, limits.max_list_entries
 
     def _list_roots(self) -> list[dict[str, str]]:
         return [{"uri": root.uri, "name": root.name} for root in self.broker.roots.snapshot()]
@@ -803,31 +808,6 @@ async def open_connection(
         yield conn
     finally:
         await conn.aclose()
-
-
-def _prepare_output_validation() -> None:
-    """Import jsonschema on a thread, once per process, before the first tool result needs it.
-
-    ``ClientSession`` validates structured results against a tool's output
-    schema and imports jsonschema on first use, which compiles grammars for
-    ~1.4 s: on the event loop, that stalls every connection and the first call.
-    """
-    global _validation_prepared
-    if _validation_prepared or "jsonschema" in sys.modules:
-        return
-    _validation_prepared = True
-
-    def prepare() -> None:
-        try:
-            for name in ("jsonschema.validators", "referencing"):
-                importlib.import_module(name)
-        except Exception:  # pragma: no cover - then the first call imports it and says why
-            log.debug("preparing output-schema validation failed", exc_info=True)
-
-    threading.Thread(target=prepare, name="fsbroker-jsonschema-import", daemon=True).start()
-
-
-_validation_prepared = False
 
 
 async def _list_tools(session: ClientSession) -> tuple[dict[str, Any], ...]:

@@ -133,6 +133,7 @@ _BUDGET_RETRY_MS = 100
 _OUTBOX_SIZE = 10_000
 
 _Stream = MemoryObjectSendStream[SessionMessage | Exception]
+_Sizes = tuple[int, int, int]
 _INITIALIZED = "notifications/initialized"
 _ClosedErrors = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
@@ -159,10 +160,12 @@ class BrokerMiddleware:
         How many ``files/*`` requests of this connection are handled at once.
     memory_budget
         Bytes that this connection's answers may hold while they are produced
-        and until they are written (see :mod:`.budget`).
+        and until they are written (see :mod:`.budget`), or a callable
+        returning it (read for every request, so a change applies at once).
     read_sizes
-        ``(default, maximum)`` length of a ``files/read``, and the most entries
-        of a ``files/list``, for estimating answers: the core's limits.
+        ``(default, maximum)`` length of a ``files/read`` and the most entries
+        of a ``files/list``, for estimating answers (the core's limits), or a
+        callable returning them.
 
     Notes
     -----
@@ -182,14 +185,20 @@ class BrokerMiddleware:
         on_transport_closed: Callable[[], None] | None = None,
         label: str = "",
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-        memory_budget: int = DEFAULT_MEMORY_BUDGET,
-        read_sizes: tuple[int, int, int] = (1024 * 1024, 2 * 1024 * 1024, 10_000),
+        memory_budget: int | Callable[[], int] = DEFAULT_MEMORY_BUDGET,
+        read_sizes: tuple[int, int, int] | Callable[[], tuple[int, int, int]] = (
+            1024 * 1024,
+            2 * 1024 * 1024,
+            10_000,
+        ),
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
-        self.budget = MemoryBudget(memory_budget)
+        self._budget_limit = memory_budget if callable(memory_budget) else (lambda: memory_budget)
+        self._read_sizes = read_sizes if callable(read_sizes) else (lambda: read_sizes)
+        #: The connection's memory budget (see :mod:`.budget`).
+        self.budget = MemoryBudget(self._budget_limit())
         self._bytes_writer = write_stream if isinstance(write_stream, BytesWriter) else None
-        self._read_sizes = read_sizes
         self._malformed = 0
         self._read = read_stream
         self._write = write_stream
@@ -389,7 +398,8 @@ class BrokerMiddleware:
         try:
             with scope:
                 if request.method.startswith(FILES_PREFIX):
-                    read_default, read_max, list_max = self._read_sizes
+                    self.budget.limit = self._budget_limit()
+                    read_default, read_max, list_max = self._read_sizes()
                     estimate = answer_estimate(
                         request.method,
                         request.params,
