@@ -273,10 +273,14 @@ class HttpWriter:
         """Hand *item* to the session; return whether it answers *request_id*."""
         if isinstance(item, SessionMessage):
             message = item.message
-            if isinstance(message, JSONRPCResponse | JSONRPCError) and request_id is not None:
+            if (
+                isinstance(message, JSONRPCResponse | JSONRPCError)
+                and request_id is not None
+                and str(message.id) == str(request_id)  # "7" for 7 happens; another id is not ours
+            ):
                 if message.id != request_id:
                     item = SessionMessage(message.model_copy(update={"id": request_id}))
-                if isinstance(message, JSONRPCResponse) and isinstance(message.result, dict):
+                if isinstance(message, JSONRPCResponse):
                     self._learn_version(message.result)
                 await self._put(item)
                 return True
@@ -388,7 +392,9 @@ class _EventStream:
 
     def _line(self, line: bytearray, events: list[bytes | bytearray | MalformedMessage]) -> None:
         if not line:
-            if self._data and not self._skipping and self._event in (b"", b"message"):
+            if self._size > MAX_MESSAGE_BYTES and not self._skipping:
+                events.append(too_large(bytes(self._data[0][:4096]), self._size))
+            elif self._data and not self._skipping and self._event in (b"", b"message"):
                 events.append(self._data[0] if len(self._data) == 1 else b"\n".join(self._data))
             self._data = []
             self._size = 0

@@ -220,9 +220,10 @@ class PipeReader:
             self._searched = 0
 
     def _line(self, line: bytes | bytearray) -> None:
-        if not line.strip():
-            return
-        self._push(parse_message(line), len(line))
+        if len(line) > MAX_MESSAGE_BYTES:
+            self._push(too_large(bytes(line[:4096]), len(line)), 0)
+        elif line.strip():
+            self._push(parse_message(line), len(line))
 
     def _push(self, item: _Item | MalformedMessage, size: int) -> None:
         if self._closed:
