@@ -55,7 +55,11 @@ def flood(pipe: Pipe, args: dict[str, Any]) -> dict[str, Any]:
     for index in range(total):
         if index in reads_at:
             method = "files/read"
-            params: dict[str, Any] = {"path": args["big_path"], "length": args["length"], "encoding": "base64"}
+            params: dict[str, Any] = {
+                "path": args["big_path"],
+                "length": args["length"],
+                "encoding": "base64",
+            }
         else:
             method, params = "files/stat", {"path": args["small_path"]}
         requests.append({"jsonrpc": "2.0", "id": index + 1, "method": method, "params": params})

@@ -45,7 +45,10 @@ def build_server() -> MCPServer[Any]:
         """Read a whole file in chunks; its size and sha256."""
         digest = hashlib.sha256()
         size = 0
-        async with files(ctx) as fs, fs.iter_chunks(path, chunk_size=chunk_size, concurrency=concurrency) as chunks:
+        async with (
+            files(ctx) as fs,
+            fs.iter_chunks(path, chunk_size=chunk_size, concurrency=concurrency) as chunks,
+        ):
             async for data in chunks:
                 digest.update(data)
                 size += len(data)
