@@ -5,14 +5,15 @@ brokering process without bound (before the budget, finished answers queued
 behind the single writer: over 1 GiB for a flood of reads of a 2 MiB file).
 :class:`MemoryBudget` bounds it in bytes, not in requests:
 
-* a request *waits* (first come, first served) until its estimated answer fits
-  in what is left of the budget; one request alone may always proceed, so a
-  budget smaller than one answer slows a server down but never stops it;
+* a request asks for its estimated answer's bytes the moment it arrives, and
+  *waits* (first come, first served) until they fit in what is left of the
+  budget; one request alone may always proceed, so a budget smaller than one
+  answer slows a server down but never stops it;
 * the estimate is corrected to the answer's real size once it is encoded, and
   released once it is written;
 * the requests waiting are themselves bounded (by their count and the bytes
-  they carry): past that, :meth:`MemoryBudget.admit` says no and the request is
-  answered ``RATE_LIMITED`` with ``retryAfterMs`` at once.
+  they carry): past that, :meth:`MemoryBudget.request` says no and the request
+  is answered ``RATE_LIMITED`` with ``retryAfterMs`` at once.
 
 So at any time a connection holds at most about twice its budget: answers
 being made or written (the budget), and requests waiting their turn (at most
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -78,23 +78,43 @@ def held_by(params: Mapping[str, Any] | None) -> int:
 
 
 class Reservation:
-    """Bytes reserved for one answer; :meth:`resize` to its real size, :meth:`release` once written."""
+    """Bytes asked for one answer: :meth:`wait` for them, :meth:`resize` to the real size, :meth:`release`.
 
-    __slots__ = ("_budget", "size")
+    Made by :meth:`MemoryBudget.request`, in the order requests arrive.
+    """
 
-    def __init__(self, budget: MemoryBudget, size: int) -> None:
+    __slots__ = ("_budget", "_granted", "held", "size")
+
+    def __init__(self, budget: MemoryBudget, size: int, held: int) -> None:
         self._budget = budget
         self.size = size
+        self.held = held
+        self._granted: asyncio.Future[None] | None = None
+
+    @property
+    def granted(self) -> bool:
+        """Whether the bytes are reserved (the answer may be produced)."""
+        return self._granted is None or (self._granted.done() and not self._granted.cancelled())
+
+    async def wait(self) -> None:
+        """Wait for the turn of this answer; cancelling the wait gives everything back."""
+        if self._granted is None:
+            return
+        try:
+            await asyncio.shield(self._granted)
+        except BaseException:
+            self.release()
+            raise
 
     def resize(self, size: int) -> None:
         """The answer's real size is known: count that instead (never waits, may exceed the budget)."""
-        self._budget._change(size - self.size)
+        if self.granted:
+            self._budget._change(size - self.size)
         self.size = size
 
     def release(self) -> None:
-        """The answer is written (or will never be): give its bytes back. Idempotent."""
-        self._budget._change(-self.size)
-        self.size = 0
+        """The answer is written (or never will be): give its bytes back. Idempotent."""
+        self._budget._drop(self)
 
 
 class MemoryBudget:
@@ -114,8 +134,9 @@ class MemoryBudget:
         self.limit = limit
         self.max_waiting = max_waiting
         self._used = 0
-        self._waiters: collections.deque[tuple[asyncio.Future[None], int]] = collections.deque()
+        self._waiting: collections.deque[Reservation] = collections.deque()
         self._held = 0  # bytes the waiting requests carry
+        self._live: set[Reservation] = set()
         self.peak = 0  #: the most bytes ever reserved at once
 
     @property
@@ -126,43 +147,35 @@ class MemoryBudget:
     @property
     def waiting(self) -> int:
         """Requests waiting for room."""
-        return len(self._waiters)
+        return len(self._waiting)
 
-    def admit(self, held: int) -> bool:
-        """Whether one more request carrying *held* bytes may wait its turn (or go at once)."""
-        if not self._waiters and self._fits(1):
-            return True
-        return len(self._waiters) < self.max_waiting and self._held + held <= self.limit
+    def request(self, size: int, *, held: int = MIN_HELD) -> Reservation | None:
+        """Ask for *size* bytes, now, in arrival order; ``None`` when too many requests wait already.
 
-    async def reserve(self, size: int, *, held: int = MIN_HELD) -> Reservation:
-        """Wait until *size* bytes fit (or nothing else is reserved), in arrival order; reserve them.
-
-        *held* is what the request keeps alive meanwhile (see :meth:`admit`).
-        Cancelling the wait leaves nothing reserved.
+        The reservation is granted at once when nobody waits and the bytes fit
+        (or nothing else is reserved); otherwise it waits its turn
+        (:meth:`Reservation.wait`), keeping *held* bytes alive meanwhile, and
+        is refused when that would put more than :attr:`max_waiting` requests,
+        or more than the budget in bytes, in the queue.
         """
-        if not self._waiters and self._fits(size):
-            self._change(size)
-            return Reservation(self, size)
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (future, size)
-        self._waiters.append(entry)
+        reservation = Reservation(self, size, held)
+        if not self._waiting and self._fits(size):
+            self._take(reservation)
+            return reservation
+        if len(self._waiting) >= self.max_waiting or self._held + held > self.limit:
+            return None
+        reservation._granted = asyncio.get_running_loop().create_future()
+        self._waiting.append(reservation)
         self._held += held
-        try:
-            await future
-        except BaseException:
-            if future.done() and not future.cancelled():
-                self._change(-size)  # granted just as the wait was cancelled: hand it on
-            else:
-                with contextlib.suppress(ValueError):  # already dropped by _grant
-                    self._waiters.remove(entry)
-                self._grant()
-            raise
-        finally:
-            self._held -= held
-        return Reservation(self, size)
+        return reservation
 
     def _fits(self, size: int) -> bool:
         return self._used == 0 or self._used + size <= self.limit
+
+    def _take(self, reservation: Reservation) -> None:
+        self._live.add(reservation)
+        self._used += reservation.size
+        self.peak = max(self.peak, self._used)
 
     def _change(self, delta: int) -> None:
         self._used += delta
@@ -170,15 +183,22 @@ class MemoryBudget:
         if delta < 0:
             self._grant()
 
+    def _drop(self, reservation: Reservation) -> None:
+        if reservation in self._live:
+            self._live.discard(reservation)
+            self._change(-reservation.size)
+        elif reservation in self._waiting:
+            self._waiting.remove(reservation)
+            self._held -= reservation.held
+            assert reservation._granted is not None
+            reservation._granted.cancel()
+            self._grant()
+
     def _grant(self) -> None:
-        while self._waiters:
-            future, size = self._waiters[0]
-            if future.done():  # cancelled, about to remove itself
-                self._waiters.popleft()
-                continue
-            if not self._fits(size):
-                return
-            self._waiters.popleft()
-            self._used += size
-            self.peak = max(self.peak, self._used)
-            future.set_result(None)
+        while self._waiting and self._fits(self._waiting[0].size):
+            reservation = self._waiting.popleft()
+            self._held -= reservation.held
+            self._take(reservation)
+            assert reservation._granted is not None
+            if not reservation._granted.done():
+                reservation._granted.set_result(None)

@@ -313,12 +313,17 @@ class BrokerMiddleware:
                         await self._refuse_malformed(item)
                         continue
                     if isinstance(item, SessionMessage):
-                        if self._over_budget(item.message):
-                            # Answered here, not in a task: a server that floods
-                            # without reading its answers stops being read.
-                            await self._send(self._budget_refusal(item.message))  # type: ignore[arg-type]
+                        message = item.message
+                        if isinstance(message, JSONRPCRequest) and message.method.startswith(FILES_PREFIX):
+                            reservation = self._reserve(message)
+                            if reservation is None:
+                                # Answered here, not in a task: a server that floods
+                                # without reading its answers stops being read.
+                                await self._send(self._budget_refusal(message))
+                            else:
+                                self._start(message, reservation)
                             continue
-                        if self._intercept(item.message):
+                        if self._intercept(message):
                             continue
                     try:
                         await to_session.send(item)
@@ -336,9 +341,6 @@ class BrokerMiddleware:
     def _intercept(self, message: JSONRPCMessage) -> bool:
         """Handle *message* here if it is ours; return whether it was."""
         if isinstance(message, JSONRPCRequest):
-            if message.method.startswith(FILES_PREFIX):
-                self._start(message)
-                return True
             if message.method == "roots/list":
                 self._start(message)
                 return True
@@ -367,13 +369,14 @@ class BrokerMiddleware:
         if item.reply is not None:
             await self._send(item.reply)
 
-    def _over_budget(self, message: JSONRPCMessage) -> bool:
-        """Whether *message* is a ``files/*`` request that finds too many others waiting for memory."""
-        return (
-            isinstance(message, JSONRPCRequest)
-            and message.method.startswith(FILES_PREFIX)
-            and not self.budget.admit(held_by(message.params))
+    def _reserve(self, request: JSONRPCRequest) -> Reservation | None:
+        """Ask the budget for the bytes of *request*'s answer; ``None``: too many wait already."""
+        self.budget.limit = self._budget_limit()
+        read_default, read_max, list_max = self._read_sizes()
+        estimate = answer_estimate(
+            request.method, request.params, read_default=read_default, read_max=read_max, list_max=list_max
         )
+        return self.budget.request(estimate, held=held_by(request.params))
 
     def _budget_refusal(self, request: JSONRPCRequest) -> JSONRPCError:
         path = (request.params or {}).get("path")
@@ -387,27 +390,19 @@ class BrokerMiddleware:
             jsonrpc="2.0", id=request.id, error=ErrorData.model_validate(to_jsonrpc_error(error))
         )
 
-    def _start(self, request: JSONRPCRequest) -> None:
+    def _start(self, request: JSONRPCRequest, reservation: Reservation | None = None) -> None:
         assert self._tg is not None
         scope = anyio.CancelScope()
         self._in_flight[request.id] = scope
-        self._tg.start_soon(self._answer, request, scope)
+        self._tg.start_soon(self._answer, request, scope, reservation)
 
-    async def _answer(self, request: JSONRPCRequest, scope: anyio.CancelScope) -> None:
-        reservation: Reservation | None = None
+    async def _answer(
+        self, request: JSONRPCRequest, scope: anyio.CancelScope, reservation: Reservation | None
+    ) -> None:
         try:
             with scope:
-                if request.method.startswith(FILES_PREFIX):
-                    self.budget.limit = self._budget_limit()
-                    read_default, read_max, list_max = self._read_sizes()
-                    estimate = answer_estimate(
-                        request.method,
-                        request.params,
-                        read_default=read_default,
-                        read_max=read_max,
-                        list_max=list_max,
-                    )
-                    reservation = await self.budget.reserve(estimate, held=held_by(request.params))
+                if reservation is not None:
+                    await reservation.wait()
                 answer = await self._reply_to(request)
                 if self._bytes_writer is not None:
                     data = self._encode(request, answer)

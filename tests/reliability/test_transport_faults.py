@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import os
@@ -18,7 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from jupyter_fsbroker.protocol.client import ServerConnection
 from tests.support.brokers import ALL_OPS, make_broker
 from tests.support.env import server_env
 from tests.support.ports import listening_socket, port_of
+from tests.support.proxy import proxy_to
 
 TRANSFER = str(Path(__file__).resolve().parent / "servers" / "transfer.py")
 MiB = 1024 * 1024
@@ -199,64 +199,6 @@ async def test_an_http_server_killed_mid_upload(broker: Broker, data: Path) -> N
     assert (data / "target.bin").read_bytes() == OLD
     assert temp_files(data) == []
     await survivor_works(broker, data, **stdio())
-
-
-class Proxy:
-    """A TCP proxy between the client and an HTTP server; :meth:`drop` cuts every connection."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self._upstream = upstream_port
-        self._transports: list[asyncio.WriteTransport] = []
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.server: asyncio.Server | None = None
-
-    async def start(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        port = self.server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}/mcp"
-
-    def drop(self) -> None:
-        for transport in self._transports:
-            transport.abort()
-
-    async def close(self) -> None:
-        assert self.server is not None
-        self.server.close()
-        self.drop()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._upstream)
-        self._transports += [writer.transport, up_writer.transport]
-        pumps = [self._pump(reader, up_writer), self._pump(up_reader, writer)]
-        tasks = [asyncio.ensure_future(pump) for pump in pumps]
-        self._tasks.update(tasks)
-        try:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        finally:
-            self._tasks.difference_update(tasks)
-            for stream in (writer, up_writer):
-                stream.transport.abort()
-
-    @staticmethod
-    async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError, OSError):
-            while chunk := await source.read(1 << 16):
-                sink.write(chunk)
-                await sink.drain()
-            sink.write_eof()
-
-
-@contextlib.asynccontextmanager
-async def proxy_to(url: str) -> AsyncIterator[tuple[Proxy, str]]:
-    proxy = Proxy(int(url.rsplit(":", 1)[1].split("/")[0]))
-    try:
-        yield proxy, await proxy.start()
-    finally:
-        await proxy.close()
 
 
 @pytest.mark.anyio
