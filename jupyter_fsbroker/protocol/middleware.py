@@ -101,7 +101,7 @@ RootsProvider = Callable[[], list[dict[str, str]]]
 
 
 class MessageReader(Protocol):
-    """The read side of a transport: what ``stdio_client`` and ``streamable_http_client`` yield first."""
+    """The read side of a transport: what the transports of :mod:`.transports` (or mcp's) yield first."""
 
     def __aiter__(self) -> AsyncIterator[SessionMessage | Exception]: ...
 
@@ -144,7 +144,8 @@ class BrokerMiddleware:
     Parameters
     ----------
     read_stream, write_stream
-        The transport's streams (as yielded by ``stdio_client`` or
+        The transport's streams (as yielded by the project's transports in
+        :mod:`.transports`, or by mcp's ``stdio_client`` and
         ``streamable_http_client``).
     handle_files
         Awaited for each ``files/*`` request with ``(method, params)``; returns
