@@ -105,7 +105,11 @@ def main() -> None:
         print(json.dumps(asyncio.run(flood_once(spec["folder"], spec["budget"]))))
         return
     runs = 1 if args.quick else 3
-    configurations = [("32 MiB (default)", 32 * MiB, None), ("8 MiB", 8 * MiB, None), ("32 MiB, 1 arena", 32 * MiB, 1)]
+    configurations = [
+        ("32 MiB (default)", 32 * MiB, None),
+        ("8 MiB", 8 * MiB, None),
+        ("32 MiB, 1 arena", 32 * MiB, 1),
+    ]
     rows = []
     with tempfile.TemporaryDirectory(prefix="fsbroker-bench-flood-") as folder:
         Path(folder, "data").mkdir()

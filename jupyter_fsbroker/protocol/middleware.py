@@ -24,9 +24,17 @@ passes as a plain ``SessionMessage``::
   that :func:`~jupyter_fsbroker.core.errors.to_jsonrpc_error` builds; anything
   else is logged here and answered ``-32603`` with a summary. A server's
   ``notifications/cancelled`` for one of them stops the task and nothing is sent.
-* ``roots/list`` is answered from a callable returning ``{"uri", "name"}`` items.
+* ``roots/list`` is answered from a callable returning ``{"uri", "name"}`` items
+  (and ``_meta`` where a root carries it).
+* A :class:`~.roots_gate.RootsGate`, if given, is told when roots are offered
+  (``initialized`` and ``roots/list_changed`` going out), when the server
+  speaks, asks ``roots/list`` and gets its answer; the client awaits it before
+  tool calls, so that a call does not race the server's fetch of the roots.
+* The server's answer to ``initialize`` is shown to ``on_initialize_result``
+  before the session sees it, so the client can prepare (name the connection)
+  before ``notifications/initialized`` lets the server send requests.
 * A message the transport could not read (a
-  :class:`~.transports.framing.MalformedMessage`: not JSON, or JSON that is not
+  :class:`~.framing.MalformedMessage`: not JSON, or JSON that is not
   a valid request) is answered here with its ``-32700`` / ``-32600`` error, so
   every request gets exactly one answer and the connection goes on.
 * Answers are bounded in bytes by a :class:`~.budget.MemoryBudget`: a
@@ -68,7 +76,8 @@ from mcp_types import (
 
 from ..core.errors import FilesError, InternalError, RateLimited, to_jsonrpc_error
 from .budget import MemoryBudget, Reservation, answer_estimate, held_by
-from .transports.framing import MalformedMessage, encode_message
+from .framing import MalformedMessage, encode_message
+from .roots_gate import RootsGate
 
 __all__ = [
     "CHANGED_NOTIFICATION",
@@ -96,8 +105,8 @@ ROOTS_CAPABILITY: dict[str, Any] = {"listChanged": True, "filesystemBrokering": 
 #: Answers one ``files/*`` request: ``(method, params) -> result``, raising ``FilesError``.
 FilesHandler = Callable[[str, Any], Awaitable[dict[str, Any]]]
 
-#: Returns the current roots as ``[{"uri": ..., "name": ...}, ...]``.
-RootsProvider = Callable[[], list[dict[str, str]]]
+#: Returns the current roots as ``[{"uri": ..., "name": ..., "_meta"?: {...}}, ...]``.
+RootsProvider = Callable[[], list[dict[str, Any]]]
 
 
 class MessageReader(Protocol):
@@ -135,6 +144,7 @@ _OUTBOX_SIZE = 10_000
 _Stream = MemoryObjectSendStream[SessionMessage | Exception]
 _Sizes = tuple[int, int, int]
 _INITIALIZED = "notifications/initialized"
+_ROOTS_CHANGED = "notifications/roots/list_changed"
 _ClosedErrors = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
 
@@ -167,6 +177,11 @@ class BrokerMiddleware:
         ``(default, maximum)`` length of a ``files/read`` and the most entries
         of a ``files/list``, for estimating answers (the core's limits), or a
         callable returning them.
+    roots_gate
+        Told about the roots' exchange (see :mod:`.roots_gate`).
+    on_initialize_result
+        Called on the event loop with the raw result of ``initialize`` before
+        the session sees it.
 
     Notes
     -----
@@ -187,11 +202,9 @@ class BrokerMiddleware:
         label: str = "",
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         memory_budget: int | Callable[[], int] = DEFAULT_MEMORY_BUDGET,
-        read_sizes: tuple[int, int, int] | Callable[[], tuple[int, int, int]] = (
-            1024 * 1024,
-            2 * 1024 * 1024,
-            10_000,
-        ),
+        read_sizes: _Sizes | Callable[[], _Sizes] = (1024 * 1024, 2 * 1024 * 1024, 10_000),
+        roots_gate: RootsGate | None = None,
+        on_initialize_result: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
@@ -208,6 +221,8 @@ class BrokerMiddleware:
         self._on_transport_closed = on_transport_closed
         self._label = label
         self._max_in_flight = max_in_flight
+        self._gate = roots_gate
+        self._on_initialize_result = on_initialize_result
         self._slots: anyio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -293,6 +308,8 @@ class BrokerMiddleware:
             return False
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return False
+        if method == _ROOTS_CHANGED:
+            self._roots_offered()  # from now on, not once written: a call queued next must see it
         return True
 
     def notify_threadsafe(self, method: str, params: dict[str, Any] | None = None) -> None:
@@ -314,6 +331,8 @@ class BrokerMiddleware:
                         await self._refuse_malformed(item)
                         continue
                     if isinstance(item, SessionMessage):
+                        if self._gate is not None:
+                            self._gate.activity()
                         message = item.message
                         if isinstance(message, JSONRPCRequest) and message.method.startswith(FILES_PREFIX):
                             reservation = self._reserve(message)
@@ -343,11 +362,15 @@ class BrokerMiddleware:
         """Handle *message* here if it is ours; return whether it was."""
         if isinstance(message, JSONRPCRequest):
             if message.method == "roots/list":
+                if self._gate is not None:
+                    self._gate.asked()
                 self._start(message)
                 return True
         elif isinstance(message, JSONRPCResponse) and message.id == self._initialize_id:
             version = message.result.get("protocolVersion")
             self.answered_version = version if isinstance(version, str) else None
+            if self._on_initialize_result is not None:
+                self._on_initialize_result(message.result)
         elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
             request_id = (message.params or {}).get("requestId")
             if isinstance(request_id, str | int) and not isinstance(request_id, bool):
@@ -413,6 +436,8 @@ class BrokerMiddleware:
                     await self._send_bytes(data)
                 else:
                     await self._send(_message(request.id, answer))
+                if request.method == "roots/list" and self._gate is not None:
+                    self._gate.answered()
         finally:
             if reservation is not None:
                 reservation.release()
@@ -476,6 +501,7 @@ class BrokerMiddleware:
                     await self._write.send(item)
                     if isinstance(message, JSONRPCNotification) and message.method == _INITIALIZED:
                         self._initialized = True
+                        self._roots_offered()
         except _ClosedErrors:
             pass
 
@@ -498,6 +524,10 @@ class BrokerMiddleware:
                     await self._write.send(item)
         except _ClosedErrors:
             pass
+
+    def _roots_offered(self) -> None:
+        if self._gate is not None:
+            self._gate.offered(bool(self._list_roots()))
 
 
 def _message(request_id: RequestId, answer: tuple[str, dict[str, Any]]) -> JSONRPCMessage:

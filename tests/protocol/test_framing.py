@@ -8,7 +8,7 @@ import pytest
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
-from jupyter_fsbroker.protocol.transports.framing import (
+from jupyter_fsbroker.protocol.framing import (
     MAX_MESSAGE_BYTES,
     MalformedMessage,
     encode_message,

@@ -14,9 +14,9 @@ from mcp.shared.message import ClientMessageMetadata, SessionMessage
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
 from jupyter_fsbroker.protocol.budget import MIN_HELD, MemoryBudget, answer_estimate
+from jupyter_fsbroker.protocol.framing import MalformedMessage
 from jupyter_fsbroker.protocol.middleware import BrokerMiddleware
-from jupyter_fsbroker.protocol.transports.framing import MalformedMessage
-from jupyter_fsbroker.protocol.transports.stdio import stdio_transport
+from jupyter_fsbroker.protocol.transports.stdio import spawn
 from tests.protocol.test_client_middleware import TIMEOUT, request, wired
 from tests.support.processes import pid_alive
 
@@ -187,7 +187,7 @@ async def test_stdio_spawns_like_mcp_and_frames_every_message(tmp_path: Path) ->
     big = "é" * (3 * MiB)
     with log.open("w+") as errlog:
         parameters = python(ECHO, env={"FSB_T": "yes"}, cwd=str(tmp_path))
-        async with stdio_transport(parameters, errlog=errlog) as (read, write):
+        async with spawn(parameters, errlog=errlog) as (read, write):
             await write.send(SessionMessage(JSONRPCNotification(jsonrpc="2.0", method="small")))
             await write.send_bytes(b'{"jsonrpc":"2.0","id":1,"result":{"text":"' + big.encode() + b'"}}')
             await write.send_bytes(b"not json")
@@ -224,7 +224,7 @@ POLITE = STUBBORN.replace("signal.signal(signal.SIGTERM, signal.SIG_IGN)", "pass
 async def test_closing_stops_the_server_and_its_process_group(tmp_path: Path, code: str) -> None:
     log = tmp_path / "stderr.txt"
     with log.open("w+") as errlog:
-        async with stdio_transport(python(code), errlog=errlog):
+        async with spawn(python(code), errlog=errlog):
             with anyio.fail_after(TIMEOUT):
                 while not log.read_text().strip():
                     await anyio.sleep(0.05)
@@ -237,7 +237,7 @@ async def test_a_server_that_stops_reading_ends_the_stream(tmp_path: Path) -> No
     code = "import os, sys, time; os.close(0); print('ready', flush=True, file=sys.stderr); time.sleep(600)"
     log = tmp_path / "stderr.txt"
     with log.open("w+") as errlog:
-        async with stdio_transport(python(code), errlog=errlog) as (read, write):
+        async with spawn(python(code), errlog=errlog) as (read, write):
             with anyio.fail_after(TIMEOUT):
                 while "ready" not in log.read_text():
                     await anyio.sleep(0.05)

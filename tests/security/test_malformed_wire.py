@@ -258,7 +258,7 @@ async def test_over_http_every_malformed_event_gets_exactly_one_answer(
 async def test_a_message_longer_than_any_is_dropped_and_answered(
     broker: Broker, transport: str, request: pytest.FixtureRequest
 ) -> None:
-    from jupyter_fsbroker.protocol.transports.framing import MAX_MESSAGE_BYTES
+    from jupyter_fsbroker.protocol.framing import MAX_MESSAGE_BYTES
 
     # The server sends it first: a files/write (id 301) of more than MAX_MESSAGE_BYTES.
     dropped = Case(b"", -32600, 301)

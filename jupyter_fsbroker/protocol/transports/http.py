@@ -1,6 +1,6 @@
 """The client side of Streamable HTTP (a stateful session, the handshake era).
 
-:func:`http_transport` yields the same ``(read_stream, write_stream)`` pair as
+:func:`open_session` yields the same ``(read_stream, write_stream)`` pair as
 mcp's ``streamable_http_client`` and keeps the session semantics a server
 relies on: the ``Mcp-Session-Id`` the server gives on ``initialize`` and the
 negotiated ``MCP-Protocol-Version`` on every later request; each request a POST
@@ -23,10 +23,10 @@ Why not mcp's ``streamable_http_client`` (measured with mcp 2.3, 1 MiB chunks):
 * it caps a server-sent event at 1 MiB by default, formats every outgoing
   message for a debug log that is off (a pydantic ``repr`` of each 1.4 MB chunk)
   and encodes JSON with the standard library: ~17 ms of CPU per MiB read,
-  against ~4 ms here (events up to :data:`~.framing.MAX_MESSAGE_BYTES`; answers
+  against ~4 ms here (events up to :data:`~jupyter_fsbroker.protocol.framing.MAX_MESSAGE_BYTES`; answers
   arrive already encoded, :meth:`HttpWriter.send_bytes`).
 * it answers nothing when an event is not valid JSON-RPC; here it is parsed by
-  :func:`~.framing.parse_message` and answered by the middleware.
+  :func:`~jupyter_fsbroker.protocol.framing.parse_message` and answered by the middleware.
 
 Failures are reported as mcp's transport reports them, so the connection
 names them the same way: a request whose stream breaks or whose POST is refused
@@ -61,9 +61,9 @@ from mcp_types import (
     RequestId,
 )
 
-from .framing import MAX_MESSAGE_BYTES, MalformedMessage, parse_message, too_large
+from ..framing import MAX_MESSAGE_BYTES, MalformedMessage, parse_message, too_large
 
-__all__ = ["HttpWriter", "http_transport"]
+__all__ = ["HttpWriter", "open_session"]
 
 log = logging.getLogger(__name__)
 
@@ -425,7 +425,7 @@ def _same_origin_redirect(response: httpx2.Response, *, method_kept: bool) -> ht
 
 
 @contextlib.asynccontextmanager
-async def http_transport(
+async def open_session(
     url: str, headers: Mapping[str, str], *, timeout: httpx2.Timeout
 ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[_Item], HttpWriter]]:
     """Open a Streamable HTTP session with the server at *url*; yield ``(read_stream, write_stream)``.

@@ -1,6 +1,6 @@
 """The client side of stdio: spawn an MCP server and exchange JSON lines over its pipes.
 
-:func:`stdio_transport` is a drop-in for mcp's ``stdio_client``: the same
+:func:`spawn` is a drop-in for mcp's ``stdio_client``: the same
 arguments (``StdioServerParameters``, ``errlog``), the same spawning (the
 command with its args, mcp's minimal safe environment plus ``env``, ``cwd``,
 stderr to ``errlog``, a new session and so a new process group), the same
@@ -16,7 +16,7 @@ Why not mcp's ``stdio_client`` (measured with mcp 2.3):
   ~34 ms for one 2 MiB message. Here each byte is searched for a newline once.
 * it drops a line that fails validation without answering it, so a server's
   malformed request waits out its own timeout. Here every line goes through
-  :func:`~.framing.parse_message` and a malformed one reaches the middleware,
+  :func:`~jupyter_fsbroker.protocol.framing.parse_message` and a malformed one reaches the middleware,
   which answers it.
 * every message goes through a 64 KiB pipe, a worker-thread-free but
   chunk-at-a-time ``anyio`` stream and a pydantic dump on the event loop. Here
@@ -28,7 +28,7 @@ Why not mcp's ``stdio_client`` (measured with mcp 2.3):
   its ``files/*`` answers.
 
 It never interprets a message beyond framing it; answering is the middleware's
-job. POSIX only: on Windows :func:`stdio_transport` is mcp's ``stdio_client``.
+job. POSIX only: on Windows :func:`spawn` is mcp's ``stdio_client``.
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ import anyio
 from mcp.client.stdio import StdioServerParameters, get_default_environment
 from mcp.shared.message import SessionMessage
 
-from .framing import MAX_MESSAGE_BYTES, MalformedMessage, parse_message, too_large
+from ..framing import MAX_MESSAGE_BYTES, MalformedMessage, parse_message, too_large
 
-__all__ = ["PipeReader", "PipeWriter", "stdio_transport"]
+__all__ = ["PipeReader", "PipeWriter", "spawn"]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class PipeReader:
     """The read side: messages parsed from the server's stdout, in order.
 
     ``async for item in reader`` yields a ``SessionMessage`` per valid message
-    and a :class:`~.framing.MalformedMessage` per invalid one; it ends when the
+    and a :class:`~jupyter_fsbroker.protocol.framing.MalformedMessage` per invalid one; it ends when the
     server closes its stdout. Reading pauses while too many parsed messages
     wait to be taken, so a fast server cannot fill memory.
     """
@@ -350,7 +350,7 @@ class PipeWriter:
 
 
 @contextlib.asynccontextmanager
-async def stdio_transport(
+async def spawn(
     server: StdioServerParameters, errlog: TextIO = sys.stderr
 ) -> AsyncIterator[tuple[PipeReader, PipeWriter]]:
     """Start *server* as a subprocess; yield its ``(read_stream, write_stream)``.
