@@ -76,7 +76,7 @@ from mcp_types import (
 
 from ..core.errors import FilesError, InternalError, RateLimited, to_jsonrpc_error
 from .budget import MemoryBudget, Reservation, answer_estimate, held_by
-from .framing import MalformedMessage, encode_message
+from .framing import MalformedMessage, encode_message, encode_response
 from .roots_gate import RootsGate
 
 __all__ = [
@@ -464,7 +464,7 @@ class BrokerMiddleware:
     def _encode(self, request: JSONRPCRequest, answer: tuple[str, dict[str, Any]]) -> bytes:
         kind, body = answer
         try:
-            return encode_message({"jsonrpc": "2.0", "id": request.id, kind: body})
+            return encode_response(request.id, kind, body)
         except ValueError:
             # Something JSON cannot carry (a lone surrogate in a name): never a dead connection.
             log.exception("%s: the answer to %s cannot be encoded as JSON", self._label, request.method)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -12,6 +13,7 @@ from jupyter_fsbroker.protocol.framing import (
     MAX_MESSAGE_BYTES,
     MalformedMessage,
     encode_message,
+    encode_response,
     parse_message,
     read_id,
     too_large,
@@ -112,6 +114,20 @@ def test_ids_and_encoding() -> None:
     )
     with pytest.raises(ValueError):
         encode_message({"jsonrpc": "2.0", "id": 1, "result": {"name": "\udc80"}})
+
+
+def test_a_base64_read_is_spliced_in_and_reads_the_same() -> None:
+    content = base64.b64encode(bytes(range(256)) * 64).decode()
+    for body in (
+        {"content": content, "encoding": "base64", "size": 1, "eof": True},
+        {"content": content, "encoding": "base64"},
+        {"content": "é" * 5000, "encoding": "utf-8"},
+        {"content": content[:100], "encoding": "base64"},
+    ):
+        spliced = encode_response(3, "result", body)
+        assert json.loads(spliced) == {"jsonrpc": "2.0", "id": 3, "result": body}
+    error = {"code": -32102, "message": "no", "data": {"reason": "x"}}
+    assert json.loads(encode_response("a", "error", error)) == {"jsonrpc": "2.0", "id": "a", "error": error}
 
 
 def test_server_sent_events_are_split_on_any_line_ending_across_chunks() -> None:
