@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -257,7 +256,7 @@ class HttpWriter:
         async for chunk in chunks:
             answered = False
             for data in events.feed(chunk):
-                item = parse_message(data) if isinstance(data, bytes | bytearray) else data
+                item = parse_message(data) if isinstance(data, bytes) else data
                 answered = await self._deliver(item, request_id) or answered
             if answered:
                 # Read the (normally empty) rest, so the connection can be reused.
@@ -350,50 +349,61 @@ class HttpWriter:
 
 
 class _EventStream:
-    """Server-sent events from raw bytes: each event's ``data`` (a message) or an error for one too long."""
+    """Server-sent events from raw bytes: each event's ``data`` (a message) or an error for one too long.
 
-    _EOL = re.compile(rb"\r\n|\r|\n")
+    A line that spans chunks is kept as a list of chunks and joined once, when
+    it ends (growing one buffer chunk by chunk would copy a 2.7 MB event
+    dozens of times).
+    """
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._searched = 0
-        self._data: list[bytes | bytearray] = []
+        self._parts: list[bytes] = []  # the line not yet ended
+        self._partial = 0  # its size
+        self._skip_lf = False  # the last chunk ended with CR: a LF next ends nothing
+        self._data: list[bytes] = []
         self._size = 0
         self._event = b""
         self._skipping = False
 
-    def feed(self, chunk: bytes) -> list[bytes | bytearray | MalformedMessage]:
-        buffer = self._buffer
-        buffer += chunk
-        events: list[bytes | bytearray | MalformedMessage] = []
-        start = 0
-        position = self._searched
+    def feed(self, chunk: bytes) -> list[bytes | MalformedMessage]:
+        events: list[bytes | MalformedMessage] = []
+        position = 0
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[:1] == b"\n":
+                position = 1
         while True:
-            match = self._EOL.search(buffer, position)
-            if match is None or (match.group() == b"\r" and match.end() == len(buffer)):
-                # No end of line yet (or a CR that may be half of a CRLF): wait for more.
-                position = len(buffer) if match is None else match.start()
+            end, after = _end_of_line(chunk, position)
+            if end < 0:
                 break
-            self._line(buffer[start : match.start()], events)
-            start = position = match.end()
-        if start:
-            del buffer[:start]
-        self._searched = position - start
-        if self._size + len(buffer) > MAX_MESSAGE_BYTES and not self._skipping:
-            prefix = bytes((self._data[0] if self._data else buffer)[:4096])
-            events.append(too_large(prefix, self._size + len(buffer)))
+            if self._parts:
+                line = b"".join((*self._parts, chunk[position:end]))
+                self._parts.clear()
+                self._partial = 0
+            else:
+                line = chunk[position:end]
+            self._line(line, events)
+            position = after
+            if after == len(chunk) and chunk[end : end + 1] == b"\r":
+                self._skip_lf = True
+        if position < len(chunk):
+            self._parts.append(chunk[position:] if position else chunk)
+            self._partial += len(chunk) - position
+        if self._size + self._partial > MAX_MESSAGE_BYTES and not self._skipping:
+            prefix = (self._data[0] if self._data else self._parts[0])[:4096]
+            events.append(too_large(prefix, self._size + self._partial))
             self._skipping = True
         if self._skipping:
             self._data.clear()
             self._size = 0
-            buffer.clear()
-            self._searched = 0
+            self._parts.clear()
+            self._partial = 0
         return events
 
-    def _line(self, line: bytearray, events: list[bytes | bytearray | MalformedMessage]) -> None:
+    def _line(self, line: bytes, events: list[bytes | MalformedMessage]) -> None:
         if not line:
             if self._size > MAX_MESSAGE_BYTES and not self._skipping:
-                events.append(too_large(bytes(self._data[0][:4096]), self._size))
+                events.append(too_large(self._data[0][:4096], self._size))
             elif self._data and not self._skipping and self._event in (b"", b"message"):
                 events.append(self._data[0] if len(self._data) == 1 else b"\n".join(self._data))
             self._data = []
@@ -403,14 +413,31 @@ class _EventStream:
             return
         if line.startswith(b":"):
             return
+        if line.startswith(b"data:"):
+            value = line[6:] if line[5:6] == b" " else line[5:]
+            self._data.append(value)
+            self._size += len(value)
+            return
         name, _, value = line.partition(b":")
         if value.startswith(b" "):
             value = value[1:]
-        if name == b"data":
-            self._data.append(value)
-            self._size += len(value)
-        elif name == b"event":
-            self._event = bytes(value)
+        if name == b"event":
+            self._event = value
+
+
+def _end_of_line(chunk: bytes, position: int) -> tuple[int, int]:
+    """``(end, after)`` of the first line ending (CR LF, LF or CR) from *position*, or ``(-1, -1)``.
+
+    Two ``find`` calls (memchr) rather than a regular expression: a 2.7 MB event
+    costs microseconds instead of milliseconds.
+    """
+    lf = chunk.find(b"\n", position)
+    cr = chunk.find(b"\r", position, lf if lf >= 0 else len(chunk))
+    if cr < 0:
+        return (lf, lf + 1) if lf >= 0 else (-1, -1)
+    if cr + 1 == lf:
+        return cr, lf + 1
+    return cr, cr + 1
 
 
 def _same_origin_redirect(response: httpx2.Response, *, method_kept: bool) -> httpx2.Request | None:
