@@ -22,11 +22,13 @@ Why not mcp's ``streamable_http_client`` (measured with mcp 2.3, 1 MiB chunks):
   answer is its own POST, on its own pooled connection.
 * it caps a server-sent event at 1 MiB by default, formats every outgoing
   message for a debug log that is off (a pydantic ``repr`` of each 1.4 MB chunk)
-  and encodes JSON with the standard library: ~17 ms of CPU per MiB read,
-  against ~4 ms here (events up to :data:`~jupyter_fsbroker.protocol.framing.MAX_MESSAGE_BYTES`; answers
-  arrive already encoded, :meth:`HttpWriter.send_bytes`).
+  and encodes JSON with the standard library: 16-17 ms of the client's CPU per
+  MiB read, against 5-6 ms here (answers arrive already encoded,
+  :meth:`HttpWriter.send_bytes`; events are split with ``memchr`` and may be as
+  large as :data:`~jupyter_fsbroker.protocol.framing.MAX_MESSAGE_BYTES`).
 * it answers nothing when an event is not valid JSON-RPC; here it is parsed by
-  :func:`~jupyter_fsbroker.protocol.framing.parse_message` and answered by the middleware.
+  :func:`~jupyter_fsbroker.protocol.framing.parse_message` and answered by the
+  middleware.
 
 Failures are reported as mcp's transport reports them, so the connection
 names them the same way: a request whose stream breaks or whose POST is refused
