@@ -312,6 +312,7 @@ class KernelConsenter:
         self._lock = threading.Lock()
         self._scopes: dict[str, list[CallScope]] = {}
         self._asks: list[Ask] = []
+        self._listeners: list[Callable[[Ask], object]] = []
 
     def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
         """Show *request* (see the module docstring); the future resolves with the answer."""
@@ -329,11 +330,33 @@ class KernelConsenter:
             self._asks = [a for a in self._asks if not (a.future.done() and _gone(a.prompt))]
             self._asks.append(ask)
             scopes = list(self._scopes.get(request.connection_id, ()))
+            listeners = list(self._listeners)
+        for listener in listeners:  # other views (the JupyterLab panel) show it too
+            try:
+                listener(ask)
+            except Exception:
+                log.exception("a consent listener failed")
         for scope in reversed(scopes):  # the most recent call of the connection
             if scope.offer(ask):
                 return future
         self._place_outside(ask)
         return future
+
+    def subscribe(self, listener: Callable[[Ask], object]) -> Callable[[], None]:
+        """Call *listener(ask)* for every new request (on the broker's thread; it must not block).
+
+        Returns a function that unsubscribes. The listener may answer the
+        request by resolving ``ask.future``; the first answer counts.
+        """
+        with self._lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
 
     # -- calls in flight -----------------------------------------------------------------------
 
