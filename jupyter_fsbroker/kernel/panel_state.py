@@ -285,8 +285,12 @@ class PanelState:
         }
 
     def transitional(self) -> bool:
-        """Whether a connection is connecting or closing (its state changes without an event)."""
-        return any(conn.state in ("connecting", "closing") for conn in self._broker.connections.values())
+        """Whether a connection is in transit: connecting or closing, or opened in the core and not yet
+        listed by the notebook broker (these changes come without an event)."""
+        listed = self._broker.connections.values()
+        if any(conn.state in ("connecting", "closing") for conn in listed):
+            return True
+        return bool({c.id for c in self._broker.core.connections()} - {conn.id for conn in listed})
 
     def close(self) -> None:
         """Stop following the broker. Idempotent."""

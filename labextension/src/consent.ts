@@ -240,12 +240,16 @@ export class ConsentDialogs {
       this._open = null;
       this._dialog = null;
     }
-    const elsewhere = this._endedElsewhere as { outcome: IConsentOutcome | null } | null;
+    const elsewhere = this._endedElsewhere as {
+      outcome: IConsentOutcome | null;
+    } | null;
     this._endedElsewhere = null;
     if (elsewhere) {
       const text = elsewhere.outcome
         ? `${consent.server}: ${elsewhere.outcome.text}${
-            elsewhere.outcome.answeredBy === 'notebook' ? ' (answered in the notebook)' : ''
+            elsewhere.outcome.answeredBy === 'notebook'
+              ? ' (answered in the notebook)'
+              : ''
           }`
         : `${consent.server}: the request no longer waits.`;
       Notification.info(text, { autoClose: 8000 });
@@ -263,7 +267,11 @@ export class ConsentDialogs {
     this._next();
   }
 
-  private _ended(model: BrokerModel, id: string, outcome: IConsentOutcome | null): void {
+  private _ended(
+    model: BrokerModel,
+    id: string,
+    outcome: IConsentOutcome | null
+  ): void {
     this._queue = this._queue.filter(q => q.consent.id !== id);
     if (this._open?.consent.id === id && this._dialog) {
       this._endedElsewhere = { outcome };

@@ -87,7 +87,10 @@ export class NotebookFollower {
     rebind();
   }
 
-  private _bind(panel: NotebookPanel, kernel: Kernel.IKernelConnection | null): void {
+  private _bind(
+    panel: NotebookPanel,
+    kernel: Kernel.IKernelConnection | null
+  ): void {
     const before = this._kernels.get(panel) ?? null;
     if (before === kernel) {
       return;
@@ -108,7 +111,10 @@ export class NotebookFollower {
       if (!entry || entry.link.kernel !== kernel) {
         entry?.link.dispose();
         const model = new BrokerModel(panel.title.label);
-        entry = { link: new KernelLink(kernel, model, this.client), panels: new Set() };
+        entry = {
+          link: new KernelLink(kernel, model, this.client),
+          panels: new Set()
+        };
         this._entries.set(kernel.id, entry);
         kernel.disposed.connect(() => {
           const current = this._entries.get(kernel.id);

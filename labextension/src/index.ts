@@ -63,7 +63,9 @@ const broker: JupyterFrontEndPlugin<IFileBroker> = {
   provides: IFileBroker,
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker): IFileBroker => {
     const model = new FileBrokerModel();
-    const client = app.name.toLowerCase().includes('notebook') ? 'notebook' : 'jupyterlab';
+    const client = app.name.toLowerCase().includes('notebook')
+      ? 'notebook'
+      : 'jupyterlab';
     const follower = new NotebookFollower(tracker, model, client);
     const dialogs = new ConsentDialogs();
     follower.modelAdded.connect((_, added) => dialogs.watch(added));
@@ -74,7 +76,8 @@ const broker: JupyterFrontEndPlugin<IFileBroker> = {
 
 const sidebar: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_fsbroker:sidebar',
-  description: 'The File Broker sidebar: servers, grants, locks and the activity of the current kernel.',
+  description:
+    'The File Broker sidebar: servers, grants, locks and the activity of the current kernel.',
   autoStart: true,
   requires: [IFileBroker],
   optional: [ILayoutRestorer, ICommandPalette],
@@ -102,7 +105,8 @@ const sidebar: JupyterFrontEndPlugin<void> = {
 
 const status: JupyterFrontEndPlugin<void> = {
   id: 'jupyter_fsbroker:status',
-  description: 'A status bar item counting the servers and locks of the current kernel.',
+  description:
+    'A status bar item counting the servers and locks of the current kernel.',
   autoStart: true,
   requires: [IFileBroker],
   optional: [IStatusBar],

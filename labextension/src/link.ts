@@ -149,7 +149,10 @@ export class KernelLink implements IDisposable {
     }
   }
 
-  private _onStatus(kernel: Kernel.IKernelConnection, status: Kernel.Status): void {
+  private _onStatus(
+    kernel: Kernel.IKernelConnection,
+    status: Kernel.Status
+  ): void {
     if (status === 'restarting' || status === 'autorestarting') {
       this._restarting = true;
       this._attempts++;
@@ -167,7 +170,10 @@ export class KernelLink implements IDisposable {
     }
   }
 
-  private _onIOPub(kernel: Kernel.IKernelConnection, msg: KernelMessage.IIOPubMessage): void {
+  private _onIOPub(
+    kernel: Kernel.IKernelConnection,
+    msg: KernelMessage.IIOPubMessage
+  ): void {
     const type = msg.header.msg_type;
     if (type === 'execute_input') {
       const code = (msg as KernelMessage.IExecuteInputMsg).content.code;

@@ -225,10 +225,7 @@ export interface IClosingMessage {
 }
 
 export type KernelMessage =
-  | ISnapshotMessage
-  | IResultMessage
-  | IErrorMessage
-  | IClosingMessage;
+  ISnapshotMessage | IResultMessage | IErrorMessage | IClosingMessage;
 
 /**
  * The first message: the comm's `comm_open` data.
@@ -247,7 +244,10 @@ export function refresh(): Record<string, unknown> {
 /**
  * An action message with its id.
  */
-export function actionMessage(id: string, action: Action): Record<string, unknown> {
+export function actionMessage(
+  id: string,
+  action: Action
+): Record<string, unknown> {
   return { version: PROTOCOL_VERSION, type: 'action', id, ...action };
 }
 
@@ -281,7 +281,10 @@ export function parse(data: unknown): Parsed {
     return { kind: 'version', version };
   }
   if (typeof data.type !== 'string' || !TYPES.includes(data.type)) {
-    return { kind: 'invalid', why: `unknown message type ${String(data.type)}` };
+    return {
+      kind: 'invalid',
+      why: `unknown message type ${String(data.type)}`
+    };
   }
   if (data.type === 'snapshot' && !isObject(data.state)) {
     return { kind: 'invalid', why: 'a snapshot without state' };

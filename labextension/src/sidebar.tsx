@@ -82,10 +82,15 @@ function SidebarBody(props: ISidebarOptions): JSX.Element {
         </div>
       </header>
       {current ? (
-        <KernelView broker={current} retry={props.retry} answer={props.answer} />
+        <KernelView
+          broker={current}
+          retry={props.retry}
+          answer={props.answer}
+        />
       ) : (
         <Notice kind="info">
-          Open a notebook: this panel shows what the servers connected to its kernel can touch.
+          Open a notebook: this panel shows what the servers connected to its
+          kernel can touch.
         </Notice>
       )}
     </div>
@@ -177,7 +182,9 @@ function Section(props: {
   children: React.ReactNode;
   startOpen?: boolean;
 }): JSX.Element {
-  const [open, setOpen] = React.useState(props.startOpen ?? true);
+  // Until the user toggles it, a section is open when it has something to show.
+  const [chosen, setOpen] = React.useState<boolean | null>(null);
+  const open = chosen ?? props.startOpen ?? true;
   const Caret = open ? caretDownIcon : caretRightIcon;
   return (
     <section className={`fsbroker-section fsbroker-section-${props.name}`}>
@@ -206,7 +213,9 @@ function time(iso: string): string {
   return isNaN(date.getTime()) ? iso : date.toLocaleTimeString();
 }
 
-function StateView(props: IKernelViewProps & { state: IBrokerState }): JSX.Element {
+function StateView(
+  props: IKernelViewProps & { state: IBrokerState }
+): JSX.Element {
   const { broker: model, state } = props;
   const [busy, setBusy] = React.useState<Set<string>>(new Set());
   const act = (key: string, run: () => Promise<unknown>) => {
@@ -237,7 +246,8 @@ function StateView(props: IKernelViewProps & { state: IBrokerState }): JSX.Eleme
           {state.subshells.supported
             ? 'This frontend does not send the panel’s messages on a kernel subshell: '
             : 'This kernel cannot run the panel’s actions on a subshell: '}
-          Disconnect, Revoke and consent answers wait until the running cell ends.
+          Disconnect, Revoke and consent answers wait until the running cell
+          ends.
         </Notice>
       )}
       {model.lastResult && (
@@ -248,7 +258,11 @@ function StateView(props: IKernelViewProps & { state: IBrokerState }): JSX.Eleme
         </div>
       )}
       {state.consents.length > 0 && (
-        <Section title="Waiting for you" name="consents" count={state.consents.length}>
+        <Section
+          title="Waiting for you"
+          name="consents"
+          count={state.consents.length}
+        >
           {state.consents.map(consent => (
             <div className="fsbroker-row" key={consent.id}>
               <div className="fsbroker-row-text">
@@ -266,9 +280,16 @@ function StateView(props: IKernelViewProps & { state: IBrokerState }): JSX.Eleme
           ))}
         </Section>
       )}
-      <Section title="Connections" name="connections" count={state.connections.length}>
+      <Section
+        title="Connections"
+        name="connections"
+        count={state.connections.length}
+      >
         {state.connections.length === 0 && (
-          <Empty>No connections. Connect with broker.connect(...) or %fsbroker connect.</Empty>
+          <Empty>
+            No connections. Connect with broker.connect(...) or %fsbroker
+            connect.
+          </Empty>
         )}
         {state.connections.map(conn => {
           const ended = ENDED.includes(conn.state);
@@ -281,7 +302,10 @@ function StateView(props: IKernelViewProps & { state: IBrokerState }): JSX.Eleme
                   {conn.transport} · {conn.state}
                   {conn.confined ? ' · confined' : ''}
                 </span>
-                <div className="fsbroker-muted fsbroker-ellipsis" title={conn.target}>
+                <div
+                  className="fsbroker-muted fsbroker-ellipsis"
+                  title={conn.target}
+                >
                   {conn.serverName ? `${conn.serverName} — ` : ''}
                   {conn.target}
                 </div>
@@ -304,7 +328,10 @@ function StateView(props: IKernelViewProps & { state: IBrokerState }): JSX.Eleme
       </Section>
       <Section title="Grants" name="grants" count={state.grants.length}>
         {state.grants.length === 0 && (
-          <Empty>No grants: servers ask with consent, or pre-approve with %fsbroker allow.</Empty>
+          <Empty>
+            No grants: servers ask with consent, or pre-approve with %fsbroker
+            allow.
+          </Empty>
         )}
         {state.grants.map(grant => {
           const key = `revoke:${grant.id}`;
@@ -315,7 +342,9 @@ function StateView(props: IKernelViewProps & { state: IBrokerState }): JSX.Eleme
             <div className="fsbroker-row fsbroker-grant" key={grant.id}>
               <div className="fsbroker-row-text">
                 <code>{grant.path}</code>{' '}
-                <span className="fsbroker-ops">{grant.operations.join(', ')}</span>
+                <span className="fsbroker-ops">
+                  {grant.operations.join(', ')}
+                </span>
                 <div className="fsbroker-muted">
                   {holder}
                   {grant.expiresAt ? ` · until ${time(grant.expiresAt)}` : ''}
@@ -367,8 +396,13 @@ function StateView(props: IKernelViewProps & { state: IBrokerState }): JSX.Eleme
           <div className="fsbroker-row" key={root.name}>
             <div className="fsbroker-row-text">
               <b>{root.name}</b>
-              {root.readOnly ? <span className="fsbroker-muted"> · read-only</span> : null}
-              <div className="fsbroker-muted fsbroker-ellipsis" title={root.path}>
+              {root.readOnly ? (
+                <span className="fsbroker-muted"> · read-only</span>
+              ) : null}
+              <div
+                className="fsbroker-muted fsbroker-ellipsis"
+                title={root.path}
+              >
                 {root.path}
               </div>
             </div>
@@ -381,12 +415,14 @@ function StateView(props: IKernelViewProps & { state: IBrokerState }): JSX.Eleme
         count={state.changes.length}
         startOpen={state.changes.length > 0}
       >
-        {state.changes.length === 0 && <Empty>No changes sent to servers.</Empty>}
+        {state.changes.length === 0 && (
+          <Empty>No changes sent to servers.</Empty>
+        )}
         <ul className="fsbroker-feed fsbroker-sidebar-changes">
           {[...state.changes].reverse().map((change, index) => (
             <li key={index}>
-              <span className="fsbroker-muted">{time(change.at)}</span> {change.event}{' '}
-              <code>{change.path}</code> → {change.server}
+              <span className="fsbroker-muted">{time(change.at)}</span>{' '}
+              {change.event} <code>{change.path}</code> → {change.server}
             </li>
           ))}
         </ul>
@@ -404,8 +440,9 @@ function StateView(props: IKernelViewProps & { state: IBrokerState }): JSX.Eleme
               key={index}
               className={record.decision === 'deny' ? 'fsbroker-denied' : ''}
             >
-              <span className="fsbroker-muted">{time(record.at)}</span> {record.server}{' '}
-              {record.method} {record.path ? <code>{record.path}</code> : null}{' '}
+              <span className="fsbroker-muted">{time(record.at)}</span>{' '}
+              {record.server} {record.method}{' '}
+              {record.path ? <code>{record.path}</code> : null}{' '}
               {record.decision === 'deny' ? `${record.error ?? 'denied'}` : ''}
             </li>
           ))}

@@ -42,7 +42,10 @@ export class FileBrokerStatus extends ReactWidget {
           const waiting = this._model.current?.pendingConsents.length ?? 0;
           return (
             <>
-              <fileBrokerIcon.react tag="span" className="fsbroker-status-icon" />
+              <fileBrokerIcon.react
+                tag="span"
+                className="fsbroker-status-icon"
+              />
               <span className="jp-StatusBar-TextItem fsbroker-status-text">
                 {this._model.summary}
               </span>

@@ -22,7 +22,7 @@ import pytest
 from tests.support.env import REPO
 from tests.support.processes import Proc, descendants
 
-from .lab import JupyterLab
+from .lab import LABEXTENSION, JupyterLab
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -80,9 +80,30 @@ def screenshot_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]:
+def server_app() -> str:
+    """Which frontend the ``jupyterlab`` fixture serves: ``lab``, or ``notebook`` (Notebook 7) where a
+    module overrides this fixture."""
+    return "lab"
+
+
+@pytest.fixture
+def labextension() -> Path:
+    """This checkout's built JupyterLab extension; skipped (locally) or failed (CI) when it is not built."""
+    if not (LABEXTENSION / "package.json").is_file():
+        message = (
+            "the JupyterLab extension is not built: python -m pip install -e . "
+            "(or npm run build in labextension/)"
+        )
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    return LABEXTENSION
+
+
+@pytest.fixture
+def jupyterlab(tmp_path_factory: pytest.TempPathFactory, server_app: str) -> Iterator[JupyterLab]:
     """A running JupyterLab in its own home; stopped afterwards, with a check that no process outlives it."""
-    lab = JupyterLab(tmp_path_factory.mktemp("jupyterlab"))
+    lab = JupyterLab(tmp_path_factory.mktemp("jupyterlab"), server_app)
     lab.start()
     try:
         yield lab

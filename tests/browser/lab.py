@@ -1,6 +1,7 @@
-"""JupyterLab on 127.0.0.1 in a throw-away home, and every process it starts.
+"""JupyterLab (or Notebook 7) on 127.0.0.1 in a throw-away home, and every process it starts.
 
-:class:`JupyterLab` runs ``python -m jupyterlab`` with a random token on a port
+:class:`JupyterLab` runs ``python -m jupyterlab`` (``python -m notebook`` with
+``app="notebook"``) with a random token on a port
 the server chooses itself (``--ServerApp.port=0``, read back from its runtime
 file: nobody hands it a number that another process could take meanwhile), with
 ``HOME``, the XDG folders, the Jupyter and IPython folders and the JupyterLab
@@ -9,6 +10,12 @@ news, no update check, no extension manager) and no terminals. It creates
 notebooks through the contents REST API and, when stopped, shuts the server
 down through the REST API, then makes sure that no process it started (kernels,
 the MCP servers the kernels spawned) is still alive.
+
+The JupyterLab extension it serves is this checkout's build
+(``jupyter_fsbroker/labextension``, made by ``pip install -e .``), linked into
+the throw-away data folder, which JupyterLab searches first: the page runs this
+checkout's extension whatever else is installed. The page exposes the
+application as ``window.jupyterapp`` so tests can run its commands.
 """
 
 from __future__ import annotations
@@ -26,13 +33,15 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.support.env import server_env
+from tests.support.env import REPO, server_env
 from tests.support.processes import Proc, descendants
 
 #: Seconds JupyterLab gets to answer its REST API after it was started.
 STARTUP_TIMEOUT = 60.0
 #: Seconds JupyterLab gets to exit after ``POST /api/shutdown`` (it shuts its kernels down first).
 SHUTDOWN_TIMEOUT = 30.0
+#: This checkout's built JupyterLab extension (``pip install -e .`` or ``npm run build`` in labextension/).
+LABEXTENSION = REPO / "jupyter_fsbroker" / "labextension"
 
 # JupyterLab's user settings: nothing fetched from the network, nothing that pops up.
 _USER_SETTINGS = {
@@ -110,8 +119,9 @@ class JupyterLab:
         The random token every request carries.
     """
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, app: str = "lab") -> None:
         self.base = base
+        self.app = app
         self.root = base / "notebooks"
         self.root.mkdir(parents=True, exist_ok=True)
         self.env = isolated_env(base)
@@ -127,6 +137,10 @@ class JupyterLab:
             path.write_text(json.dumps(values), encoding="utf-8")
         config = Path(self.env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json"
         config.write_text(json.dumps(_SERVER_CONFIG), encoding="utf-8")
+        if (LABEXTENSION / "package.json").is_file():
+            labextensions = Path(self.env["JUPYTER_DATA_DIR"]) / "labextensions"
+            labextensions.mkdir(parents=True, exist_ok=True)
+            (labextensions / "jupyter_fsbroker").symlink_to(LABEXTENSION, target_is_directory=True)
 
     @property
     def url(self) -> str:
@@ -134,10 +148,19 @@ class JupyterLab:
         return f"http://127.0.0.1:{self.port}/"
 
     def command(self) -> list[str]:
+        app = "JupyterNotebookApp" if self.app == "notebook" else "LabApp"
+        extra = [f"--{app}.expose_app_in_browser=True"]
+        if self.app != "notebook":
+            extra += [
+                "--LabApp.news_url=None",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                "--LabApp.extension_manager=readonly",
+            ]
         return [
             sys.executable,
             "-m",
-            "jupyterlab",
+            "notebook" if self.app == "notebook" else "jupyterlab",
+            *extra,
             "--no-browser",
             "--ServerApp.ip=127.0.0.1",
             "--ServerApp.port=0",  # the server binds a port the OS chooses and writes it down
@@ -148,11 +171,8 @@ class JupyterLab:
             "--ServerApp.allow_root=True",  # containers and CI often run as root
             # A safety net should the test process die without stopping it.
             "--ServerApp.shutdown_no_activity_timeout=600",
-            "--LabApp.news_url=None",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-            "--LabApp.extension_manager=readonly",
-            f"--LabApp.user_settings_dir={self.env['JUPYTERLAB_SETTINGS_DIR']}",
-            f"--LabApp.workspaces_dir={self.env['JUPYTERLAB_WORKSPACES_DIR']}",
+            f"--{app}.user_settings_dir={self.env['JUPYTERLAB_SETTINGS_DIR']}",
+            f"--{app}.workspaces_dir={self.env['JUPYTERLAB_WORKSPACES_DIR']}",
         ]
 
     # -- lifetime ------------------------------------------------------------------------------
@@ -317,8 +337,14 @@ class JupyterLab:
         return str(model["path"])
 
     def lab_url(self, path: str) -> str:
-        """The URL that opens *path* in JupyterLab (with the token, so no login page)."""
+        """The URL that opens *path* in JupyterLab or Notebook 7 (with the token, so no login page)."""
+        if self.app == "notebook":
+            return f"{self.url}notebooks/{path}?token={self.token}"
         return f"{self.url}lab/tree/{path}?token={self.token}"
+
+    def tree_url(self) -> str:
+        """The URL of the file browser (Notebook 7's start page)."""
+        return f"{self.url}tree?token={self.token}"
 
     def kernels(self) -> list[dict[str, Any]]:
         """The running kernels (``GET /api/kernels``)."""
