@@ -103,11 +103,11 @@ def test_the_sidebar_lists_the_server_and_lock_and_disconnects_a_blocked_call(
     expect(lock).to_contain_text("analysis · exclusive")
     expect(sidebar.locator(".fsbroker-grant")).to_contain_text("every server")
     expect(status).to_have_text("File broker: 1 server · 1 lock")
-    screenshot(sidebar, screenshot_dir / "sidebar.png")
+    screenshot(sidebar.locator(".fsbroker-sidebar-body"), screenshot_dir / "sidebar.png")
     statusbar = page.locator("#jp-main-statusbar")
     screenshot(statusbar, screenshot_dir / "status.png")
     use_theme(page, "JupyterLab Dark")
-    screenshot(sidebar, screenshot_dir / "sidebar-dark.png")
+    screenshot(sidebar.locator(".fsbroker-sidebar-body"), screenshot_dir / "sidebar-dark.png")
     screenshot(statusbar, screenshot_dir / "status-dark.png")
     use_theme(page, "JupyterLab Light")
 
