@@ -105,7 +105,8 @@ def test_disconnect_works_in_a_notebook_created_from_files_new(jupyterlab: Jupyt
     # A call blocks the notebook; the sidebar's Disconnect ends it.
     blocked = cells.nth(3)
     _type_and_run(notebook, blocked, CELLS[3])
-    expect(sidebar.locator(".fsbroker-sidebar-activity")).to_contain_text("files/watch", timeout=SHOW_TIMEOUT_MS)
+    activity = sidebar.locator(".fsbroker-sidebar-activity")
+    expect(activity).to_contain_text("files/watch", timeout=SHOW_TIMEOUT_MS)
     assert _prompt(blocked) == "[*]:"
     sidebar.locator(".fsbroker-sidebar-disconnect").click()
     output = _wait_finished(blocked)

@@ -131,7 +131,9 @@ CONSENT = [
     "broker = fsb.get_broker()\n"
     'broker.add_root("data", name="data")\n'
     f"analysis = broker.connect('analysis', command={SERVER})",
-    'analysis.revoke()\nresult = analysis.call_tool("profile_csv", {"path": "data/sales.csv"})\nresult["isError"]',
+    "analysis.revoke()\n"
+    'result = analysis.call_tool("profile_csv", {"path": "data/sales.csv"})\n'
+    'result["isError"]',
 ]
 
 

@@ -61,7 +61,9 @@ class Panel:
                 return dict(m["content"].get("data") or {})
         return None
 
-    def state(self, condition: Callable[[dict[str, Any]], Any] = bool, timeout: float = 30.0) -> dict[str, Any]:
+    def state(
+        self, condition: Callable[[dict[str, Any]], Any] = bool, timeout: float = 30.0
+    ) -> dict[str, Any]:
         """The newest snapshot's state once *condition(state)* holds."""
 
         def newest() -> dict[str, Any] | None:
@@ -97,7 +99,7 @@ def kernel(start_kernel: Callable[..., Kernel]) -> Iterator[Kernel]:
 
 def test_a_kernel_without_the_extension_closes_the_panel_and_nothing_breaks(kernel: Kernel) -> None:
     panel = Panel(kernel)
-    kernel.wait_for(lambda: panel.closed() is not None, 30, "the kernel to close the comm it has no target for")
+    kernel.wait_for(lambda: panel.closed() is not None, 30, "the kernel to close a comm without a target")
     assert panel.messages() == []
     assert kernel.run("print(1 + 1)").stdout.strip() == "2"
 
@@ -141,7 +143,8 @@ def test_disconnect_on_a_subshell_ends_a_call_that_blocks_the_main_shell(kernel:
     panel = Panel(kernel, subshell_id=kernel.create_subshell())
     conn = panel.state(lambda s: s["connections"])["connections"][0]
     cell = kernel.submit('analysis.call_tool("watch_changes", {"path": "data", "seconds": 300})')
-    kernel.wait_for(lambda: any(a["method"] == "files/watch" for a in panel.state()["activity"]), 30, "the watch")
+    watching = panel.state(lambda s: any(a["method"] == "files/watch" for a in s["activity"]))
+    assert watching["connections"][0]["state"] == "open"
     assert not cell.done
 
     result = panel.act("disconnect", connection=conn["id"])
