@@ -111,10 +111,10 @@ export class NotebookFollower {
       if (!entry || entry.link.kernel !== kernel) {
         entry?.link.dispose();
         const model = new BrokerModel(panel.title.label);
-        entry = {
-          link: new KernelLink(kernel, model, this.client),
-          panels: new Set()
-        };
+        // Owned by the entry: disposed when its last notebook lets go of the kernel.
+        // eslint-disable-next-line jupyter/require-disposable-ownership
+        const link = new KernelLink(kernel, model, this.client);
+        entry = { link, panels: new Set() };
         this._entries.set(kernel.id, entry);
         kernel.disposed.connect(() => {
           const current = this._entries.get(kernel.id);

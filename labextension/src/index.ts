@@ -20,11 +20,15 @@ import { INotebookTracker } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { Token } from '@lumino/coreutils';
 
+// The links, the sidebar and the status item exist from the start (a kernel's state must be
+// shown as soon as its notebook opens), so activation needs these modules at once.
+/* eslint-disable jupyter/prefer-lazy-imports */
 import { ConsentDialogs } from './consent';
 import { NotebookFollower } from './follow';
 import { FileBrokerModel } from './model';
 import { FileBrokerSidebar, SIDEBAR_ID } from './sidebar';
 import { FileBrokerStatus } from './status';
+/* eslint-enable jupyter/prefer-lazy-imports */
 
 export * from './model';
 export * from './protocol';
@@ -97,6 +101,7 @@ const sidebar: JupyterFrontEndPlugin<void> = {
     app.commands.addCommand(OPEN_COMMAND, {
       label: 'Show File Broker',
       caption: 'Show the File Broker sidebar of the current notebook',
+      describedBy: { args: { type: 'object', properties: {} } },
       execute: () => app.shell.activateById(SIDEBAR_ID)
     });
     palette?.addItem({ command: OPEN_COMMAND, category: 'File Broker' });
