@@ -101,9 +101,16 @@ def labextension() -> Path:
 
 
 @pytest.fixture
-def jupyterlab(tmp_path_factory: pytest.TempPathFactory, server_app: str) -> Iterator[JupyterLab]:
-    """A running JupyterLab in its own home; stopped afterwards, with a check that no process outlives it."""
-    lab = JupyterLab(tmp_path_factory.mktemp("jupyterlab"), server_app)
+def jupyterlab(
+    tmp_path_factory: pytest.TempPathFactory, server_app: str, request: pytest.FixtureRequest
+) -> Iterator[JupyterLab]:
+    """A running JupyterLab in its own home; stopped afterwards, with a check that no process outlives it.
+
+    It serves the JupyterLab extension to the tests that use the ``labextension`` fixture only.
+    """
+    lab = JupyterLab(
+        tmp_path_factory.mktemp("jupyterlab"), server_app, labextension="labextension" in request.fixturenames
+    )
     lab.start()
     try:
         yield lab

@@ -11,10 +11,12 @@ notebooks through the contents REST API and, when stopped, shuts the server
 down through the REST API, then makes sure that no process it started (kernels,
 the MCP servers the kernels spawned) is still alive.
 
-The JupyterLab extension it serves is this checkout's build
-(``jupyter_fsbroker/labextension``, made by ``pip install -e .``), linked into
-the throw-away data folder, which JupyterLab searches first: the page runs this
-checkout's extension whatever else is installed. The page exposes the
+With ``labextension=True`` it serves this checkout's build of the JupyterLab
+extension (``jupyter_fsbroker/labextension``, made by ``pip install -e .``),
+linked into the throw-away data folder, which JupyterLab searches first: the
+page runs this checkout's extension whatever else is installed. Otherwise the
+extension is disabled (page config), so the notebook's widgets are tested on
+their own, as in a frontend without it. The page exposes the
 application as ``window.jupyterapp`` so tests can run its commands.
 """
 
@@ -119,7 +121,7 @@ class JupyterLab:
         The random token every request carries.
     """
 
-    def __init__(self, base: Path, app: str = "lab") -> None:
+    def __init__(self, base: Path, app: str = "lab", *, labextension: bool = False) -> None:
         self.base = base
         self.app = app
         self.root = base / "notebooks"
@@ -137,10 +139,14 @@ class JupyterLab:
             path.write_text(json.dumps(values), encoding="utf-8")
         config = Path(self.env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json"
         config.write_text(json.dumps(_SERVER_CONFIG), encoding="utf-8")
-        if (LABEXTENSION / "package.json").is_file():
+        if labextension:
             labextensions = Path(self.env["JUPYTER_DATA_DIR"]) / "labextensions"
             labextensions.mkdir(parents=True, exist_ok=True)
             (labextensions / "jupyter_fsbroker").symlink_to(LABEXTENSION, target_is_directory=True)
+        else:
+            page_config = Path(self.env["JUPYTER_CONFIG_DIR"]) / "labconfig" / "page_config.json"
+            page_config.parent.mkdir(parents=True, exist_ok=True)
+            page_config.write_text(json.dumps({"disabledExtensions": {"jupyter_fsbroker": True}}), "utf-8")
 
     @property
     def url(self) -> str:

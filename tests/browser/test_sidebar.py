@@ -178,3 +178,59 @@ def test_a_consent_dialog_unblocks_a_sync_cell_and_yields_to_the_cell_prompt(
     toast = page.locator(".Toastify__toast").filter(has_text="answered in the notebook")
     expect(toast).to_contain_text("analysis: Approved read on data/sales.csv")
     assert notebook.wait_done(2).rstrip().endswith("False")
+
+
+def wait_kernel_idle(page: Any) -> None:
+    page.wait_for_function(
+        "() => { const w = window.jupyterapp.shell.currentWidget;"
+        " const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;"
+        " return k && k.status === 'idle' && k.connectionStatus === 'connected'; }",
+        timeout=CELL_TIMEOUT_MS,
+    )
+
+
+def test_the_sidebar_follows_the_current_notebook_and_recovers_from_reload_and_restart(
+    jupyterlab: JupyterLab, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    share_data(jupyterlab)
+    first = Notebook(
+        page,
+        jupyterlab,
+        jupyterlab.create_notebook(
+            "first.ipynb",
+            [
+                "%load_ext jupyter_fsbroker\n"
+                "import jupyter_fsbroker as fsb\n"
+                'fsb.get_broker().add_root("data", name="data")',
+                "%reload_ext jupyter_fsbroker",
+            ],
+        ),
+    )
+    jupyterlab.create_notebook("second.ipynb", ["1 + 1"])
+    first.open()
+    run_command(page, "fsbroker:open-sidebar")
+    sidebar = page.locator("#fsbroker-sidebar")
+    roots = sidebar.locator(".fsbroker-section-roots")
+    first.run_and_wait(0)
+    expect(roots).to_contain_text("data", timeout=SHOW_TIMEOUT_MS)
+
+    # A second notebook, with its own kernel and no broker: the sidebar follows the current one.
+    run_command(page, "docmanager:open", {"path": "second.ipynb"})
+    expect(sidebar.locator(".fsbroker-sidebar-kernel")).to_have_text("second.ipynb")
+    wait_kernel_idle(page)
+    expect(sidebar).to_contain_text("%load_ext jupyter_fsbroker", timeout=SHOW_TIMEOUT_MS)
+    run_command(page, "docmanager:open", {"path": "first.ipynb"})
+    expect(sidebar.locator(".fsbroker-sidebar-kernel")).to_have_text("first.ipynb")
+    expect(roots).to_contain_text("data")
+
+    # %reload_ext: a new broker, which the sidebar picks up by itself.
+    first.run_and_wait(1)
+    expect(roots).to_contain_text("No shared folders", timeout=SHOW_TIMEOUT_MS)
+
+    # A kernel restart: the new kernel has no broker, and the sidebar says so.
+    page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
+    expect(sidebar).to_contain_text("%load_ext jupyter_fsbroker", timeout=SHOW_TIMEOUT_MS)
+    first.run_and_wait(0)
+    expect(roots).to_contain_text("data", timeout=SHOW_TIMEOUT_MS)
