@@ -190,8 +190,8 @@ def test_another_protocol_version_is_refused_in_words_the_panel_can_read(kernel:
     assert closed["code"] == "version_mismatch" and closed["supported"] == [1]
     assert closed["version"] == 1 and "panel protocol 1" in closed["message"]
 
-    panel = Panel(kernel)
-    panel.state()
+    panel = Panel(kernel)  # on the main shell: the kernel says its messages could wait for a cell
+    assert panel.state()["subshells"] == {"supported": True, "used": False}
     panel.send({"version": 7, "type": "refresh"})
     error = kernel.wait_for(
         lambda: next((m for m in panel.messages() if m.get("type") == "error"), None), 30, "an error"
