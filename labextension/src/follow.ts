@@ -64,6 +64,17 @@ export class NotebookFollower {
     }
   }
 
+  /**
+   * Close every link (the page is going away): the kernels forget our comms.
+   */
+  dispose(): void {
+    for (const entry of this._entries.values()) {
+      entry.link.dispose();
+    }
+    this._entries.clear();
+    this.model.current = null;
+  }
+
   private _watch(panel: NotebookPanel): void {
     if (this._kernels.has(panel)) {
       return;

@@ -74,6 +74,8 @@ const broker: JupyterFrontEndPlugin<IFileBroker> = {
     const dialogs = new ConsentDialogs();
     follower.modelAdded.connect((_, added) => dialogs.watch(added));
     follower.models.forEach(existing => dialogs.watch(existing));
+    // Without this, a kernel would keep sending snapshots to the comms of a page that was closed.
+    window.addEventListener('pagehide', () => follower.dispose());
     return { model, follower, dialogs };
   }
 };

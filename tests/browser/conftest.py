@@ -80,13 +80,6 @@ def screenshot_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def server_app() -> str:
-    """Which frontend the ``jupyterlab`` fixture serves: ``lab``, or ``notebook`` (Notebook 7) where a
-    module overrides this fixture."""
-    return "lab"
-
-
-@pytest.fixture
 def labextension() -> Path:
     """This checkout's built JupyterLab extension; skipped (locally) or failed (CI) when it is not built."""
     if not (LABEXTENSION / "package.json").is_file():
@@ -102,14 +95,17 @@ def labextension() -> Path:
 
 @pytest.fixture
 def jupyterlab(
-    tmp_path_factory: pytest.TempPathFactory, server_app: str, request: pytest.FixtureRequest
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[JupyterLab]:
     """A running JupyterLab in its own home; stopped afterwards, with a check that no process outlives it.
 
+    Parametrize it indirectly with ``{"app": "notebook"}`` for Notebook 7, or ``{"theme": ...}``.
     It serves the JupyterLab extension to the tests that use the ``labextension`` fixture only.
     """
     lab = JupyterLab(
-        tmp_path_factory.mktemp("jupyterlab"), server_app, labextension="labextension" in request.fixturenames
+        tmp_path_factory.mktemp("jupyterlab"),
+        labextension="labextension" in request.fixturenames,
+        **getattr(request, "param", {}),
     )
     lab.start()
     try:

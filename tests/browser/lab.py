@@ -1,7 +1,6 @@
-"""JupyterLab (or Notebook 7) on 127.0.0.1 in a throw-away home, and every process it starts.
+"""JupyterLab on 127.0.0.1 in a throw-away home, and every process it starts.
 
-:class:`JupyterLab` runs ``python -m jupyterlab`` (``python -m notebook`` with
-``app="notebook"``) with a random token on a port
+:class:`JupyterLab` runs ``python -m jupyterlab`` with a random token on a port
 the server chooses itself (``--ServerApp.port=0``, read back from its runtime
 file: nobody hands it a number that another process could take meanwhile), with
 ``HOME``, the XDG folders, the Jupyter and IPython folders and the JupyterLab
@@ -16,8 +15,8 @@ extension (``jupyter_fsbroker/labextension``, made by ``pip install -e .``),
 linked into the throw-away data folder, which JupyterLab searches first: the
 page runs this checkout's extension whatever else is installed. Otherwise the
 extension is disabled (page config), so the notebook's widgets are tested on
-their own, as in a frontend without it. The page exposes the
-application as ``window.jupyterapp`` so tests can run its commands.
+their own, as in a frontend without it. The page exposes the application as
+``window.jupyterapp`` so that tests can run its commands.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from tests.support.processes import Proc, descendants
 STARTUP_TIMEOUT = 60.0
 #: Seconds JupyterLab gets to exit after ``POST /api/shutdown`` (it shuts its kernels down first).
 SHUTDOWN_TIMEOUT = 30.0
-#: This checkout's built JupyterLab extension (``pip install -e .`` or ``npm run build`` in labextension/).
+#: This checkout's built JupyterLab extension (``pip install -e .``, or ``npm run build`` in labextension/).
 LABEXTENSION = REPO / "jupyter_fsbroker" / "labextension"
 
 # JupyterLab's user settings: nothing fetched from the network, nothing that pops up.
@@ -110,6 +109,12 @@ class JupyterLab:
     ----------
     base
         An empty folder: the server's home, settings and notebook folder go here.
+    app
+        ``"jupyterlab"`` (JupyterLab) or ``"notebook"`` (Notebook 7, the same server with its own pages).
+    theme
+        The JupyterLab theme to start with (``"JupyterLab Light"`` or ``"JupyterLab Dark"``).
+    labextension
+        Serve this checkout's JupyterLab extension (else it is disabled).
 
     Attributes
     ----------
@@ -121,9 +126,11 @@ class JupyterLab:
         The random token every request carries.
     """
 
-    def __init__(self, base: Path, app: str = "lab", *, labextension: bool = False) -> None:
-        self.base = base
+    def __init__(
+        self, base: Path, *, app: str = "jupyterlab", theme: str | None = None, labextension: bool = False
+    ) -> None:
         self.app = app
+        self.base = base
         self.root = base / "notebooks"
         self.root.mkdir(parents=True, exist_ok=True)
         self.env = isolated_env(base)
@@ -133,7 +140,10 @@ class JupyterLab:
         self.proc: subprocess.Popen[bytes] | None = None
         self._seen: dict[tuple[int, int], Proc] = {}
         settings = Path(self.env["JUPYTERLAB_SETTINGS_DIR"])
-        for relative, values in _USER_SETTINGS.items():
+        wanted = dict(_USER_SETTINGS)
+        if theme is not None:
+            wanted["@jupyterlab/apputils-extension/themes.jupyterlab-settings"] = {"theme": theme}
+        for relative, values in wanted.items():
             path = settings / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values), encoding="utf-8")
@@ -154,19 +164,17 @@ class JupyterLab:
         return f"http://127.0.0.1:{self.port}/"
 
     def command(self) -> list[str]:
-        app = "JupyterNotebookApp" if self.app == "notebook" else "LabApp"
-        extra = [f"--{app}.expose_app_in_browser=True"]
-        if self.app != "notebook":
-            extra += [
-                "--LabApp.news_url=None",
-                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-                "--LabApp.extension_manager=readonly",
-            ]
+        lab_only = [
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+            f"--LabApp.user_settings_dir={self.env['JUPYTERLAB_SETTINGS_DIR']}",
+            f"--LabApp.workspaces_dir={self.env['JUPYTERLAB_WORKSPACES_DIR']}",
+        ]
         return [
             sys.executable,
             "-m",
-            "notebook" if self.app == "notebook" else "jupyterlab",
-            *extra,
+            self.app,
             "--no-browser",
             "--ServerApp.ip=127.0.0.1",
             "--ServerApp.port=0",  # the server binds a port the OS chooses and writes it down
@@ -177,8 +185,9 @@ class JupyterLab:
             "--ServerApp.allow_root=True",  # containers and CI often run as root
             # A safety net should the test process die without stopping it.
             "--ServerApp.shutdown_no_activity_timeout=600",
-            f"--{app}.user_settings_dir={self.env['JUPYTERLAB_SETTINGS_DIR']}",
-            f"--{app}.workspaces_dir={self.env['JUPYTERLAB_WORKSPACES_DIR']}",
+            *(lab_only if self.app == "jupyterlab" else []),
+            # window.jupyterapp, for tests that run the application's commands
+            f"--{'LabApp' if self.app == 'jupyterlab' else 'JupyterNotebookApp'}.expose_app_in_browser=True",
         ]
 
     # -- lifetime ------------------------------------------------------------------------------
@@ -349,7 +358,7 @@ class JupyterLab:
         return f"{self.url}lab/tree/{path}?token={self.token}"
 
     def tree_url(self) -> str:
-        """The URL of the file browser (Notebook 7's start page)."""
+        """The URL of Notebook 7's file browser (with the token, so no login page)."""
         return f"{self.url}tree?token={self.token}"
 
     def kernels(self) -> list[dict[str, Any]]:

@@ -34,11 +34,6 @@ CELLS = [
 ]
 
 
-@pytest.fixture
-def server_app() -> str:
-    return "notebook"
-
-
 def _prompt(cell: Any) -> str:
     return "".join(cell.locator(".jp-InputPrompt").inner_text().split())
 
@@ -68,6 +63,7 @@ def _wait_finished(cell: Any, timeout_ms: float = LOAD_TIMEOUT_MS) -> str:
     return output.inner_text() if output.count() else ""
 
 
+@pytest.mark.parametrize("jupyterlab", [{"app": "notebook"}], indirect=True)
 def test_disconnect_works_in_a_notebook_created_from_files_new(jupyterlab: JupyterLab, page: Any) -> None:
     from playwright.sync_api import expect
 
