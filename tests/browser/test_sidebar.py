@@ -204,7 +204,7 @@ def test_the_sidebar_follows_the_current_notebook_and_recovers_from_reload_and_r
                 "%load_ext jupyter_fsbroker\n"
                 "import jupyter_fsbroker as fsb\n"
                 'fsb.get_broker().add_root("data", name="data")',
-                "%reload_ext jupyter_fsbroker",
+                '%reload_ext jupyter_fsbroker\nfsb.get_broker().add_root("out", name="out")',
             ],
         ),
     )
@@ -226,8 +226,9 @@ def test_the_sidebar_follows_the_current_notebook_and_recovers_from_reload_and_r
     expect(roots).to_contain_text("data")
 
     # %reload_ext: a new broker, which the sidebar picks up by itself.
+    (jupyterlab.root / "out").mkdir()
     first.run_and_wait(1)
-    expect(roots).to_contain_text("No shared folders", timeout=SHOW_TIMEOUT_MS)
+    expect(roots).to_contain_text("out", timeout=SHOW_TIMEOUT_MS)
 
     # A kernel restart: the new kernel has no broker, and the sidebar says so.
     page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
