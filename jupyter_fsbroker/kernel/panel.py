@@ -166,22 +166,23 @@ class PanelService:
         return self._answer(incoming)
 
     def _answer(self, incoming: proto.Incoming) -> tuple[bool, str]:
-        ask = next((a for a in self._state.pending() if a.request.id == incoming.target), None)
-        if ask is None:
+        request = next((r for r in self._state.pending() if r.id == incoming.target), None)
+        if request is None:
             outcome = self._state.outcome_of(incoming.target)
             said = f": {outcome.text}" if outcome is not None else ""
             return False, f"That request no longer waits{said}."
-        request = ask.request
-        approvable = {item.path for item in request.items if item.approvable}
-        chosen = [a for a in incoming.approved if a.path in approvable and a.operations]
-        operations = {a.operations for a in chosen}
-        if len(operations) > 1:
-            # This kernel's decisions give the same operations on every approved path.
-            return False, "Choose the same operations for every path (per-path choices need a newer kernel)."
-        ops = next(iter(operations), ())
-        granted = tuple(op for op in request.operations if op in ops)
-        decision = ConsentDecision(tuple(a.path for a in chosen), granted, incoming.duration)
-        if not self._state.answer(ask, decision):
+        asked = {item.path: item.grantable(request.operations_of(item)) for item in request.items}
+        chosen = {
+            a.path: tuple(op for op in a.operations if op in asked[a.path])
+            for a in incoming.approved
+            if a.path in asked
+        }
+        chosen = {path: ops for path, ops in chosen.items() if ops}
+        if len(set(chosen.values())) <= 1:  # the same operations on every path: a flat answer
+            decision = ConsentDecision(tuple(chosen), next(iter(chosen.values()), ()), incoming.duration)
+        else:
+            decision = ConsentDecision.per_path(chosen, duration=incoming.duration)
+        if not self._state.answer(request, decision):
             outcome = self._state.outcome_of(request.id)
             said = f": {outcome.text}" if outcome is not None else ""
             return False, f"The notebook answered first{said}."

@@ -16,7 +16,6 @@ import importlib.metadata
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +28,7 @@ from ..widgets.text import decision_text
 from . import ipykernel_compat as ipk
 from .consent import Ask, KernelConsenter
 
-__all__ = ["Outcome", "PanelState", "request_json"]
+__all__ = ["Outcome", "PanelState"]
 
 #: How many change events, audit records and consent outcomes a snapshot carries.
 TAIL = 50
@@ -58,36 +57,6 @@ class Outcome:
             "answeredBy": self.answered_by,
             "at": iso_utc(self.at),
         }
-
-
-def request_json(request: ConsentRequest) -> dict[str, Any]:
-    """A waiting consent request as the panel protocol writes it (camelCase)."""
-    return {
-        "id": request.id,
-        "server": request.server,
-        "connectionId": request.connection_id,
-        "message": request.message,
-        "operations": list(request.operations),
-        "items": [
-            {
-                "path": item.path,
-                "rel": item.rel,
-                "approvable": item.approvable,
-                "reason": item.reason,
-                "readOnly": item.read_only,
-                "operations": list(request.operations),
-                "grantable": [
-                    op
-                    for op in request.operations
-                    if item.approvable and not (item.read_only and op in ("write", "delete"))
-                ],
-            }
-            for item in request.items
-        ],
-        "already": [],
-        "createdAt": iso_utc(request.created_at),
-        "deadline": iso_utc(request.deadline),
-    }
 
 
 def _package_version() -> str:
@@ -176,30 +145,24 @@ class PanelState:
 
     # -- what the panel may do -----------------------------------------------------------------
 
-    def pending(self) -> list[Ask]:
+    def pending(self) -> tuple[ConsentRequest, ...]:
         """The consent requests waiting for an answer, oldest first."""
-        consenter = self._broker.consenter
-        if not isinstance(consenter, KernelConsenter):
-            return []
-        return [ask for ask in consenter.asks() if not ask.future.done()]
+        return tuple(self._broker.pending_consents())
 
     def outcome_of(self, request_id: str) -> Outcome | None:
         """How the request *request_id* ended, if it did recently."""
         with self._lock:
             return next((o for o in reversed(self._outcomes) if o.id == request_id), None)
 
-    def answer(self, ask: Ask, decision: ConsentDecision) -> bool:
-        """Answer *ask* with *decision*; ``False`` when something else answered first."""
-        future: Future[ConsentDecision] = ask.future
+    def answer(self, request: ConsentRequest, decision: ConsentDecision) -> bool:
+        """Answer *request* with *decision*; ``False`` when something else answered first."""
         with self._lock:
-            self._answered_here.add(ask.request.id)
-        try:
-            future.set_result(decision)
-        except Exception:  # InvalidStateError: answered, timed out or withdrawn meanwhile
-            with self._lock:
-                self._answered_here.discard(ask.request.id)
-            return False
-        return True
+            self._answered_here.add(request.id)
+        if self._broker.answer_consent(request.id, decision):
+            return True
+        with self._lock:
+            self._answered_here.discard(request.id)
+        return False
 
     # -- the snapshot --------------------------------------------------------------------------
 
@@ -256,7 +219,7 @@ class PanelState:
                 for info in broker.locks()
                 if info.kept and info.lock_id
             ],
-            "consents": [request_json(ask.request) for ask in self.pending()],
+            "consents": [request.to_json() for request in self.pending()],
             "outcomes": [outcome.to_json() for outcome in outcomes],
             "changes": [
                 {

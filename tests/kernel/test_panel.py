@@ -217,3 +217,30 @@ def test_reload_ext_closes_the_panels_with_a_reason_and_a_new_panel_attaches(ker
     kernel.wait_for(again.closed, 30, "the panel's comm to close at %unload_ext")
     gone = Panel(kernel)
     kernel.wait_for(gone.closed, 30, "no target once unloaded")
+
+
+def test_a_per_path_answer_grants_each_path_only_what_was_chosen(kernel: Kernel) -> None:
+    load(kernel)
+    kernel.run(f"analysis = broker.connect('analysis', command={STDIO_COMMAND})")
+    panel = Panel(kernel, subshell_id=kernel.create_subshell())
+    cell = kernel.submit('analysis.call_tool("write_report", {"path": "data/sales.csv"}).data["report"]')
+    consent = panel.state(lambda s: s["consents"])["consents"][0]
+    asked = {item["rel"]: item["operations"] for item in consent["items"]}
+    assert asked == {"data/sales.csv": ["read"], "data/sales.report.md": ["write"]}
+
+    by_rel = {item["rel"]: item["path"] for item in consent["items"]}
+    result = panel.act(
+        "answer_consent",
+        consent=consent["id"],
+        approved=[
+            {"path": by_rel["data/sales.csv"], "operations": ["read"]},
+            {"path": by_rel["data/sales.report.md"], "operations": ["write"]},
+        ],
+        duration=None,
+    )
+    assert result["ok"], result
+    message = result["message"]
+    assert "read on data/sales.csv" in message and "write on data/sales.report.md" in message, message
+    assert kernel.wait(cell, 60).check().text == "'data/sales.report.md'"
+    grants = {g["path"]: g["operations"] for g in panel.state(lambda s: len(s["grants"]) == 2)["grants"]}
+    assert grants == {"data/sales.csv": ["read"], "data/sales.report.md": ["write"]}
