@@ -132,8 +132,8 @@ CONSENT = [
     'broker.add_root("data", name="data")\n'
     f"analysis = broker.connect('analysis', command={SERVER})",
     "analysis.revoke()\n"
-    'result = analysis.call_tool("profile_csv", {"path": "data/sales.csv"})\n'
-    'result["isError"]',
+    'result = analysis.call_tool("write_report", {"path": "data/sales.csv"})\n'
+    'result.data["report"]',
 ]
 
 
@@ -155,16 +155,25 @@ def test_a_consent_dialog_unblocks_a_sync_cell_and_yields_to_the_cell_prompt(
     dialog = page.locator("#fsbroker-consent-dialog")
     expect(dialog).to_be_visible(timeout=SHOW_TIMEOUT_MS)
     expect(dialog).to_contain_text("analysis asks for access to your files")
-    expect(dialog).to_contain_text("data/sales.csv")
-    expect(dialog.locator(".fsbroker-consent-op-read")).to_be_checked()
+    # Per path, what the server asked for it: read on the data, write on the report only.
+    rows = dialog.locator(".fsbroker-consent-path")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_contain_text("data/sales.csv")
+    expect(rows.nth(0).locator(".fsbroker-consent-op-read")).to_be_checked()
+    expect(rows.nth(0).locator(".fsbroker-consent-op-write")).to_have_count(0)
+    expect(rows.nth(1)).to_contain_text("data/sales.report.md")
+    expect(rows.nth(1).locator(".fsbroker-consent-op-write")).to_be_checked()
     expect(status.locator(".fsbroker-status-badge")).to_have_text("1")
     screenshot(dialog.locator(".jp-Dialog-content"), screenshot_dir / "consent-dialog.png")
     assert notebook.prompt(2) == "[*]:"
+    prompt = notebook.cell(2).locator(".fsbroker-consent")
+    expect(prompt).to_be_visible(timeout=SHOW_TIMEOUT_MS)  # the cell shows the same request
     dialog.locator(".fsbroker-dialog-approve").click()
     output = notebook.wait_done(2)
-    assert output.rstrip().endswith("False"), output
-    prompt = notebook.cell(2).locator(".fsbroker-consent")
-    expect(prompt.locator(".fsbroker-consent-outcome")).to_contain_text("Approved read on data/sales.csv")
+    assert output.rstrip().endswith("'data/sales.report.md'"), output
+    expect(prompt.locator(".fsbroker-consent-outcome")).to_contain_text(
+        "Approved read on data/sales.csv; write on data/sales.report.md"
+    )
     expect(status.locator(".fsbroker-status-badge")).to_have_count(0)
 
     # Again in the dark theme; this time the cell's own prompt answers first and the dialog yields.
@@ -177,7 +186,7 @@ def test_a_consent_dialog_unblocks_a_sync_cell_and_yields_to_the_cell_prompt(
     expect(dialog).to_have_count(0, timeout=SHOW_TIMEOUT_MS)
     toast = page.locator(".Toastify__toast").filter(has_text="answered in the notebook")
     expect(toast).to_contain_text("analysis: Approved read on data/sales.csv")
-    assert notebook.wait_done(2).rstrip().endswith("False")
+    assert notebook.wait_done(2).rstrip().endswith("'data/sales.report.md'")
 
 
 def wait_kernel_idle(page: Any) -> None:
