@@ -125,16 +125,23 @@ const status: JupyterFrontEndPlugin<void> = {
     const item = new FileBrokerStatus(fileBroker.model, () => {
       void app.commands.execute(OPEN_COMMAND);
     });
+    // Shown while a notebook is current (not on Notebook 7's file browser page, say).
+    const active = () => fileBroker.model.current !== null;
     if (statusBar) {
       statusBar.registerStatusItem('jupyter_fsbroker:status', {
         item,
         align: 'left',
-        rank: 100
+        rank: 100,
+        isActive: active,
+        activeStateChanged: fileBroker.model.changed
       });
     } else {
       // Notebook 7 has no status bar: the item sits in the top bar instead.
       item.addClass('fsbroker-status-top');
       app.shell.add(item, 'top', { rank: 900 });
+      const follow = () => item.setHidden(!active());
+      fileBroker.model.changed.connect(follow);
+      follow();
     }
   }
 };
