@@ -55,6 +55,11 @@ def unload_ipython_extension(ipython: Any) -> None:
     unload(ipython)
 
 
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where the built JupyterLab extension is, for ``jupyter labextension develop``."""
+    return [{"src": "labextension", "dest": "jupyter_fsbroker"}]
+
+
 def get_broker() -> NotebookBroker:
     """The broker of this kernel (see :func:`jupyter_fsbroker.kernel.get_broker`)."""
     from .kernel import get_broker as get

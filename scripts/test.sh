@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up a fresh machine for the tests and run them all: Chromium (Debian's, for the browser
-# test), Node and npm (for the interop tests, which install their pinned npm packages
-# themselves), the package with its test extra, then lint, format check, type check and pytest.
+# test), Node and npm (for the JupyterLab extension, which the install builds from labextension/
+# with the packages of its package-lock.json, and for the interop tests, which install their
+# pinned npm packages themselves), the package with its test extra, then lint, format check and
+# type check (Python and TypeScript), the extension's jest tests, and pytest.
 # Under CI=true a missing browser or npm package fails the tests instead of skipping them.
 # Extra arguments go to pytest.
 set -euo pipefail
@@ -23,8 +25,13 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         echo "scripts/test.sh: Node and npm are missing; the interop tests will be skipped (install nodejs and npm)" >&2
     fi
 fi
-python -m pip install -q -e ".[test]"
+python -m pip install -q -e ".[test]"  # builds the JupyterLab extension (npm install + build)
 ruff check .
 ruff format --check .
 mypy
+if [ ! -d labextension/node_modules ]; then  # an install that found the extension built already
+    npm --prefix labextension ci
+fi
+npm --prefix labextension run lint:check
+npm --prefix labextension test -- --ci
 python -m pytest -q "$@"

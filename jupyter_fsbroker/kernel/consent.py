@@ -340,6 +340,7 @@ class KernelConsenter:
         self._lock = threading.Lock()
         self._scopes: dict[str, list[CallScope]] = {}
         self._asks: list[Ask] = []
+        self._listeners: list[Callable[[Ask], object]] = []
 
     def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
         """Show *request* (see the module docstring); the future resolves with the answer."""
@@ -357,6 +358,12 @@ class KernelConsenter:
             self._asks = [a for a in self._asks if not (a.future.done() and _gone(a.prompt))]
             self._asks.append(ask)
             scopes = list(self._scopes.get(request.connection_id, ()))
+            listeners = list(self._listeners)
+        for listener in listeners:  # other views (the JupyterLab panel) show it too
+            try:
+                listener(ask)
+            except Exception:
+                log.exception("a consent listener failed")
         if self._on_change is not None:
             self._on_change()
             future.add_done_callback(lambda _future: self._changed())
@@ -372,6 +379,22 @@ class KernelConsenter:
             if scope.offer(ask):
                 return
         self._place_outside(ask)
+
+    def subscribe(self, listener: Callable[[Ask], object]) -> Callable[[], None]:
+        """Call *listener(ask)* for every new request (on the broker's thread; it must not block).
+
+        Returns a function that unsubscribes. The listener may answer the
+        request by resolving ``ask.future``; the first answer counts.
+        """
+        with self._lock:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
 
     # -- calls in flight -----------------------------------------------------------------------
 

@@ -4,11 +4,13 @@ Loading creates the kernel's broker and makes it current (:mod:`.current`, which
 also closes it when the kernel shuts down), registers the ``FSBroker``
 configurable with the shell (so ``%config FSBroker.…`` works; IPython keeps
 values set that way in the shell's config, so they survive ``%reload_ext``) and
-the ``%fsbroker`` magic. It shows nothing. Unloading closes every connection and
-the broker, stops the background loop and removes what loading added, and
-says so in one line: what was closed, and which shared folders are kept — the
-next load shares them again (so ``%reload_ext`` does not forget them). It never
-keeps a broker of its own beyond the one it created and made current.
+the ``%fsbroker`` magic, and in a kernel the comm target of the JupyterLab
+panel (:mod:`.panel`). It shows nothing. Unloading tells the panels, closes
+every connection and the broker, stops the background loop and removes what
+loading added, and says so in one line: what was closed, and which shared
+folders are kept — the next load shares them again (so ``%reload_ext`` does not
+forget them). It never keeps a broker of its own beyond the one it created and
+made current.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..core.errors import ConfigError
 from .broker import NotebookBroker
 from .current import clear_current, get_broker, set_current
 from .magics import FSBrokerMagics
+from .panel import PanelService
 from .settings import FSBroker
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
@@ -38,6 +41,7 @@ class _Loaded:
     settings: FSBroker
     broker: NotebookBroker
     magics: FSBrokerMagics
+    panel: PanelService | None
 
 
 _state: _Loaded | None = None
@@ -67,15 +71,17 @@ def load_ipython_extension(ipython: Any) -> None:
             _state = None
         settings = _make_settings(ipython)
         broker = NotebookBroker(settings, shell=ipython)
+        panel = None
         try:
             magics = FSBrokerMagics(ipython, broker=get_broker)
             ipython.register_magics(magics)
             if settings not in ipython.configurables:
                 ipython.configurables.append(settings)
+            panel = PanelService.start(broker)
         except BaseException:
             broker.close()
             raise
-        _state = _Loaded(ipython, settings, broker, magics)
+        _state = _Loaded(ipython, settings, broker, magics, panel)
         set_current(broker)
         _restore_roots(broker)
 
@@ -121,6 +127,8 @@ def _teardown(state: _Loaded) -> None:
     configurables = getattr(shell, "configurables", None)
     if configurables is not None and state.settings in configurables:
         configurables.remove(state.settings)
+    if state.panel is not None:
+        state.panel.close("the extension was unloaded (%unload_ext or %reload_ext)")
     try:
         broker.close(why="the extension was unloaded (%unload_ext / %reload_ext)")
     finally:

@@ -18,6 +18,10 @@ when upstream behaviour changes):
 * **Subshells.** :func:`has_subshells` tells whether a frontend created any
   subshell (JupyterLab does so for the first widget it sees); without one,
   clicks cannot arrive while a synchronous cell blocks.
+* **Comm targets.** :func:`register_comm_target` and
+  :func:`unregister_comm_target` use the kernel's own comm manager (the panel
+  protocol's target); :func:`free_comm` frees one comm's routing, and
+  :func:`on_subshell` tells whether the running handler was given a subshell.
 * **stdin.** :func:`ask_stdin` sends an ``input_request`` for the running cell
   and waits for the reply *or* for a future to be done, so a consent answered
   elsewhere or timed out never leaves the cell waiting for a line of text.
@@ -37,12 +41,16 @@ __all__ = [
     "ROUTING_HOOK",
     "ask_stdin",
     "detach",
+    "free_comm",
     "free_routing",
     "get_kernel",
     "has_subshells",
+    "on_subshell",
+    "register_comm_target",
     "run_detached",
     "stdin_allowed",
     "supports_subshells",
+    "unregister_comm_target",
     "walk_widgets",
 ]
 
@@ -132,23 +140,55 @@ def _frontend_choice(data: object, default: str | None) -> str | None:
     return default
 
 
+def free_comm(comm: Any) -> bool:
+    """Let the frontend choose the subshell for messages to *comm*; whether it changed anything.
+
+    Harmless where the hook does not exist.
+    """
+    if comm is None or not hasattr(comm, ROUTING_HOOK) or getattr(comm, ROUTING_HOOK) is _frontend_choice:
+        return False
+    try:
+        setattr(comm, ROUTING_HOOK, _frontend_choice)
+    except (AttributeError, TypeError):  # pragma: no cover - a comm that refuses attributes
+        return False
+    return True
+
+
 def free_routing(root: Any) -> int:
     """Let the frontend choose the subshell for comm messages to *root* and its descendants.
 
     Returns the number of comms changed. Harmless where the hook does not exist.
     """
-    changed = 0
-    for widget in walk_widgets(root):
-        comm = getattr(widget, "comm", None)
-        if comm is None or not hasattr(comm, ROUTING_HOOK):
-            continue
-        if getattr(comm, ROUTING_HOOK) is not _frontend_choice:
-            try:
-                setattr(comm, ROUTING_HOOK, _frontend_choice)
-            except (AttributeError, TypeError):  # pragma: no cover - a comm that refuses attributes
-                continue
-            changed += 1
-    return changed
+    return sum(free_comm(getattr(widget, "comm", None)) for widget in walk_widgets(root))
+
+
+def register_comm_target(kernel: Any | None, name: str, callback: Callable[[Any, Any], None]) -> bool:
+    """Register comm target *name* with *kernel*'s comm manager; whether there was one to register with.
+
+    *callback(comm, msg)* runs for every ``comm_open`` to that target, on the
+    thread of the shell (or subshell) the frontend sent it on.
+    """
+    manager = getattr(kernel, "comm_manager", None)
+    if manager is None:
+        return False
+    manager.register_target(name, callback)
+    return True
+
+
+def unregister_comm_target(kernel: Any | None, name: str, callback: Callable[[Any, Any], None]) -> None:
+    """Undo :func:`register_comm_target` (if *callback* is still the target's)."""
+    manager = getattr(kernel, "comm_manager", None)
+    targets = getattr(manager, "targets", None)
+    if manager is not None and isinstance(targets, dict) and targets.get(name) is callback:
+        manager.unregister_target(name, callback)
+
+
+def on_subshell() -> bool:
+    """Whether the running handler runs on a kernel subshell (ipykernel 7 runs them on their own threads).
+
+    The main shell runs on the main thread: a handler there waits for whatever cell is running.
+    """
+    return threading.current_thread() is not threading.main_thread()
 
 
 def supports_subshells(kernel: Any | None) -> bool:

@@ -22,7 +22,7 @@ import pytest
 from tests.support.env import REPO
 from tests.support.processes import Proc, descendants
 
-from .lab import JupyterLab
+from .lab import LABEXTENSION, JupyterLab
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -80,14 +80,33 @@ def screenshot_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def labextension() -> Path:
+    """This checkout's built JupyterLab extension; skipped (locally) or failed (CI) when it is not built."""
+    if not (LABEXTENSION / "package.json").is_file():
+        message = (
+            "the JupyterLab extension is not built: python -m pip install -e . "
+            "(or npm run build in labextension/)"
+        )
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    return LABEXTENSION
+
+
+@pytest.fixture
 def jupyterlab(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[JupyterLab]:
     """A running JupyterLab in its own home; stopped afterwards, with a check that no process outlives it.
 
     Parametrize it indirectly with ``{"app": "notebook"}`` for Notebook 7, or ``{"theme": ...}``.
+    It serves the JupyterLab extension to the tests that use the ``labextension`` fixture only.
     """
-    lab = JupyterLab(tmp_path_factory.mktemp("jupyterlab"), **getattr(request, "param", {}))
+    lab = JupyterLab(
+        tmp_path_factory.mktemp("jupyterlab"),
+        labextension="labextension" in request.fixturenames,
+        **getattr(request, "param", {}),
+    )
     lab.start()
     try:
         yield lab

@@ -9,6 +9,14 @@ news, no update check, no extension manager) and no terminals. It creates
 notebooks through the contents REST API and, when stopped, shuts the server
 down through the REST API, then makes sure that no process it started (kernels,
 the MCP servers the kernels spawned) is still alive.
+
+With ``labextension=True`` it serves this checkout's build of the JupyterLab
+extension (``jupyter_fsbroker/labextension``, made by ``pip install -e .``),
+linked into the throw-away data folder, which JupyterLab searches first: the
+page runs this checkout's extension whatever else is installed. Otherwise the
+extension is disabled (page config), so the notebook's widgets are tested on
+their own, as in a frontend without it. The page exposes the application as
+``window.jupyterapp`` so that tests can run its commands.
 """
 
 from __future__ import annotations
@@ -26,13 +34,15 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.support.env import server_env
+from tests.support.env import REPO, server_env
 from tests.support.processes import Proc, descendants
 
 #: Seconds JupyterLab gets to answer its REST API after it was started.
 STARTUP_TIMEOUT = 60.0
 #: Seconds JupyterLab gets to exit after ``POST /api/shutdown`` (it shuts its kernels down first).
 SHUTDOWN_TIMEOUT = 30.0
+#: This checkout's built JupyterLab extension (``pip install -e .``, or ``npm run build`` in labextension/).
+LABEXTENSION = REPO / "jupyter_fsbroker" / "labextension"
 
 # JupyterLab's user settings: nothing fetched from the network, nothing that pops up.
 _USER_SETTINGS = {
@@ -103,6 +113,8 @@ class JupyterLab:
         ``"jupyterlab"`` (JupyterLab) or ``"notebook"`` (Notebook 7, the same server with its own pages).
     theme
         The JupyterLab theme to start with (``"JupyterLab Light"`` or ``"JupyterLab Dark"``).
+    labextension
+        Serve this checkout's JupyterLab extension (else it is disabled).
 
     Attributes
     ----------
@@ -114,7 +126,9 @@ class JupyterLab:
         The random token every request carries.
     """
 
-    def __init__(self, base: Path, *, app: str = "jupyterlab", theme: str | None = None) -> None:
+    def __init__(
+        self, base: Path, *, app: str = "jupyterlab", theme: str | None = None, labextension: bool = False
+    ) -> None:
         self.app = app
         self.base = base
         self.root = base / "notebooks"
@@ -135,6 +149,14 @@ class JupyterLab:
             path.write_text(json.dumps(values), encoding="utf-8")
         config = Path(self.env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json"
         config.write_text(json.dumps(_SERVER_CONFIG), encoding="utf-8")
+        if labextension:
+            labextensions = Path(self.env["JUPYTER_DATA_DIR"]) / "labextensions"
+            labextensions.mkdir(parents=True, exist_ok=True)
+            (labextensions / "jupyter_fsbroker").symlink_to(LABEXTENSION, target_is_directory=True)
+        else:
+            page_config = Path(self.env["JUPYTER_CONFIG_DIR"]) / "labconfig" / "page_config.json"
+            page_config.parent.mkdir(parents=True, exist_ok=True)
+            page_config.write_text(json.dumps({"disabledExtensions": {"jupyter_fsbroker": True}}), "utf-8")
 
     @property
     def url(self) -> str:
@@ -164,6 +186,8 @@ class JupyterLab:
             # A safety net should the test process die without stopping it.
             "--ServerApp.shutdown_no_activity_timeout=600",
             *(lab_only if self.app == "jupyterlab" else []),
+            # window.jupyterapp, for tests that run the application's commands
+            f"--{'LabApp' if self.app == 'jupyterlab' else 'JupyterNotebookApp'}.expose_app_in_browser=True",
         ]
 
     # -- lifetime ------------------------------------------------------------------------------
@@ -328,7 +352,9 @@ class JupyterLab:
         return str(model["path"])
 
     def lab_url(self, path: str) -> str:
-        """The URL that opens *path* in JupyterLab (with the token, so no login page)."""
+        """The URL that opens *path* in JupyterLab or Notebook 7 (with the token, so no login page)."""
+        if self.app == "notebook":
+            return f"{self.url}notebooks/{path}?token={self.token}"
         return f"{self.url}lab/tree/{path}?token={self.token}"
 
     def tree_url(self) -> str:

@@ -1,0 +1,255 @@
+"""The kernel side of the JupyterLab panel: the ``jupyter_fsbroker.panel`` comm target.
+
+:class:`PanelService` is started by ``%load_ext jupyter_fsbroker`` in a kernel
+and closed when the extension unloads. Each panel (a JupyterLab or Notebook 7
+page) opens its own comm to the target; the service answers it with snapshots
+of the broker (:mod:`.panel_state`), re-sent at most every
+:data:`REFRESH_INTERVAL` seconds while things change, and carries out the
+panel's actions — Disconnect, Revoke, Force release, answering a consent —
+through the notebook broker's public API. The messages are
+``labextension/PROTOCOL.md``'s (:mod:`.panel_protocol`).
+
+Threading: JupyterLab sends a comm's messages on a kernel subshell, so the
+handlers run on that subshell's thread while the main shell may be blocked in
+a cell; they only read thread-safe state and call methods that return at once
+(closing a connection, revoking, resolving a consent future). Snapshots go out
+from a short-lived timer thread, in a context detached from any request, and
+each comm's routing is freed so that nothing pins it to the main shell
+(:mod:`.ipykernel_compat`). :meth:`PanelService.close` joins every thread it
+started. Nothing here decides what a server may do.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from ..core.consent import ConsentDecision
+from ..core.errors import BrokerError, FilesError
+from ..widgets.text import grant_holder
+from . import ipykernel_compat as ipk
+from . import panel_protocol as proto
+from .panel_state import PanelState
+
+__all__ = ["REFRESH_INTERVAL", "PanelService"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two snapshots while the state keeps changing (and while a connection is in transit).
+REFRESH_INTERVAL = 0.25
+
+#: How long :meth:`PanelService.close` waits for the timer thread.
+_JOIN_TIMEOUT = 5.0
+
+
+class _Peer:
+    """One panel's comm, and whether its last message was handled on a subshell."""
+
+    def __init__(self, comm: Any, client: str) -> None:
+        self.comm = comm
+        self.client = client
+        self.used_subshell = ipk.on_subshell()
+
+
+class PanelService:
+    """Serves the panels of one notebook broker over the ``jupyter_fsbroker.panel`` comm target.
+
+    Parameters
+    ----------
+    broker
+        The notebook broker (a :class:`~.broker.NotebookBroker`).
+    kernel
+        The ipykernel kernel whose comm manager gets the target.
+
+    Notes
+    -----
+    Use :meth:`start`: it returns ``None`` outside a kernel.
+    """
+
+    def __init__(self, broker: Any, kernel: Any) -> None:
+        self._broker = broker
+        self._kernel = kernel
+        self._lock = threading.Lock()
+        self._peers: dict[str, _Peer] = {}
+        self._seq = 0
+        self._closed = False
+        self._timer: threading.Timer | None = None
+        self._last_sent = 0.0
+        self._state = PanelState(broker, self.schedule)
+        ipk.register_comm_target(kernel, proto.TARGET, self._open)
+
+    @classmethod
+    def start(cls, broker: Any) -> PanelService | None:
+        """Register the comm target of *broker*'s panels; ``None`` where there is no kernel."""
+        kernel = ipk.get_kernel()
+        if getattr(kernel, "comm_manager", None) is None:
+            return None
+        return cls(broker, kernel)
+
+    @property
+    def panels(self) -> int:
+        """How many panels are attached now."""
+        with self._lock:
+            return len(self._peers)
+
+    # -- comms (the shell or subshell thread that received the message) -----------------------
+
+    def _open(self, comm: Any, msg: dict[str, Any]) -> None:
+        ipk.free_comm(comm)
+        try:
+            hello = proto.parse(msg.get("content", {}).get("data"))
+            if hello.type != "hello":
+                raise proto.ProtocolError("the first message must be hello")
+        except proto.ProtocolError as exc:
+            # Say why in the close itself: a panel of another version reads it there.
+            comm.close(data=proto.error(exc.code, str(exc)))
+            return
+        peer = _Peer(comm, hello.client)
+        comm.on_msg(lambda message: self._message(peer, message))
+        comm.on_close(lambda message: self._forget(peer))
+        with self._lock:
+            if self._closed:
+                comm.close(data=proto.closing("the file broker was closed"))
+                return
+            self._peers[comm.comm_id] = peer
+        self._send(peer, self._snapshot(peer))
+
+    def _message(self, peer: _Peer, msg: dict[str, Any]) -> None:
+        peer.used_subshell = ipk.on_subshell()
+        try:
+            incoming = proto.parse(msg.get("content", {}).get("data"))
+        except proto.ProtocolError as exc:
+            self._send(peer, proto.error(exc.code, str(exc)))
+            return
+        if incoming.type == "action":
+            try:
+                ok, text = self._act(incoming)
+            except Exception as exc:  # a broken action must answer, not hang the panel
+                log.exception("panel action %s failed", incoming.action)
+                ok, text = False, f"{incoming.action} failed: {exc}"
+            self._send(peer, proto.result(incoming.id, ok, text))
+        self._send(peer, self._snapshot(peer))
+        self.schedule()  # the other panels follow
+
+    def _forget(self, peer: _Peer) -> None:
+        with self._lock:
+            self._peers.pop(peer.comm.comm_id, None)
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def _act(self, incoming: proto.Incoming) -> tuple[bool, str]:
+        broker = self._broker
+        if broker.closed:
+            return False, "The file broker is closed."
+        if incoming.action == "disconnect":
+            conn = next((c for c in broker.connections.values() if c.id == incoming.target), None)
+            if conn is None:
+                return False, "That connection is gone."
+            if conn.closed:
+                return True, f"{conn.name} was already disconnected."
+            conn.close()  # the kill switch: returns at once, everything of the connection ends now
+            return True, f"Disconnected {conn.name}."
+        if incoming.action == "revoke":
+            try:
+                grant = broker.core.grants.revoke(incoming.target)
+            except FilesError:
+                return False, "That grant was already gone."
+            return True, f"Revoked {', '.join(grant.operations)} on {grant.path} for {grant_holder(grant)}."
+        if incoming.action == "force_unlock":
+            try:
+                broker.force_unlock(incoming.target)
+            except (FilesError, BrokerError):
+                return False, "That lock was already released."
+            return True, "Lock released."
+        return self._answer(incoming)
+
+    def _answer(self, incoming: proto.Incoming) -> tuple[bool, str]:
+        request = next((r for r in self._state.pending() if r.id == incoming.target), None)
+        if request is None:
+            outcome = self._state.outcome_of(incoming.target)
+            said = f": {outcome.text}" if outcome is not None else ""
+            return False, f"That request no longer waits{said}."
+        asked = {item.path: item.grantable(request.operations_of(item)) for item in request.items}
+        chosen = {
+            a.path: tuple(op for op in a.operations if op in asked[a.path])
+            for a in incoming.approved
+            if a.path in asked
+        }
+        chosen = {path: ops for path, ops in chosen.items() if ops}
+        if len(set(chosen.values())) <= 1:  # the same operations on every path: a flat answer
+            decision = ConsentDecision(tuple(chosen), next(iter(chosen.values()), ()), incoming.duration)
+        else:
+            decision = ConsentDecision.per_path(chosen, duration=incoming.duration)
+        if not self._state.answer(request, decision):
+            outcome = self._state.outcome_of(request.id)
+            said = f": {outcome.text}" if outcome is not None else ""
+            return False, f"The notebook answered first{said}."
+        outcome = self._state.outcome_of(request.id)
+        return True, outcome.text if outcome is not None else "Answered."
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    def _snapshot(self, peer: _Peer) -> dict[str, Any]:
+        state = self._state.snapshot(used_subshell=peer.used_subshell)
+        with self._lock:
+            self._seq += 1
+            return proto.snapshot(self._seq, state)
+
+    def _send(self, peer: _Peer, data: dict[str, Any]) -> None:
+        try:
+            # Detached: a publish from a request's context would pin the comm's routing to its shell.
+            ipk.run_detached(peer.comm.send, data)
+        except Exception:
+            log.debug("could not send to panel %s", peer.comm.comm_id, exc_info=True)
+
+    def schedule(self) -> None:
+        """Send every panel a snapshot soon (coalesced: at most one per interval). Never blocks."""
+        with self._lock:
+            if self._closed or self._timer is not None or not self._peers:
+                return
+            delay = max(0.0, self._last_sent + REFRESH_INTERVAL - time.monotonic())
+            timer = threading.Timer(delay, self._broadcast)
+            timer.name = "fsbroker-panel"
+            timer.daemon = True
+            self._timer = timer
+            timer.start()
+
+    def _broadcast(self) -> None:
+        with self._lock:
+            if self._timer is threading.current_thread():
+                self._timer = None
+            peers = list(self._peers.values())
+            self._last_sent = time.monotonic()
+        try:
+            for peer in peers:
+                self._send(peer, self._snapshot(peer))
+            again = self._state.transitional()
+        except Exception:  # a broken snapshot must never break the broker's threads
+            log.exception("the panel snapshot failed")
+            again = False
+        if again:
+            self.schedule()
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    def close(self, reason: str = "the file broker was closed") -> None:
+        """Unregister the target and close every panel's comm, saying *reason*. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            timer, self._timer = self._timer, None
+            peers, self._peers = list(self._peers.values()), {}
+        ipk.unregister_comm_target(self._kernel, proto.TARGET, self._open)
+        self._state.close()
+        if timer is not None:
+            timer.cancel()
+            if timer is not threading.current_thread():
+                timer.join(_JOIN_TIMEOUT)
+        for peer in peers:
+            try:
+                ipk.run_detached(peer.comm.close, data=proto.closing(reason))
+            except Exception:
+                log.debug("could not close panel %s", peer.comm.comm_id, exc_info=True)

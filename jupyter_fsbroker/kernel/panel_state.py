@@ -1,0 +1,264 @@
+"""What the JupyterLab panel is shown: a notebook broker's state as one JSON-ready snapshot.
+
+:class:`PanelState` reads a :class:`~.broker.NotebookBroker` through its public
+API only (roots, connections, grants, kept locks, the audit log, the consent
+requests waiting) and keeps the two things the broker does not: the tail of
+the change feed, and how recent consent requests ended (answered here, in the
+notebook, timed out or withdrawn), so the panel can say so. It never decides
+or changes anything, and every method is safe from any thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import importlib.metadata
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.connection import Connection
+from ..core.consent import ConsentDecision, ConsentRequest
+from ..core.errors import ClosedError
+from ..core.timestamps import iso_utc
+from ..core.watch import ChangeEvent
+from ..widgets.text import decision_text
+from . import ipykernel_compat as ipk
+from .consent import Ask, KernelConsenter
+
+__all__ = ["Outcome", "PanelState"]
+
+#: How many change events, audit records and consent outcomes a snapshot carries.
+TAIL = 50
+
+#: A cancellation this close to the deadline (or later) counts as a timeout.
+_TIMEOUT_SLACK = 1.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one consent request ended."""
+
+    id: str
+    server: str
+    outcome: str  # approved, denied, timeout, withdrawn
+    text: str
+    answered_by: str  # panel, notebook, broker
+    at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "server": self.server,
+            "outcome": self.outcome,
+            "text": self.text,
+            "answeredBy": self.answered_by,
+            "at": iso_utc(self.at),
+        }
+
+
+def _package_version() -> str:
+    try:
+        return importlib.metadata.version("jupyter_fsbroker")
+    except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
+
+
+def _outcome(ask: Ask, answered_here: bool) -> Outcome:
+    request, future = ask.request, ask.future
+    now = time.time()
+    if future.cancelled():
+        if now >= request.deadline - _TIMEOUT_SLACK:
+            return Outcome(request.id, request.server, "timeout", "Timed out: refused", "broker", now)
+        text = "Withdrawn: the call ended or the connection closed"
+        return Outcome(request.id, request.server, "withdrawn", text, "broker", now)
+    try:
+        decision = future.result(timeout=0)
+    except Exception:
+        return Outcome(request.id, request.server, "denied", "Denied", "broker", now)
+    text = decision_text(request, decision)
+    kind = "approved" if text != "Denied" else "denied"
+    return Outcome(request.id, request.server, kind, text, "panel" if answered_here else "notebook", now)
+
+
+class PanelState:
+    """The snapshot source of one notebook broker.
+
+    Parameters
+    ----------
+    broker
+        The notebook broker (a :class:`~.broker.NotebookBroker`).
+    changed
+        Called (any thread, must not block) whenever something a snapshot
+        shows may have changed.
+    """
+
+    def __init__(self, broker: Any, changed: Callable[[], None]) -> None:
+        self._broker = broker
+        self._changed = changed
+        self._lock = threading.Lock()
+        self._changes: collections.deque[tuple[str, ChangeEvent]] = collections.deque(maxlen=TAIL)
+        self._outcomes: collections.deque[Outcome] = collections.deque(maxlen=TAIL)
+        self._answered_here: set[str] = set()
+        self._kernel = ipk.get_kernel()
+        self._closed = False
+        core = broker.core
+        self._unsubscribe: list[Callable[[], None]] = [
+            core.audit.subscribe(lambda record: changed()),
+            core.on_change(self._on_change),
+            core.roots.subscribe(lambda generation: changed()),
+            core.grants.subscribe(changed),
+            core.on_connections(changed),
+        ]
+        with contextlib.suppress(ClosedError):  # a closed broker has no locks to watch
+            self._unsubscribe.append(core.locks.subscribe(changed))
+        consenter = broker.consenter
+        if isinstance(consenter, KernelConsenter):
+            self._unsubscribe.append(consenter.subscribe(self._on_ask))
+            for ask in consenter.asks():
+                if not ask.future.done():
+                    self._on_ask(ask)
+
+    # -- events (any thread) -------------------------------------------------------------------
+
+    def _on_change(self, event: ChangeEvent, connection: Connection) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._changes.append((connection.server, event))
+        self._changed()
+
+    def _on_ask(self, ask: Ask) -> None:
+        ask.future.add_done_callback(lambda future: self._ended(ask))
+        self._changed()
+
+    def _ended(self, ask: Ask) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            here = ask.request.id in self._answered_here
+            self._answered_here.discard(ask.request.id)
+            self._outcomes.append(_outcome(ask, here))
+        self._changed()
+
+    # -- what the panel may do -----------------------------------------------------------------
+
+    def pending(self) -> tuple[ConsentRequest, ...]:
+        """The consent requests waiting for an answer, oldest first."""
+        return tuple(self._broker.pending_consents())
+
+    def outcome_of(self, request_id: str) -> Outcome | None:
+        """How the request *request_id* ended, if it did recently."""
+        with self._lock:
+            return next((o for o in reversed(self._outcomes) if o.id == request_id), None)
+
+    def answer(self, request: ConsentRequest, decision: ConsentDecision) -> bool:
+        """Answer *request* with *decision*; ``False`` when something else answered first."""
+        with self._lock:
+            self._answered_here.add(request.id)
+        if self._broker.answer_consent(request.id, decision):
+            return True
+        with self._lock:
+            self._answered_here.discard(request.id)
+        return False
+
+    # -- the snapshot --------------------------------------------------------------------------
+
+    def snapshot(self, *, used_subshell: bool) -> dict[str, Any]:
+        """Everything the panel shows (``PROTOCOL.md``, "The state"), JSON-ready."""
+        broker = self._broker
+        core = broker.core
+        with self._lock:
+            changes = list(self._changes)
+            outcomes = list(self._outcomes)
+        connections = sorted(broker.connections.values(), key=lambda conn: conn.name)
+        return {
+            "packageVersion": _package_version(),
+            "closed": bool(broker.closed),
+            "roots": [
+                {"name": root.name, "path": root.path, "readOnly": root.read_only} for root in broker.roots
+            ],
+            "connections": [
+                {
+                    "id": conn.id,
+                    "name": conn.name,
+                    "serverName": conn.server_name,
+                    "transport": conn.transport,
+                    "target": conn.target,
+                    "state": conn.state,
+                    "closeReason": conn.close_reason,
+                    "protocolVersion": conn.protocol_version,
+                }
+                for conn in connections
+            ],
+            "grants": [
+                {
+                    "id": grant.id,
+                    "connectionId": grant.connection_id,
+                    "server": grant.server,
+                    "path": grant.path,
+                    "operations": list(grant.operations),
+                    "expiresAt": None if grant.expires_at is None else iso_utc(grant.expires_at),
+                    "source": grant.source,
+                }
+                for grant in sorted(
+                    broker.grants(), key=lambda g: (g.connection_id is not None, g.server, g.path)
+                )
+            ],
+            "locks": [
+                {
+                    "id": info.lock_id,
+                    "path": info.path,
+                    "connectionId": info.owner,
+                    "server": info.owner_label,
+                    "mode": info.mode,
+                    "since": iso_utc(info.since),
+                }
+                for info in broker.locks()
+                if info.kept and info.lock_id
+            ],
+            "consents": [request.to_json() for request in self.pending()],
+            "outcomes": [outcome.to_json() for outcome in outcomes],
+            "changes": [
+                {
+                    "at": iso_utc(event.timestamp),
+                    "server": server,
+                    "path": event.path,
+                    "event": event.event,
+                    "oldPath": event.old_path,
+                }
+                for server, event in changes
+            ],
+            "activity": [
+                {
+                    "at": iso_utc(record.time),
+                    "server": record.server,
+                    "method": record.method,
+                    "path": record.path,
+                    "decision": record.decision,
+                    "error": record.error,
+                    "reason": record.reason,
+                    "bytes": record.bytes,
+                }
+                for record in core.audit.records(limit=TAIL)
+            ],
+            "subshells": {"supported": ipk.supports_subshells(self._kernel), "used": used_subshell},
+        }
+
+    def transitional(self) -> bool:
+        """Whether a connection is in transit: connecting or closing, or opened in the core and not yet
+        listed by the notebook broker (these changes come without an event)."""
+        listed = self._broker.connections.values()
+        if any(conn.state in ("connecting", "closing") for conn in listed):
+            return True
+        return bool({c.id for c in self._broker.core.connections()} - {conn.id for conn in listed})
+
+    def close(self) -> None:
+        """Stop following the broker. Idempotent."""
+        with self._lock:
+            self._closed = True
+            unsubscribe, self._unsubscribe = self._unsubscribe, []
+        for stop in unsubscribe:
+            stop()

@@ -1,0 +1,293 @@
+/**
+ * The panel protocol between a kernel's file broker and this extension.
+ *
+ * `PROTOCOL.md` beside `package.json` is the contract; this module is its
+ * TypeScript mirror (the kernel's mirror is `jupyter_fsbroker/kernel/panel_protocol.py`).
+ * It only describes and checks messages: it never talks to a kernel.
+ */
+
+/**
+ * The protocol version this extension speaks; every message carries one.
+ */
+export const PROTOCOL_VERSION = 1;
+
+/**
+ * The comm target the kernel extension registers at `%load_ext jupyter_fsbroker`.
+ */
+export const COMM_TARGET = 'jupyter_fsbroker.panel';
+
+/**
+ * The four operations a grant can give.
+ */
+export type Operation = 'read' | 'write' | 'delete' | 'watch';
+
+/**
+ * A shared folder.
+ */
+export interface IRoot {
+  name: string;
+  path: string;
+  readOnly: boolean;
+}
+
+/**
+ * A server connection of the notebook.
+ */
+export interface IConnection {
+  id: string;
+  name: string;
+  serverName: string;
+  transport: string;
+  target: string;
+  state: string;
+  closeReason: string | null;
+  protocolVersion: string | null;
+  /**
+   * Whether the server runs confined by the broker; absent or `null` while
+   * the kernel cannot tell.
+   */
+  confined?: boolean | null;
+}
+
+/**
+ * A live grant: of one connection, or a pre-approval (`connectionId` null).
+ */
+export interface IGrant {
+  id: string;
+  connectionId: string | null;
+  server: string;
+  path: string;
+  operations: Operation[];
+  expiresAt: string | null;
+  source: string;
+}
+
+/**
+ * A kept lock (`keepLocked`), which the user may force-release.
+ */
+export interface ILock {
+  id: string;
+  path: string;
+  connectionId: string;
+  server: string;
+  mode: string;
+  since: string;
+}
+
+/**
+ * One requested path of a consent request.
+ */
+export interface IConsentItem {
+  path: string;
+  rel: string | null;
+  approvable: boolean;
+  reason: string | null;
+  readOnly: boolean;
+  /** The operations asked for this path. */
+  operations: Operation[];
+  /** The operations that can be granted on it (no write or delete in a read-only root). */
+  grantable: Operation[];
+}
+
+/**
+ * A consent request waiting for an answer.
+ */
+export interface IConsent {
+  id: string;
+  server: string;
+  connectionId: string;
+  message: string;
+  operations: Operation[];
+  items: IConsentItem[];
+  /** Paths approved at once because live grants already cover them. */
+  already: string[];
+  createdAt: string;
+  deadline: string;
+}
+
+/**
+ * How a consent request ended, in the words the notebook's prompt uses.
+ */
+export interface IConsentOutcome {
+  id: string;
+  server: string;
+  outcome: 'approved' | 'denied' | 'timeout' | 'withdrawn';
+  text: string;
+  /** `panel` when this extension's answer counted; `notebook` for the cell's prompt, `broker` for a timeout. */
+  answeredBy: 'panel' | 'notebook' | 'broker';
+  at: string;
+}
+
+/**
+ * A change the servers were told about (`notifications/files/changed`).
+ */
+export interface IChange {
+  at: string;
+  server: string;
+  path: string;
+  event: string;
+  oldPath: string | null;
+}
+
+/**
+ * One `files/*` request, from the audit log.
+ */
+export interface IActivity {
+  at: string;
+  server: string;
+  method: string;
+  path: string | null;
+  decision: 'allow' | 'deny';
+  error: string | null;
+  reason: string | null;
+  bytes: number;
+}
+
+/**
+ * Whether the panel's messages can be handled while a cell runs.
+ */
+export interface ISubshells {
+  /** The kernel can run comm handlers on subshells. */
+  supported: boolean;
+  /** The last message of this panel was handled on a subshell (so a blocked cell did not hold it up). */
+  used: boolean;
+}
+
+/**
+ * Everything the panel shows about one kernel's broker.
+ */
+export interface IBrokerState {
+  packageVersion: string;
+  closed: boolean;
+  roots: IRoot[];
+  connections: IConnection[];
+  grants: IGrant[];
+  locks: ILock[];
+  consents: IConsent[];
+  outcomes: IConsentOutcome[];
+  changes: IChange[];
+  activity: IActivity[];
+  subshells: ISubshells;
+}
+
+/**
+ * The approval of one path: the operations granted on it.
+ */
+export interface IApproval {
+  path: string;
+  operations: Operation[];
+}
+
+/**
+ * What the panel can ask the kernel to do.
+ */
+export type Action =
+  | { action: 'disconnect'; connection: string }
+  | { action: 'revoke'; grant: string }
+  | { action: 'force_unlock'; lock: string }
+  | {
+      action: 'answer_consent';
+      consent: string;
+      approved: IApproval[];
+      duration: number | null;
+    };
+
+/**
+ * Messages from the kernel.
+ */
+export interface ISnapshotMessage {
+  version: number;
+  type: 'snapshot';
+  seq: number;
+  state: IBrokerState;
+}
+
+export interface IResultMessage {
+  version: number;
+  type: 'result';
+  id: string;
+  ok: boolean;
+  message: string;
+}
+
+export interface IErrorMessage {
+  version: number;
+  type: 'error';
+  code: string;
+  message: string;
+  supported?: number[];
+}
+
+export interface IClosingMessage {
+  version: number;
+  type: 'closing';
+  reason: string;
+}
+
+export type KernelMessage =
+  ISnapshotMessage | IResultMessage | IErrorMessage | IClosingMessage;
+
+/**
+ * The first message: the comm's `comm_open` data.
+ */
+export function hello(client: string): Record<string, unknown> {
+  return { version: PROTOCOL_VERSION, type: 'hello', client };
+}
+
+/**
+ * A request for a fresh snapshot.
+ */
+export function refresh(): Record<string, unknown> {
+  return { version: PROTOCOL_VERSION, type: 'refresh' };
+}
+
+/**
+ * An action message with its id.
+ */
+export function actionMessage(
+  id: string,
+  action: Action
+): Record<string, unknown> {
+  return { version: PROTOCOL_VERSION, type: 'action', id, ...action };
+}
+
+/**
+ * What a kernel message is, once checked.
+ */
+export type Parsed =
+  | { kind: 'message'; message: KernelMessage }
+  | { kind: 'version'; version: number | null }
+  | { kind: 'invalid'; why: string };
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+const TYPES = ['snapshot', 'result', 'error', 'closing'];
+
+/**
+ * Check a message from the kernel: its version first, then its shape.
+ */
+export function parse(data: unknown): Parsed {
+  if (!isObject(data)) {
+    return { kind: 'invalid', why: 'not an object' };
+  }
+  const version = data.version;
+  if (typeof version !== 'number') {
+    return { kind: 'version', version: null };
+  }
+  if (version !== PROTOCOL_VERSION) {
+    // A kernel that speaks another version says so in an error message we can read.
+    return { kind: 'version', version };
+  }
+  if (typeof data.type !== 'string' || !TYPES.includes(data.type)) {
+    return {
+      kind: 'invalid',
+      why: `unknown message type ${String(data.type)}`
+    };
+  }
+  if (data.type === 'snapshot' && !isObject(data.state)) {
+    return { kind: 'invalid', why: 'a snapshot without state' };
+  }
+  return { kind: 'message', message: data as unknown as KernelMessage };
+}

@@ -1,0 +1,111 @@
+"""The File Broker sidebar in Notebook 7, in a notebook created from *Files → New*.
+
+In Notebook 7 the file browser opens a new notebook in a new tab and keeps its
+own connection to the new kernel; that connection fails to open every widget
+comm the kernel opens, so no dashboard button of that notebook receives a
+click (DESIGN.md, "Notebook 7.6"). The sidebar's comm is opened by the
+notebook's own page, so its kill switch works there all the same: the sidebar
+opens from the command that shows it, lists the connection, and Disconnect
+ends a call that blocks the notebook.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+
+from .lab import JupyterLab
+from .test_sidebar import SERVER, SHOW_TIMEOUT_MS, run_command, share_data
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.usefixtures("labextension")]
+
+#: Milliseconds for a page, its kernel or a cell.
+LOAD_TIMEOUT_MS = 60_000
+
+CELLS = [
+    "%load_ext jupyter_fsbroker",
+    'import sys, jupyter_fsbroker as fsb; broker = fsb.get_broker(); broker.add_root("data", name="data");'
+    ' broker.allow("data", ("read", "watch"))',
+    f"analysis = broker.connect('analysis', command={SERVER})",
+    'analysis.call_tool("watch_changes", {"path": "data", "seconds": 300})',
+]
+
+
+def _prompt(cell: Any) -> str:
+    return "".join(cell.locator(".jp-InputPrompt").inner_text().split())
+
+
+def _type_and_run(page: Any, cell: Any, code: str) -> None:
+    """Type *code* into *cell* as a user would and run it (Shift+Enter, again if ignored at first)."""
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.insert_text(code)
+    before = _prompt(cell)
+    for _attempt in range(5):
+        page.keyboard.press("Shift+Enter")
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            if _prompt(cell) != before:
+                return
+            time.sleep(0.05)
+        cell.locator(".jp-InputArea-editor").click()
+    raise AssertionError(f"the cell did not start: {code!r}")
+
+
+def _wait_finished(cell: Any, timeout_ms: float = LOAD_TIMEOUT_MS) -> str:
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not re.match(r"^\[\d+\]:$", _prompt(cell)):
+        assert time.monotonic() < deadline, f"the cell did not finish: {cell.inner_text()}"
+        time.sleep(0.1)
+    output = cell.locator(".jp-OutputArea")
+    return output.inner_text() if output.count() else ""
+
+
+@pytest.mark.parametrize("jupyterlab", [{"app": "notebook"}], indirect=True)
+def test_disconnect_works_in_a_notebook_created_from_files_new(jupyterlab: JupyterLab, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    share_data(jupyterlab)
+    page.goto(jupyterlab.tree_url(), timeout=LOAD_TIMEOUT_MS)
+    page.locator(".jp-FileBrowser-toolbar").get_by_text("New", exact=True).click()
+    with page.context.expect_page(timeout=LOAD_TIMEOUT_MS) as opened:
+        page.locator(".lm-Menu-item").filter(has_text=re.compile("Notebook|Python 3")).first.click()
+    notebook = opened.value
+    notebook.wait_for_load_state()
+    cells = notebook.locator(".jp-Notebook .jp-Cell")
+    cells.first.wait_for(state="visible", timeout=LOAD_TIMEOUT_MS)
+    notebook.wait_for_function(
+        "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
+        " && window.jupyterapp.shell.currentWidget.sessionContext"
+        " && window.jupyterapp.shell.currentWidget.sessionContext.session"
+        " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
+        " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'",
+        timeout=LOAD_TIMEOUT_MS,
+    )
+    for index, code in enumerate(CELLS[:3]):
+        cell = cells.nth(index)
+        _type_and_run(notebook, cell, code)
+        output = _wait_finished(cell)
+        assert "Traceback" not in output, output
+
+    # The sidebar opens in Notebook 7's right panel and lists the connection.
+    run_command(notebook, "fsbroker:open-sidebar")
+    sidebar = notebook.locator("#fsbroker-sidebar")
+    expect(sidebar).to_be_visible()
+    connection = sidebar.locator(".fsbroker-connection")
+    expect(connection).to_contain_text(re.compile(r"analysis.*stdio · open"), timeout=SHOW_TIMEOUT_MS)
+    expect(notebook.locator("#fsbroker-status")).to_contain_text("File broker: 1 server")
+
+    # A call blocks the notebook; the sidebar's Disconnect ends it.
+    blocked = cells.nth(3)
+    _type_and_run(notebook, blocked, CELLS[3])
+    activity = sidebar.locator(".fsbroker-sidebar-activity")
+    expect(activity).to_contain_text("files/watch", timeout=SHOW_TIMEOUT_MS)
+    assert _prompt(blocked) == "[*]:"
+    sidebar.locator(".fsbroker-sidebar-disconnect").click()
+    output = _wait_finished(blocked)
+    assert "ConnectionClosedError" in output, output
+    expect(connection).to_contain_text("closed", timeout=SHOW_TIMEOUT_MS)
+    notebook.close()

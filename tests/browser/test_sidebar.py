@@ -1,0 +1,246 @@
+"""The File Broker sidebar, status item and consent dialog in a real JupyterLab page.
+
+A data scientist opens a notebook whose kernel has no broker yet: the sidebar
+says how to start one. After ``%load_ext`` it lists the connected server and a
+kept lock, the status item counts them, and **Disconnect in the sidebar ends
+the connection while a synchronous cell is blocked in ``call_tool``**: the
+cell returns with a clear error. A consent request also appears as a dialog,
+whose Approve unblocks the waiting cell; when the cell's own prompt answers
+first, the dialog closes and says how the request ended.
+
+The screenshots (light and dark) are the README's (``FSBROKER_SCREENSHOT_DIR=docs/images``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .lab import JupyterLab
+from .notebook import CELL_TIMEOUT_MS, Notebook
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.usefixtures("labextension")]
+
+SALES_CSV = "region,amount\nnorth,10\nsouth,20\neast,\nwest,40\n"
+SERVER = '[sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"]'
+
+#: Milliseconds for the sidebar to show what the kernel did.
+SHOW_TIMEOUT_MS = 30_000
+
+
+def screenshot(locator: Any, path: Path) -> None:
+    locator.screenshot(path=str(path), animations="disabled")
+    assert path.stat().st_size > 2_000, f"{path} is suspiciously small: a blank screenshot?"
+
+
+def run_command(page: Any, command: str, args: dict[str, Any] | None = None) -> None:
+    """Run a JupyterLab command the way a menu item or the palette would."""
+    page.evaluate("([id, args]) => window.jupyterapp.commands.execute(id, args)", [command, args or {}])
+
+
+def use_theme(page: Any, theme: str) -> None:
+    run_command(page, "apputils:change-theme", {"theme": theme})
+    page.wait_for_function(
+        "(light) => document.body.dataset.jpThemeLight === light",
+        arg="true" if theme == "JupyterLab Light" else "false",
+    )
+
+
+def wait_failed(notebook: Notebook, index: int, timeout_ms: float = CELL_TIMEOUT_MS) -> str:
+    """Wait until cell *index* has finished (with an error); return its output's text."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not re.match(r"^\[\d+\]:$", notebook.prompt(index)):
+        assert time.monotonic() < deadline, f"cell {index} did not finish: {notebook.output_text(index)}"
+        time.sleep(0.1)
+    return notebook.output_text(index)
+
+
+def share_data(lab: JupyterLab) -> None:
+    data = lab.root / "data"
+    data.mkdir()
+    (data / "sales.csv").write_text(SALES_CSV, encoding="utf-8")
+
+
+KILL_SWITCH = [
+    "%load_ext jupyter_fsbroker",
+    "import jupyter_fsbroker as fsb, sys\n"
+    "broker = fsb.get_broker()\n"
+    'broker.add_root("data", name="data")\n'
+    'broker.allow("data", ("read", "watch"))',
+    f"analysis = broker.connect('analysis', command={SERVER})\n"
+    'kept = analysis.connection.handle("files/read", {"path": "data/sales.csv", "keepLocked": True})',
+    'analysis.call_tool("watch_changes", {"path": "data", "seconds": 300})',
+]
+
+
+def test_the_sidebar_lists_the_server_and_lock_and_disconnects_a_blocked_call(
+    jupyterlab: JupyterLab, page: Any, screenshot_dir: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    share_data(jupyterlab)
+    notebook = Notebook(page, jupyterlab, jupyterlab.create_notebook("kill-switch.ipynb", KILL_SWITCH))
+    notebook.open()
+    sidebar = page.locator("#fsbroker-sidebar")
+    status = page.locator("#fsbroker-status")
+
+    # The kernel has no broker yet: the sidebar says how to start one, the status item says "off".
+    status.click()
+    expect(sidebar).to_be_visible()
+    expect(sidebar).to_contain_text("%load_ext jupyter_fsbroker")
+    expect(status).to_contain_text("File broker: off")
+
+    for index in range(3):
+        notebook.run_and_wait(index)
+    connection = sidebar.locator(".fsbroker-connection")
+    expect(connection).to_contain_text(re.compile(r"analysis.*stdio · open"), timeout=SHOW_TIMEOUT_MS)
+    lock = sidebar.locator(".fsbroker-lock")
+    expect(lock).to_contain_text("data/sales.csv")
+    expect(lock).to_contain_text("analysis · exclusive")
+    expect(sidebar.locator(".fsbroker-grant")).to_contain_text("every server")
+    expect(status).to_have_text("File broker: 1 server · 1 lock")
+    screenshot(sidebar.locator(".fsbroker-sidebar-body"), screenshot_dir / "sidebar.png")
+    statusbar = page.locator("#jp-main-statusbar")
+    screenshot(statusbar, screenshot_dir / "status.png")
+    use_theme(page, "JupyterLab Dark")
+    screenshot(sidebar.locator(".fsbroker-sidebar-body"), screenshot_dir / "sidebar-dark.png")
+    screenshot(statusbar, screenshot_dir / "status-dark.png")
+    use_theme(page, "JupyterLab Light")
+
+    # The call blocks the main shell; Disconnect in the sidebar ends it all the same.
+    notebook.run(3)
+    expect(sidebar.locator(".fsbroker-sidebar-activity")).to_contain_text("files/watch")
+    assert notebook.prompt(3) == "[*]:", "the call should still block"
+    sidebar.locator(".fsbroker-sidebar-disconnect").click()
+    output = wait_failed(notebook, 3)
+    assert "ConnectionClosedError" in output, output
+    expect(connection).to_contain_text("closed", timeout=SHOW_TIMEOUT_MS)
+    expect(connection.locator(".fsbroker-sidebar-disconnect")).to_be_disabled()
+    expect(sidebar.locator(".fsbroker-message")).to_contain_text("Disconnected analysis.")
+    expect(sidebar.locator(".fsbroker-lock")).to_have_count(0)  # its locks ended with it
+    expect(status).to_have_text("File broker: 0 servers · 0 locks")
+
+
+CONSENT = [
+    "%load_ext jupyter_fsbroker",
+    "import jupyter_fsbroker as fsb, sys\n"
+    "broker = fsb.get_broker()\n"
+    'broker.add_root("data", name="data")\n'
+    f"analysis = broker.connect('analysis', command={SERVER})",
+    "analysis.revoke()\n"
+    'result = analysis.call_tool("write_report", {"path": "data/sales.csv"})\n'
+    'result.data["report"]',
+]
+
+
+def test_a_consent_dialog_unblocks_a_sync_cell_and_yields_to_the_cell_prompt(
+    jupyterlab: JupyterLab, page: Any, screenshot_dir: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    share_data(jupyterlab)
+    notebook = Notebook(page, jupyterlab, jupyterlab.create_notebook("consent.ipynb", CONSENT))
+    notebook.open()
+    notebook.run_and_wait(0)
+    notebook.run_and_wait(1)
+    status = page.locator("#fsbroker-status")
+    expect(status).to_have_text("File broker: 1 server · 0 locks", timeout=SHOW_TIMEOUT_MS)
+
+    # The blocked call's consent request appears as a dialog too; Approve there unblocks the cell.
+    notebook.run(2)
+    dialog = page.locator("#fsbroker-consent-dialog")
+    expect(dialog).to_be_visible(timeout=SHOW_TIMEOUT_MS)
+    expect(dialog).to_contain_text("analysis asks for access to your files")
+    # Per path, what the server asked for it: read on the data, write on the report only.
+    rows = dialog.locator(".fsbroker-consent-path")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_contain_text("data/sales.csv")
+    expect(rows.nth(0).locator(".fsbroker-consent-op-read")).to_be_checked()
+    expect(rows.nth(0).locator(".fsbroker-consent-op-write")).to_have_count(0)
+    expect(rows.nth(1)).to_contain_text("data/sales.report.md")
+    expect(rows.nth(1).locator(".fsbroker-consent-op-write")).to_be_checked()
+    expect(status.locator(".fsbroker-status-badge")).to_have_text("1")
+    screenshot(dialog.locator(".jp-Dialog-content"), screenshot_dir / "consent-dialog.png")
+    assert notebook.prompt(2) == "[*]:"
+    prompt = notebook.cell(2).locator(".fsbroker-consent")
+    expect(prompt).to_be_visible(timeout=SHOW_TIMEOUT_MS)  # the cell shows the same request
+    dialog.locator(".fsbroker-dialog-approve").click()
+    output = notebook.wait_done(2)
+    assert output.rstrip().endswith("'data/sales.report.md'"), output
+    expect(prompt.locator(".fsbroker-consent-outcome")).to_contain_text(
+        "Approved read on data/sales.csv; write on data/sales.report.md"
+    )
+    expect(status.locator(".fsbroker-status-badge")).to_have_count(0)
+
+    # Again in the dark theme; this time the cell's own prompt answers first and the dialog yields.
+    use_theme(page, "JupyterLab Dark")
+    notebook.run(2)
+    expect(dialog).to_be_visible(timeout=SHOW_TIMEOUT_MS)
+    screenshot(dialog.locator(".jp-Dialog-content"), screenshot_dir / "consent-dialog-dark.png")
+    cell_prompt = notebook.cell(2).locator(".fsbroker-consent")
+    cell_prompt.locator(".fsbroker-approve").dispatch_event("click")  # under the modal dialog
+    expect(dialog).to_have_count(0, timeout=SHOW_TIMEOUT_MS)
+    toast = page.locator(".Toastify__toast").filter(has_text="answered in the notebook")
+    expect(toast).to_contain_text("analysis: Approved read on data/sales.csv")
+    assert notebook.wait_done(2).rstrip().endswith("'data/sales.report.md'")
+
+
+def wait_kernel_idle(page: Any) -> None:
+    page.wait_for_function(
+        "() => { const w = window.jupyterapp.shell.currentWidget;"
+        " const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;"
+        " return k && k.status === 'idle' && k.connectionStatus === 'connected'; }",
+        timeout=CELL_TIMEOUT_MS,
+    )
+
+
+def test_the_sidebar_follows_the_current_notebook_and_recovers_from_reload_and_restart(
+    jupyterlab: JupyterLab, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    share_data(jupyterlab)
+    first = Notebook(
+        page,
+        jupyterlab,
+        jupyterlab.create_notebook(
+            "first.ipynb",
+            [
+                "%load_ext jupyter_fsbroker\n"
+                "import jupyter_fsbroker as fsb\n"
+                'fsb.get_broker().add_root("data", name="data")',
+                '%reload_ext jupyter_fsbroker\nfsb.get_broker().add_root("out", name="out")',
+            ],
+        ),
+    )
+    jupyterlab.create_notebook("second.ipynb", ["1 + 1"])
+    first.open()
+    run_command(page, "fsbroker:open-sidebar")
+    sidebar = page.locator("#fsbroker-sidebar")
+    roots = sidebar.locator(".fsbroker-section-roots")
+    first.run_and_wait(0)
+    expect(roots).to_contain_text("data", timeout=SHOW_TIMEOUT_MS)
+
+    # A second notebook, with its own kernel and no broker: the sidebar follows the current one.
+    run_command(page, "docmanager:open", {"path": "second.ipynb"})
+    expect(sidebar.locator(".fsbroker-sidebar-kernel")).to_have_text("second.ipynb")
+    wait_kernel_idle(page)
+    expect(sidebar).to_contain_text("%load_ext jupyter_fsbroker", timeout=SHOW_TIMEOUT_MS)
+    run_command(page, "docmanager:open", {"path": "first.ipynb"})
+    expect(sidebar.locator(".fsbroker-sidebar-kernel")).to_have_text("first.ipynb")
+    expect(roots).to_contain_text("data")
+
+    # %reload_ext: a new broker, which the sidebar picks up by itself.
+    (jupyterlab.root / "out").mkdir()
+    first.run_and_wait(1)
+    expect(roots).to_contain_text("out", timeout=SHOW_TIMEOUT_MS)
+
+    # A kernel restart: the new kernel has no broker, and the sidebar says so.
+    page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
+    expect(sidebar).to_contain_text("%load_ext jupyter_fsbroker", timeout=SHOW_TIMEOUT_MS)
+    first.run_and_wait(0)
+    expect(roots).to_contain_text("data", timeout=SHOW_TIMEOUT_MS)

@@ -1,0 +1,246 @@
+"""The JupyterLab panel's comm target in a real kernel: snapshots, actions, versions, a blocked cell.
+
+A test plays the panel: it opens a comm to ``jupyter_fsbroker.panel`` the way
+the extension does (on a kernel subshell, as JupyterLab 4.6 sends comms), reads
+the snapshots the kernel sends, and sends actions. The hard case is the point:
+while the main shell is blocked in ``call_tool``, Disconnect and a consent
+answer sent on the subshell must take effect at once, and the blocked cell
+must return because of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from jupyter_fsbroker.kernel import panel_protocol as proto
+
+from .conftest import STDIO_COMMAND, load
+from .harness import Kernel
+
+pytestmark = pytest.mark.slow
+
+
+class Panel:
+    """One panel's comm to the kernel, and everything the kernel sent on it."""
+
+    def __init__(self, kernel: Kernel, *, subshell_id: str | None = None, version: int = 1) -> None:
+        self.kernel = kernel
+        self.subshell_id = subshell_id
+        msg = kernel.kc.session.msg(
+            "comm_open",
+            {
+                "comm_id": f"panel-{len(kernel.iopub_log)}-{id(self)}",
+                "target_name": proto.TARGET,
+                "data": {"version": version, "type": "hello", "client": "test"},
+            },
+        )
+        self.comm_id = msg["content"]["comm_id"]
+        self._send(msg)
+        self._actions = 0
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        if self.subshell_id is not None:
+            msg["header"]["subshell_id"] = self.subshell_id
+        self.kernel.kc.shell_channel.send(msg)
+
+    def messages(self) -> list[dict[str, Any]]:
+        """What the kernel sent on this comm (``comm_msg`` data), oldest first."""
+        return [
+            m["content"]["data"]
+            for m in self.kernel.iopub_log
+            if m["msg_type"] == "comm_msg" and m["content"].get("comm_id") == self.comm_id
+        ]
+
+    def closed(self) -> dict[str, Any] | None:
+        """The data of the kernel's ``comm_close``, once it closed the comm."""
+        for m in self.kernel.iopub_log:
+            if m["msg_type"] == "comm_close" and m["content"].get("comm_id") == self.comm_id:
+                return dict(m["content"].get("data") or {})
+        return None
+
+    def state(
+        self, condition: Callable[[dict[str, Any]], Any] = bool, timeout: float = 30.0
+    ) -> dict[str, Any]:
+        """The newest snapshot's state once *condition(state)* holds."""
+
+        def newest() -> dict[str, Any] | None:
+            snapshots = [m for m in self.messages() if m.get("type") == "snapshot"]
+            if snapshots and condition(snapshots[-1]["state"]):
+                return dict(snapshots[-1]["state"])
+            return None
+
+        found: dict[str, Any] = self.kernel.wait_for(newest, timeout, "a snapshot that shows it")
+        return found
+
+    def send(self, data: dict[str, Any]) -> None:
+        self._send(self.kernel.kc.session.msg("comm_msg", {"comm_id": self.comm_id, "data": data}))
+
+    def act(self, action: str, timeout: float = 30.0, **fields: Any) -> dict[str, Any]:
+        """Send an action; return its result message."""
+        self._actions += 1
+        ident = f"a{self._actions}"
+        self.send({"version": 1, "type": "action", "id": ident, "action": action, **fields})
+
+        def answered() -> dict[str, Any] | None:
+            return next((m for m in self.messages() if m.get("type") == "result" and m["id"] == ident), None)
+
+        result: dict[str, Any] = self.kernel.wait_for(answered, timeout, f"the result of {action}")
+        return result
+
+
+@pytest.fixture
+def kernel(start_kernel: Callable[..., Kernel]) -> Iterator[Kernel]:
+    kernel = start_kernel()
+    yield kernel
+
+
+def test_a_kernel_without_the_extension_closes_the_panel_and_nothing_breaks(kernel: Kernel) -> None:
+    panel = Panel(kernel)
+    kernel.wait_for(lambda: panel.closed() is not None, 30, "the kernel to close a comm without a target")
+    assert panel.messages() == []
+    assert kernel.run("print(1 + 1)").stdout.strip() == "2"
+
+
+def test_the_snapshot_lists_roots_connections_grants_and_kept_locks(kernel: Kernel) -> None:
+    load(kernel)
+    kernel.run(
+        f"analysis = broker.connect('analysis', command={STDIO_COMMAND})\n"
+        'broker.allow("data", ("read", "write"))\n'
+        'kept = analysis.connection.handle("files/read", {"path": "data/sales.csv", "keepLocked": True})'
+    )
+    panel = Panel(kernel, subshell_id=kernel.create_subshell())
+    state = panel.state(lambda s: s["locks"])
+    assert [m["version"] for m in panel.messages()] == [1] * len(panel.messages())
+    assert [r["name"] for r in state["roots"]] == ["data"]
+    (conn,) = state["connections"]
+    assert (conn["name"], conn["transport"], conn["state"]) == ("analysis", "stdio", "open")
+    (grant,) = state["grants"]
+    assert (grant["path"], grant["operations"], grant["connectionId"]) == ("data", ["read", "write"], None)
+    (lock,) = state["locks"]
+    assert (lock["path"], lock["server"], lock["connectionId"]) == ("data/sales.csv", "analysis", conn["id"])
+    assert [a["method"] for a in state["activity"]] == ["files/read"]
+    assert state["subshells"] == {"supported": True, "used": True}
+    assert state["consents"] == [] and state["closed"] is False
+
+    # Revoke and Force release, from the panel: the next snapshot shows them gone.
+    assert panel.act("force_unlock", lock=lock["id"])["ok"]
+    assert panel.act("revoke", grant=grant["id"])["ok"]
+    state = panel.state(lambda s: not s["locks"] and not s["grants"])
+    again = panel.act("force_unlock", lock=lock["id"])
+    assert not again["ok"] and "already released" in again["message"]
+    assert kernel.value("analysis.grants()") == ()
+
+
+def test_disconnect_on_a_subshell_ends_a_call_that_blocks_the_main_shell(kernel: Kernel) -> None:
+    load(kernel)
+    kernel.run(
+        f"analysis = broker.connect('analysis', command={STDIO_COMMAND})\n"
+        'broker.allow("data", ("read", "watch"))'
+    )
+    panel = Panel(kernel, subshell_id=kernel.create_subshell())
+    conn = panel.state(lambda s: s["connections"])["connections"][0]
+    cell = kernel.submit('analysis.call_tool("watch_changes", {"path": "data", "seconds": 300})')
+    watching = panel.state(lambda s: any(a["method"] == "files/watch" for a in s["activity"]))
+    assert watching["connections"][0]["state"] == "open"
+    assert not cell.done
+
+    result = panel.act("disconnect", connection=conn["id"])
+    assert result["ok"] and result["message"] == "Disconnected analysis."
+    kernel.wait(cell, 30)
+    failure = cell.failure
+    assert failure is not None and failure["ename"] == "ConnectionClosedError", cell
+    assert "closed by the user" in failure["evalue"] or "cancelled" in failure["evalue"], failure
+    state = panel.state(lambda s: s["connections"][0]["state"] == "closed")
+    assert state["connections"][0]["closeReason"] == "closed by the user"
+
+
+def test_a_consent_answered_on_the_panel_unblocks_a_sync_cell(kernel: Kernel) -> None:
+    load(kernel)
+    kernel.run(f"analysis = broker.connect('analysis', command={STDIO_COMMAND})")
+    panel = Panel(kernel, subshell_id=kernel.create_subshell())
+    cell = kernel.submit('analysis.call_tool("profile_csv", {"path": "data/sales.csv"})["isError"]')
+    consent = panel.state(lambda s: s["consents"])["consents"][0]
+    assert consent["server"] == "analysis"
+    (item,) = consent["items"]
+    assert (item["rel"], item["approvable"], item["grantable"]) == ("data/sales.csv", True, ["read"])
+    assert not cell.done
+
+    result = panel.act(
+        "answer_consent",
+        consent=consent["id"],
+        approved=[{"path": item["path"], "operations": ["read"]}],
+        duration=None,
+    )
+    assert result["ok"] and result["message"].startswith("Approved read on data/sales.csv"), result
+    assert kernel.wait(cell, 60).check().text == "False"
+    state = panel.state(lambda s: s["outcomes"])
+    assert (state["outcomes"][-1]["outcome"], state["outcomes"][-1]["answeredBy"]) == ("approved", "panel")
+    # Too late: the request no longer waits, and the panel is told how it ended.
+    late = panel.act("answer_consent", consent=consent["id"], approved=[], duration=None)
+    assert not late["ok"] and "no longer waits: Approved read" in late["message"]
+
+
+def test_another_protocol_version_is_refused_in_words_the_panel_can_read(kernel: Kernel) -> None:
+    load(kernel)
+    future = Panel(kernel, version=2)
+    closed = kernel.wait_for(future.closed, 30, "the kernel to refuse a panel of another version")
+    assert closed["code"] == "version_mismatch" and closed["supported"] == [1]
+    assert closed["version"] == 1 and "panel protocol 1" in closed["message"]
+
+    panel = Panel(kernel)  # on the main shell: the kernel says its messages could wait for a cell
+    assert panel.state()["subshells"] == {"supported": True, "used": False}
+    panel.send({"version": 7, "type": "refresh"})
+    error = kernel.wait_for(
+        lambda: next((m for m in panel.messages() if m.get("type") == "error"), None), 30, "an error"
+    )
+    assert error["code"] == "version_mismatch"
+    panel.send({"version": 1, "type": "action", "id": "x", "action": "format_disk", "target": "/"})
+    kernel.wait_for(
+        lambda: any(m.get("code") == "bad_message" for m in panel.messages()), 30, "a bad_message error"
+    )
+
+
+def test_reload_ext_closes_the_panels_with_a_reason_and_a_new_panel_attaches(kernel: Kernel) -> None:
+    load(kernel)
+    panel = Panel(kernel)
+    panel.state()
+    kernel.run("%reload_ext jupyter_fsbroker")
+    closed = kernel.wait_for(panel.closed, 30, "the panel's comm to close at %reload_ext")
+    assert closed["type"] == "closing" and "unloaded" in closed["reason"]
+    again = Panel(kernel)  # the new broker's panel
+    kernel.run('import os\nos.makedirs("extra")\nfsb.get_broker().add_root("extra", name="extra")')
+    assert "extra" in [root["name"] for root in again.state(lambda s: len(s["roots"]) >= 1)["roots"]]
+    kernel.run("%unload_ext jupyter_fsbroker")
+    kernel.wait_for(again.closed, 30, "the panel's comm to close at %unload_ext")
+    gone = Panel(kernel)
+    kernel.wait_for(gone.closed, 30, "no target once unloaded")
+
+
+def test_a_per_path_answer_grants_each_path_only_what_was_chosen(kernel: Kernel) -> None:
+    load(kernel)
+    kernel.run(f"analysis = broker.connect('analysis', command={STDIO_COMMAND})")
+    panel = Panel(kernel, subshell_id=kernel.create_subshell())
+    cell = kernel.submit('analysis.call_tool("write_report", {"path": "data/sales.csv"}).data["report"]')
+    consent = panel.state(lambda s: s["consents"])["consents"][0]
+    asked = {item["rel"]: item["operations"] for item in consent["items"]}
+    assert asked == {"data/sales.csv": ["read"], "data/sales.report.md": ["write"]}
+
+    by_rel = {item["rel"]: item["path"] for item in consent["items"]}
+    result = panel.act(
+        "answer_consent",
+        consent=consent["id"],
+        approved=[
+            {"path": by_rel["data/sales.csv"], "operations": ["read"]},
+            {"path": by_rel["data/sales.report.md"], "operations": ["write"]},
+        ],
+        duration=None,
+    )
+    assert result["ok"], result
+    message = result["message"]
+    assert "read on data/sales.csv" in message and "write on data/sales.report.md" in message, message
+    assert kernel.wait(cell, 60).check().text == "'data/sales.report.md'"
+    grants = {g["path"]: g["operations"] for g in panel.state(lambda s: len(s["grants"]) == 2)["grants"]}
+    assert grants == {"data/sales.csv": ["read"], "data/sales.report.md": ["write"]}
