@@ -50,12 +50,19 @@ class BrokerConfig:
     workers
         Threads that run requests for :meth:`Connection.ahandle
         <jupyter_fsbroker.core.connection.Connection.ahandle>`.
+    stale_temp_age
+        Seconds a temporary file left behind by a writer that died must have
+        been left unmodified before the broker removes it (the next time its
+        folder is written, or when a broker starts on its root). Whether its
+        writer is alive is decided by the writer's OS lock on the file; the
+        age is a second guard (see :mod:`jupyter_fsbroker.core.tempfiles`).
 
     Raises
     ------
     ConfigError
-        ``limits``, ``sensitive``, ``permanent_delete`` or ``coalesce`` has
-        the wrong type, or ``coalesce`` is negative.
+        ``limits``, ``sensitive``, ``permanent_delete``, ``coalesce`` or
+        ``stale_temp_age`` has the wrong type, or ``coalesce`` or
+        ``stale_temp_age`` is negative.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -67,6 +74,7 @@ class BrokerConfig:
     audit_capacity: int = 2000
     coalesce: float = 0.05
     workers: int = 32
+    stale_temp_age: float = 60.0
 
     def __post_init__(self) -> None:
         """Validate the fields that may change at run time; see the class's *Raises* section."""
@@ -76,13 +84,14 @@ class BrokerConfig:
             raise ConfigError(f"sensitive must be a SensitiveNames, not {self.sensitive!r}")
         if not isinstance(self.permanent_delete, bool):
             raise ConfigError(f"permanent_delete must be True or False, not {self.permanent_delete!r}")
-        coalesce = self.coalesce
-        if (
-            isinstance(coalesce, bool)
-            or not isinstance(coalesce, int | float)
-            or not 0 <= coalesce < math.inf
-        ):
-            raise ConfigError(f"coalesce must be a non-negative number of seconds, not {coalesce!r}")
+        for name in ("coalesce", "stale_temp_age"):
+            seconds = getattr(self, name)
+            if (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, int | float)
+                or not 0 <= seconds < math.inf
+            ):
+                raise ConfigError(f"{name} must be a non-negative number of seconds, not {seconds!r}")
 
     def replace(self, **changes: Any) -> BrokerConfig:
         """Return a copy with *changes* applied, validated.
