@@ -108,7 +108,9 @@ async def _serve(args: argparse.Namespace) -> None:
             name = command["name"]
             url = command.get("url")
             if url is None:
-                conn = await connect(broker, name, command=sys.executable, args=[APP], env=env, consenter=consenter)
+                conn = await connect(
+                    broker, name, command=sys.executable, args=[APP], env=env, consenter=consenter
+                )
             else:
                 conn = await connect(broker, name, url=url, consenter=consenter)
             conns[name] = conn
@@ -311,7 +313,9 @@ class BrokerProcess:
         try:
             message = answers.get(timeout=timeout)
         except queue.Empty:
-            raise ChildFailed(f"{self.label}: no answer within {timeout:g} s; stderr:\n{self.stderr()}") from None
+            raise ChildFailed(
+                f"{self.label}: no answer within {timeout:g} s; stderr:\n{self.stderr()}"
+            ) from None
         with self._lock:
             del self._answers[command_id]
         if "error" in message:

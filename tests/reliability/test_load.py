@@ -28,7 +28,8 @@ def test_two_brokering_processes_increment_one_counter_exactly(tmp_path: Path) -
     data.mkdir()
     (data / "counter.txt").write_text("0\n")
     brokers = [
-        BrokerProcess(tmp_path, {"data": data}, allow=["data:read,write"], label=f"broker{i}") for i in range(2)
+        BrokerProcess(tmp_path, {"data": data}, allow=["data:read,write"], label=f"broker{i}")
+        for i in range(2)
     ]
     try:
         for i, broker in enumerate(brokers):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,9 @@ async def test_a_server_killed_mid_operation(
                 seen.append(structured(await survivor.call_tool("watch", arguments, timeout=TIMEOUT + 10)))
 
             tg.start_soon(survivor_watches)
-            await wait_until(lambda: broker.watches.count(survivor.connection.id) == 1, "the survivor's watch")
+            await wait_until(
+                lambda: broker.watches.count(survivor.connection.id) == 1, "the survivor's watch"
+            )
             with app_http_server() if transport == "http" else contextlib.nullcontext() as server:
                 if server is None:
                     victim = await connect(broker, "victim", **stdio_app())
@@ -152,3 +155,23 @@ async def test_a_server_killed_mid_operation(
         assert [(e["path"], e["event"]) for e in events["events"]] == [("data/target.txt", "modified")]
     assert (data / "target.txt").read_text() == "new"
 
+
+@pytest.mark.slow
+async def test_a_frozen_http_server_loses_its_locks_after_three_silent_pings(broker: Broker, data: Path) -> None:
+    """SIGSTOP: the TCP connection stays up but nothing answers; the keep-alive gives up on it."""
+    with app_http_server() as server:
+        victim = await connect(broker, "frozen", url=server.url, keepalive=0.2)
+        locked = await victim.call_tool(
+            "request", {"method": "files/read", "params": {"path": "data/target.txt", "keepLocked": True}}
+        )
+        assert structured(locked)["result"]["lockId"].startswith("lock_")
+        os.kill(server.pid, signal.SIGSTOP)
+        try:
+            with anyio.fail_after(3 * (10 + 0.2) + TIMEOUT):
+                await victim.wait_closed()
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        assert victim.close_reason == "the server did not answer 3 pings in a row"
+        assert broker.locks.held() == ()
+        assert broker.connections() == ()
+    assert (data / "target.txt").read_text() == OLD

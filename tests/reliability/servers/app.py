@@ -53,7 +53,13 @@ ONCE = RetryPolicy(retries=0)
 
 
 def error_of(exc: FilesError) -> dict[str, Any]:
-    return {"code": exc.code, "name": exc.name, "reason": exc.reason, "message": exc.message, "data": exc.data}
+    return {
+        "code": exc.code,
+        "name": exc.name,
+        "reason": exc.reason,
+        "message": exc.message,
+        "data": exc.data,
+    }
 
 
 class Counted:
@@ -284,7 +290,9 @@ def build_server() -> MCPServer[Any]:
         return {"before": before, "after": before + "+"}
 
     @server.tool()
-    async def watch(path: str, count: int, timeout: float, ctx: Context, recursive: bool = False) -> dict[str, Any]:
+    async def watch(
+        path: str, count: int, timeout: float, ctx: Context, recursive: bool = False
+    ) -> dict[str, Any]:
         """The first *count* change events of *path*."""
         events: list[dict[str, Any]] = []
         async with files(ctx) as fs, fs.watch(path, recursive=recursive) as stream:
