@@ -631,20 +631,23 @@ class ServerConnection:
         ``False`` (it is gone: the connection is closing).
         """
         try:
-            await session.send_request(
-                types.PingRequest(), types.EmptyResult, request_read_timeout_seconds=timeout
-            )
+            # The whole ping is bounded, not only the wait for its answer: a transport whose
+            # writer is stuck on a dead peer never even starts that wait.
+            with anyio.move_on_after(timeout):
+                await session.send_request(
+                    types.PingRequest(), types.EmptyResult, request_read_timeout_seconds=timeout
+                )
+                return True
         except MCPError as exc:
-            if exc.code == REQUEST_TIMEOUT:
-                log.warning("connection %r: the server did not answer a ping within %g s", self.name, timeout)
-                return None
-            if self._maybe_lost(exc):
-                # An HTTP 404 for our session id: the server forgot it (it restarted).
-                self._request_close(f"the server no longer knows the HTTP session ({exc.message})")
-            else:
-                self._request_close(f"the server stopped answering ({exc.message})")
-            return False
-        return True
+            if exc.code != REQUEST_TIMEOUT:
+                if self._maybe_lost(exc):
+                    # An HTTP 404 for our session id: the server forgot it (it restarted).
+                    self._request_close(f"the server no longer knows the HTTP session ({exc.message})")
+                else:
+                    self._request_close(f"the server stopped answering ({exc.message})")
+                return False
+        log.warning("connection %r: the server did not answer a ping within %g s", self.name, timeout)
+        return None
 
     def _maybe_lost(self, exc: MCPError) -> bool:
         """Whether *exc* may mean that the connection is gone (a ping tells)."""

@@ -157,7 +157,9 @@ async def test_a_server_killed_mid_operation(
 
 
 @pytest.mark.slow
-async def test_a_frozen_http_server_loses_its_locks_after_three_silent_pings(broker: Broker, data: Path) -> None:
+async def test_a_frozen_http_server_loses_its_locks_after_three_silent_pings(
+    broker: Broker, data: Path
+) -> None:
     """SIGSTOP: the TCP connection stays up but nothing answers; the keep-alive gives up on it."""
     with app_http_server() as server:
         victim = await connect(broker, "frozen", url=server.url, keepalive=0.2)
