@@ -330,3 +330,36 @@ def test_a_link_to_a_temporary_file_is_refused_too(conn: Connection, data: Path)
     with pytest.raises(PermissionDenied) as info:
         conn.handle("files/read", {"path": "data/alias"})
     assert info.value.reason == "temporary_file"
+
+
+def test_writers_and_sweeps_in_one_folder_at_once(tmp_path: Path, data: Path) -> None:
+    """Every write sweeps the folder (age 0) while others write there: no live file is ever taken."""
+    threads_count, rounds = 6, 60
+    errors: list[BaseException] = []
+    with make_broker(tmp_path, stale_temp_age=0) as broker:
+        broker.add_root(data, name="data")
+        broker.allow("data", ops=ALL_OPS)
+
+        def work(n: int) -> None:
+            conn = broker.connect(f"writer{n}")
+            chunk = base64.b64encode(bytes([n]) * 5000).decode()
+            try:
+                for i in range(rounds):
+                    conn.handle("files/write", {"path": f"data/w{n}.txt", "content": f"{n}:{i}"})
+                    staged = {"path": f"data/s{n}.bin", "content": chunk, "encoding": "base64"}
+                    conn.handle("files/write", {**staged, "offset": 0, "final": False})
+                    conn.handle("files/write", {"path": f"data/c{n}-{i}.txt", "content": "c"})
+                    conn.handle("files/write", {**staged, "offset": 5000, "final": True})
+            except BaseException as exc:
+                errors.append(exc)
+
+        workers = [threading.Thread(target=work, args=(n,)) for n in range(threads_count)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    assert errors == []
+    for n in range(threads_count):
+        assert (data / f"w{n}.txt").read_text() == f"{n}:{rounds - 1}"
+        assert (data / f"s{n}.bin").read_bytes() == bytes([n]) * 10_000
+    assert leftovers(data) == []

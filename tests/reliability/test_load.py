@@ -4,7 +4,8 @@ Each increment is a locked read-modify-write: a ``keepLocked`` read (repeated
 after a pause of a few milliseconds while the other process holds the lock),
 a write, a ``files/unlock``. The two brokers share only the folder and the
 lock directory, as two kernels on one machine do; the count must come out
-exact.
+exact. Both sweep the folder for leftovers before every write (``stale_age``
+0): neither ever takes the other's live temporary file for one.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def test_two_brokering_processes_increment_one_counter_exactly(tmp_path: Path) -
     data.mkdir()
     (data / "counter.txt").write_text("0\n")
     brokers = [
-        BrokerProcess(tmp_path, {"data": data}, allow=["data:read,write"], label=f"broker{i}")
+        BrokerProcess(tmp_path, {"data": data}, allow=["data:read,write"], label=f"broker{i}", stale_age=0)
         for i in range(2)
     ]
     try:
