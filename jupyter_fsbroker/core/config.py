@@ -56,6 +56,12 @@ class BrokerConfig:
         folder is written, or when a broker starts on its root). Whether its
         writer is alive is decided by the writer's OS lock on the file; the
         age is a second guard (see :mod:`jupyter_fsbroker.core.tempfiles`).
+    advertise_read_only_roots
+        List read-only roots in ``roots/list`` (marked ``_meta.readOnly``).
+        Off by default: a server that reads the roots and opens files itself
+        (the official filesystem server does) would get the operating
+        system's access to them, writes included; ``files/*`` reaches them
+        either way, under the same grants.
 
     Raises
     ------
@@ -75,6 +81,7 @@ class BrokerConfig:
     coalesce: float = 0.05
     workers: int = 32
     stale_temp_age: float = 60.0
+    advertise_read_only_roots: bool = False
 
     def __post_init__(self) -> None:
         """Validate the fields that may change at run time; see the class's *Raises* section."""
