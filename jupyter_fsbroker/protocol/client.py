@@ -563,7 +563,7 @@ class ServerConnection:
         if self._done.is_set():
             return
         # Whatever the transport does next, the server's grants, locks, watches and uploads end now.
-        self._core.close()
+        self._close_core()
         if self._close_reason is None:
             self._close_reason = reason
             self._interrupted = interrupt and not self._ready.done()
