@@ -29,9 +29,9 @@ module makes those files and removes such leftovers, safely:
   listings and watch events never show them.
 
 When is a folder swept? The folder a write goes to, before the write's own
-temporary file is made (at most once per ``stale_age`` per folder and process,
+temporary file is made (at most once per ``stale_age`` per folder and broker,
 so that a busy folder is not scanned at every write), and the folder of each
-root when it is added to a broker. Nothing else is scanned: a leftover deeper
+read-write root when it is added to a broker. Nothing else is scanned: a leftover deeper
 in a tree goes the next time its own folder is written, so that starting a
 broker never walks a large tree.
 

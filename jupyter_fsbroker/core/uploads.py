@@ -15,6 +15,7 @@ becomes visible under the target's name before the commit.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -32,6 +33,8 @@ from .rootpath import RootPath
 from .roots import Root
 
 __all__ = ["StagedUploads", "Upload"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -293,7 +296,12 @@ class StagedUploads:
 
     def _drop_all(self, uploads: list[Upload]) -> None:
         for upload in uploads:
-            self._drop(upload)
+            # One upload the OS will not let go of must not keep the others (or, on a close,
+            # the connection's locks and watches) from being released.
+            try:
+                self._drop(upload)
+            except OSError:
+                log.warning("could not discard a staged upload of %s", upload.location.rel, exc_info=True)
 
     def _abandon(self, raw: str) -> None:
         try:

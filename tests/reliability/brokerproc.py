@@ -10,6 +10,7 @@ commands run concurrently, each answer carries the ``id`` it answers:
 ``{"cmd": "close", "name"}``;
 ``{"cmd": "stats"}`` → descriptors, threads, RSS, held locks, audit totals, watches, connections;
 ``{"cmd": "configure", "settings"}``;
+``{"cmd": "fill_pool"}``: run as many requests at once as the broker has workers (it then has them all);
 ``{"cmd": "exit"}``: close everything and exit.
 
 A failure is answered ``{"id", "error": "..."}``. :class:`BrokerProcess` is the test's side: it
@@ -131,6 +132,15 @@ async def _serve(args: argparse.Namespace) -> None:
         if cmd == "configure":
             broker.configure(**command["settings"])
             return {}
+        if cmd == "fill_pool":
+            # Every worker of the request pool at once: the pool makes all the threads it keeps.
+            workers = broker.config.workers
+            barrier = threading.Barrier(workers)
+            executor = broker.executor()
+            await asyncio.gather(
+                *(asyncio.wrap_future(executor.submit(barrier.wait, 60)) for _ in range(workers))
+            )
+            return {"workers": workers}
         raise ValueError(f"unknown command {cmd!r}")
 
     async def one(command: dict[str, Any]) -> None:

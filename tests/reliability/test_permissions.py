@@ -156,3 +156,24 @@ def test_a_folder_made_unsearchable(broker: BrokerProcess, data: Path) -> None:
     assert_bystander_served(broker)
     (data / "sub").chmod(0o755)
     assert (data / "sub" / "inner.txt").read_text() == OLD
+
+
+def test_an_upload_abandoned_in_a_folder_made_read_only(broker: BrokerProcess, data: Path) -> None:
+    """Its staged file cannot be removed now: the connection still closes cleanly, and nothing leaks."""
+    sub = f"data/{data.name}/sub"
+    before = broker.stats()
+    broker.connect("abandoner")
+    chunk = base64.b64encode(b"staged " * 1000).decode()
+    params = {"path": f"{sub}/inner.txt", "content": chunk, "encoding": "base64", "offset": 0, "final": False}
+    assert request(broker, "files/write", server="abandoner", **params)["result"]["staged"] is True
+    (data / "sub").chmod(0o555)
+    broker.command("close", name="abandoner")  # discards the upload
+    after = broker.stats()
+    assert after["locks"] == [] and after["connections"] == before["connections"]
+    assert len(after["fds"]) == len(before["fds"])
+    assert (data / "sub" / "inner.txt").read_text() == OLD
+    [left] = temp_files(data)
+    (data / "sub").chmod(0o755)
+    assert request(broker, "files/write", path=f"{sub}/inner.txt", content="v2")["result"]["size"] == 2
+    assert not os.path.exists(left)
+    assert_bystander_served(broker)
