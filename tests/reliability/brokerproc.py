@@ -40,6 +40,7 @@ from tests.support.env import server_env
 APP = str(Path(__file__).resolve().parent / "servers" / "app.py")
 #: Seconds an answer of the child is awaited by default.
 ANSWER_TIMEOUT = 120.0
+#: Rates no test reaches: the tests measure the broker, not its rate limiter.
 UNLIMITED = {"ops_per_second": 1e6, "ops_burst": 10**6, "bytes_per_second": 1e12, "bytes_burst": 2**50}
 
 

@@ -26,16 +26,19 @@ from jupyter_fsbroker.core.locks import LockManager
 from jupyter_fsbroker.core.progress import Transfer
 from jupyter_fsbroker.protocol.client import ServerConnection
 from tests.protocol.servers.harness import temp_files
-from tests.reliability.brokerproc import APP
+from tests.reliability.brokerproc import APP, UNLIMITED
 from tests.support.env import server_env
 from tests.support.ports import listening_socket, port_of
 
 __all__ = [
     "APP",
+    "TIMEOUT",
+    "UNLIMITED",
     "AppHttpServer",
     "Progress",
     "app_http_server",
     "assert_nothing_left",
+    "sigkill",
     "stdio_app",
     "structured",
     "temp_files",
@@ -44,7 +47,6 @@ __all__ = [
 
 #: Seconds a test waits for something that must happen (a process to start, an event to arrive).
 TIMEOUT = 60.0
-UNLIMITED = {"ops_per_second": 1e6, "ops_burst": 10**6, "bytes_per_second": 1e12, "bytes_burst": 2**50}
 
 
 def stdio_app() -> dict[str, Any]:
@@ -144,4 +146,5 @@ def assert_nothing_left(broker: Broker, folder: Path, path: str, lock_dir: Path)
 
 
 def sigkill(pid: int) -> None:
+    """Kill the process *pid* (one the test started) at once, without a goodbye."""
     os.kill(pid, signal.SIGKILL)
