@@ -23,12 +23,13 @@ from typing import Literal
 from .audit import AuditNote
 from .errors import NotFound, PermissionDenied
 from .locks import Hold
-from .ops import check_if_match, check_writable, is_temp_name
+from .ops import check_if_match, check_writable
 from .paths import Check, Resolved, parse, resolve
 from .refusals import Refusals, cause_text
 from .rootpath import RootPath
 from .roots import Root
 from .services import BrokerServices
+from .tempfiles import is_temp_name
 
 __all__ = ["Access"]
 
@@ -84,14 +85,22 @@ class Access:
         """The check of *operation*, as :func:`~jupyter_fsbroker.core.paths.resolve` calls it.
 
         The returned ``check(root, parts)`` raises :class:`PermissionDenied`
-        (``connection_closed``, ``root_removed``, ``read_only``, ``sensitive``
-        or ``not_granted``) when the path may not be used.
+        (``connection_closed``, ``root_removed``, ``temporary_file``,
+        ``read_only``, ``sensitive`` or ``not_granted``) when the path may not
+        be used. The broker's own temporary files (``.fsbroker-*.tmp``) are
+        never a request's business: reading one would show another
+        connection's staged upload, writing one could swap it.
         """
         broker = self.broker
 
         def check(root: Root, parts: tuple[str, ...]) -> None:
             if self._closed:
                 raise PermissionDenied(self.close_reason, reason="connection_closed")
+            if any(is_temp_name(part) for part in parts):
+                raise PermissionDenied(
+                    "names of the form .fsbroker-*.tmp are the broker's temporary files",
+                    reason="temporary_file",
+                )
             if not broker.roots.is_current(root):
                 raise PermissionDenied("the shared folder was removed", reason="root_removed")
             if operation in ("write", "delete") and root.read_only:

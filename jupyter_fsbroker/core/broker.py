@@ -76,6 +76,7 @@ from .progress import Transfer
 from .resource import Closeable
 from .rootpath import RootPath
 from .roots import Root, RootSet
+from .tempfiles import TempFiles
 from .trash import Trash
 from .watch import ChangeEvent, WatchManager
 
@@ -119,6 +120,7 @@ class Broker(Closeable):
         self.locks = LockManager(config.lock_dir or default_lock_dir(), wait=config.limits.lock_wait)
         self.watches = WatchManager(coalesce=config.coalesce)
         self.audit = AuditLog(capacity=config.audit_capacity, path=config.audit_path)
+        self.temp_files = TempFiles(config.stale_temp_age)
         self._trash_dir = config.trash_dir or default_trash_dir()
         self._trash: Trash | None = None
         self._lock = threading.Lock()
@@ -147,13 +149,15 @@ class Broker(Closeable):
         next request of every connection (open ones included), the sizes,
         counts and timeouts to every request that starts afterwards, the
         delete policy and the sensitive names to the next operation, the
-        coalescing window to the next burst of watch events.
+        coalescing window to the next burst of watch events, the age of
+        stale temporary files to the next sweep.
 
         Parameters
         ----------
         **changes
             ``limits`` (a :class:`~jupyter_fsbroker.core.limits.Limits`),
-            ``permanent_delete``, ``sensitive``, ``coalesce``, and any
+            ``permanent_delete``, ``sensitive``, ``coalesce``,
+            ``stale_temp_age``, and any
             :class:`~jupyter_fsbroker.core.limits.Limits` field by name
             (``lock_wait=0.5``, ``ops_per_second=100``), applied on top of
             ``limits``.
@@ -187,6 +191,7 @@ class Broker(Closeable):
                 )
             self.locks.wait = new.limits.lock_wait
             self.watches.coalesce = new.coalesce
+            self.temp_files.stale_age = new.stale_temp_age
             with self._lock:
                 self._config = new
                 connections = tuple(self._connections.values())
@@ -201,13 +206,30 @@ class Broker(Closeable):
     ) -> Root:
         """Offer the folder *path* to servers as root *name* (default: the folder's name).
 
+        The temporary files that writers which died left in the root's own
+        folder are removed (see :mod:`~jupyter_fsbroker.core.tempfiles`);
+        deeper folders are swept when they are next written.
+
         Raises
         ------
         ConfigError
             Missing folder, ``/``, the home directory itself, a name in use.
         """
         self._check_open()
-        return self.roots.add(path, name, read_only=read_only)
+        root = self.roots.add(path, name, read_only=read_only)
+        if not read_only:
+            self._sweep_root(root)
+        return root
+
+    def _sweep_root(self, root: Root) -> None:
+        try:
+            fd = self.roots.open_fd(root)
+        except KeyError:  # removed meanwhile
+            return
+        try:
+            self.temp_files.sweep(fd)
+        finally:
+            os.close(fd)
 
     def remove_root(self, name: str) -> Root:
         """Withdraw a root; its grants, watches and staged uploads go with it."""

@@ -50,6 +50,12 @@ class BrokerConfig:
     workers
         Threads that run requests for :meth:`Connection.ahandle
         <jupyter_fsbroker.core.connection.Connection.ahandle>`.
+    stale_temp_age
+        Seconds a temporary file left behind by a writer that died must have
+        been left unmodified before the broker removes it (the next time its
+        folder is written, or when a broker starts on its root). Whether its
+        writer is alive is decided by the writer's OS lock on the file; the
+        age is a second guard (see :mod:`jupyter_fsbroker.core.tempfiles`).
     advertise_read_only_roots
         List read-only roots in ``roots/list`` (marked ``_meta.readOnly``).
         Off by default: a server that reads the roots and opens files itself
@@ -60,8 +66,9 @@ class BrokerConfig:
     Raises
     ------
     ConfigError
-        ``limits``, ``sensitive``, ``permanent_delete`` or ``coalesce`` has
-        the wrong type, or ``coalesce`` is negative.
+        ``limits``, ``sensitive``, ``permanent_delete``, ``coalesce`` or
+        ``stale_temp_age`` has the wrong type, or ``coalesce`` or
+        ``stale_temp_age`` is negative.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -73,6 +80,7 @@ class BrokerConfig:
     audit_capacity: int = 2000
     coalesce: float = 0.05
     workers: int = 32
+    stale_temp_age: float = 60.0
     advertise_read_only_roots: bool = False
 
     def __post_init__(self) -> None:
@@ -83,13 +91,14 @@ class BrokerConfig:
             raise ConfigError(f"sensitive must be a SensitiveNames, not {self.sensitive!r}")
         if not isinstance(self.permanent_delete, bool):
             raise ConfigError(f"permanent_delete must be True or False, not {self.permanent_delete!r}")
-        coalesce = self.coalesce
-        if (
-            isinstance(coalesce, bool)
-            or not isinstance(coalesce, int | float)
-            or not 0 <= coalesce < math.inf
-        ):
-            raise ConfigError(f"coalesce must be a non-negative number of seconds, not {coalesce!r}")
+        for name in ("coalesce", "stale_temp_age"):
+            seconds = getattr(self, name)
+            if (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, int | float)
+                or not 0 <= seconds < math.inf
+            ):
+                raise ConfigError(f"{name} must be a non-negative number of seconds, not {seconds!r}")
 
     def replace(self, **changes: Any) -> BrokerConfig:
         """Return a copy with *changes* applied, validated.

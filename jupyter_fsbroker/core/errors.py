@@ -235,7 +235,18 @@ def from_os_error(exc: OSError, path: str | None = None) -> FilesError:
         case errno.ENAMETOOLONG:
             return InvalidParams(f"{shown} has a name that is too long", reason="name_too_long", path=path)
         case errno.ENOSPC | errno.EDQUOT:
-            return TooLarge(f"no space left on the device for {shown}", reason="no_space", path=path)
+            # The request does not fit: TOO_LARGE, which a server does not repeat blindly (writes
+            # are atomic, so nothing was changed); not -32603, which is for the unexpected.
+            return TooLarge(
+                f"the file system is full (no space or quota left) for {shown}", reason="no_space", path=path
+            )
+        case errno.EFBIG:
+            return TooLarge(
+                f"{shown} would grow past the largest file size allowed here",
+                reason="file_too_large",
+                path=path,
+                **_file_size_limit(),
+            )
         case errno.EINVAL:
             return InvalidParams(
                 f"{shown}: the operation is not possible here", reason="invalid_operation", path=path
@@ -248,3 +259,13 @@ def from_os_error(exc: OSError, path: str | None = None) -> FilesError:
             return InternalError(
                 f"the operation on {shown} failed ({errno.errorcode.get(exc.errno or 0, 'error')})", path=path
             )
+
+
+def _file_size_limit() -> dict[str, int]:
+    """``{"maxBytes": n}`` when this process has a file size limit (``RLIMIT_FSIZE``), else nothing."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not a POSIX platform
+        return {}
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return {} if soft == resource.RLIM_INFINITY else {"maxBytes": soft}

@@ -176,6 +176,7 @@ def write(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
         access.resolve(raw, "write", note) as res,
         access.hold_to_write(res, raw, create=create, exclusive=exclusive, if_match=if_match) as hold,
     ):
+        conn.broker.temp_files.sweep_due(res.dir_fd)
         st = ops.write_atomic(res, data, exclusive=exclusive, shown=raw)
         lock_id = hold.keep() if keep else None
     return _kept({"bytesWritten": len(data), "size": st.st_size, "etag": ops.etag(st)}, lock_id, note)
@@ -253,6 +254,7 @@ def create(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
             if kind == "directory":
                 ops.make_directory(res, raw)
             else:
+                conn.broker.temp_files.sweep_due(res.dir_fd)
                 ops.write_atomic(res, data, exclusive=True, shown=raw)
             lock_id = hold.keep() if keep else None
         note.bytes = len(data)

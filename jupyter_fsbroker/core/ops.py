@@ -20,7 +20,6 @@ import contextlib
 import errno
 import mimetypes
 import os
-import secrets
 import stat
 from dataclasses import dataclass
 
@@ -33,22 +32,19 @@ from .errors import (
 )
 from .paths import Resolved
 from .posix import DIR_READ_FLAGS, UMASK, fsync_dir, rename_noreplace
+from .tempfiles import discard_temp, new_temp
 from .textcodec import text_codec
 from .timestamps import iso_utc
 
 __all__ = [
-    "TEMP_PREFIX",
     "Chunk",
     "check_if_match",
     "check_writable",
     "commit_temp",
-    "discard_temp",
     "entry_type",
     "etag",
-    "is_temp_name",
     "make_directory",
     "mime_type",
-    "new_temp",
     "open_directory",
     "open_regular",
     "read_chunk",
@@ -57,16 +53,8 @@ __all__ = [
     "write_atomic",
 ]
 
-#: Temporary files of the broker start with this; they are never listed nor reported.
-TEMP_PREFIX = ".fsbroker-"
-_TEMP_SUFFIX = ".tmp"
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEW_FILE_MODE = 0o666 & ~UMASK
-
-
-def is_temp_name(name: str) -> bool:
-    """Whether *name* is one of the broker's temporary files."""
-    return name.startswith(TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX)
 
 
 def etag(st: os.stat_result) -> str:
@@ -224,29 +212,6 @@ def read_chunk(res: Resolved, *, offset: int, length: int, encoding: str, shown:
 
 
 # -- writing -----------------------------------------------------------------------------------
-
-
-def new_temp(dir_fd: int) -> tuple[str, int]:
-    """Create a new, empty temporary file in the directory *dir_fd*; return its name and descriptor."""
-    for _ in range(100):
-        name = f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}{_TEMP_SUFFIX}"
-        try:
-            fd = os.open(
-                name,
-                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-                dir_fd=dir_fd,
-            )
-        except FileExistsError:
-            continue
-        return name, fd
-    raise AlreadyExists("cannot create a temporary file", reason="temp_exists")  # pragma: no cover
-
-
-def discard_temp(dir_fd: int, name: str) -> None:
-    """Remove a temporary file if it is still there."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(name, dir_fd=dir_fd)
 
 
 def commit_temp(

@@ -15,6 +15,7 @@ from .grants import GrantTable
 from .locks import LockManager
 from .progress import Transfer
 from .roots import RootSet
+from .tempfiles import TempFiles
 from .trash import Trash
 from .watch import WatchManager
 
@@ -47,6 +48,11 @@ class BrokerServices(Protocol):
     @property
     def watches(self) -> WatchManager:
         """The watches of every connection."""
+        ...
+
+    @property
+    def temp_files(self) -> TempFiles:
+        """Sweeps the temporary files of writers that died out of the folders written."""
         ...
 
     @property

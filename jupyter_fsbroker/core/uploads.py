@@ -5,7 +5,8 @@ temporary file beside the target. The target is untouched, and locked for the
 uploading connection, until the chunk with ``final: true`` commits the whole
 file with one rename. A chunk that does not follow the staged bytes is refused
 and changes nothing. An upload abandoned (disconnect, silence, a revoked
-grant, a withdrawn root) is discarded, temporary file and lock with it.
+grant, a withdrawn root) is discarded, temporary file and lock with it, and so
+is one whose chunk could not be written (a full disk).
 
 :class:`Upload` is one staged file; :class:`StagedUploads` holds one
 connection's uploads and walks them through their states. Nothing staged ever
@@ -14,6 +15,7 @@ becomes visible under the target's name before the commit.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -21,7 +23,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import ops
+from . import ops, tempfiles
 from .access import Access
 from .audit import AuditNote
 from .errors import AlreadyExists, FilesError, InvalidParams, NotFound, PermissionDenied, RateLimited
@@ -31,6 +33,8 @@ from .rootpath import RootPath
 from .roots import Root
 
 __all__ = ["StagedUploads", "Upload"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -76,7 +80,7 @@ class Upload:
             try:
                 os.close(self.fd)
             finally:
-                ops.discard_temp(self.dir_fd, self.temp)
+                tempfiles.discard_temp(self.dir_fd, self.temp)
                 os.close(self.dir_fd)
 
     def detach(self) -> tuple[int, int]:
@@ -167,7 +171,13 @@ class StagedUploads:
                     path=raw,
                     expectedOffset=expected,
                 )
-            upload.append(data)
+            try:
+                upload.append(data)
+            except OSError:
+                # A chunk the disk does not take (full, over quota, past the file size limit)
+                # ends the upload: its space is given back at once, nothing half-staged stays.
+                self._drop(self._pop(key) or upload)
+                raise
             self._progress(res, upload.size, None, False)
             if not final:
                 # Nothing is committed yet: the target, and so its etag, is as it was.
@@ -221,7 +231,8 @@ class StagedUploads:
             lock_id = hold.keep()
         dir_fd = os.dup(res.dir_fd)
         try:
-            temp, fd = ops.new_temp(dir_fd)
+            access.broker.temp_files.sweep_due(dir_fd)
+            temp, fd = tempfiles.new_temp(dir_fd)
         except BaseException:
             os.close(dir_fd)
             access.broker.locks.release(lock_id, owner=access.owner)
@@ -285,7 +296,12 @@ class StagedUploads:
 
     def _drop_all(self, uploads: list[Upload]) -> None:
         for upload in uploads:
-            self._drop(upload)
+            # One upload the OS will not let go of must not keep the others (or, on a close,
+            # the connection's locks and watches) from being released.
+            try:
+                self._drop(upload)
+            except OSError:
+                log.warning("could not discard a staged upload of %s", upload.location.rel, exc_info=True)
 
     def _abandon(self, raw: str) -> None:
         try:

@@ -67,14 +67,15 @@ from .changes import EVENTS, ChangeEvent, Parts, Pending, merge
 from .errors import (
     ClosedError,
     FilesError,
-    InternalError,
     InvalidParams,
     NotFound,
     PermissionDenied,
+    RateLimited,
     TooLarge,
     WrongType,
     from_os_error,
 )
+from .inotify import limit_cut_short
 from .names import is_wire_safe, readable
 from .resource import Closeable
 from .rootpath import RootPath
@@ -96,6 +97,9 @@ _RAW_EVENTS: list[type[FileSystemEvent]] = [
     FileMovedEvent,
     DirMovedEvent,
 ]
+
+#: ``retryAfterMs`` of a watch refused for the operating system's limit of watches.
+_LIMIT_RETRY_MS = 1000
 
 #: How long remove() and close() wait for a sink that is running (a sink that
 #: blocks on the thread calling them would otherwise dead-lock it).
@@ -321,8 +325,11 @@ class WatchManager(Closeable):
             The directory to watch is not a directory, or a file watch of the root itself.
         PermissionDenied
             The directory to watch is reached through a symbolic link.
+        RateLimited
+            ``reason="watch_limit"``: the operating system's limit of watches
+            is reached (also when it would cut a recursive watch short).
         FilesError
-            The operating system refused the watch (e.g. ``reason="watch_limit"``).
+            The operating system refused the watch otherwise.
         """
         unknown = set(events) - EVENTS
         if unknown:
@@ -522,6 +529,10 @@ class WatchManager(Closeable):
         try:
             # The directory may have been swapped for a symlink while the watch was set up.
             _check_dir(observed.path, rel)
+            if observed.recursive and limit_cut_short(observed.path):
+                # The backend skipped the directories past the limit without a word: a watch
+                # that silently misses part of its tree is refused instead.
+                raise _limit_error(rel)
         except FilesError:
             self._observer.unschedule(handle)
             raise
@@ -728,11 +739,21 @@ def _check_dir(dir_path: str, rel: str) -> None:
 
 
 def _watch_error(exc: OSError, rel: str) -> FilesError:
-    if exc.errno in (errno.ENOSPC, errno.EMFILE):
-        return InternalError(
-            "the operating system's limit of file watches is reached", reason="watch_limit", path=rel
-        )
+    if exc.errno in (errno.ENOSPC, errno.EMFILE, errno.ENFILE):
+        return _limit_error(rel)
     return from_os_error(exc, rel)
+
+
+def _limit_error(rel: str) -> FilesError:
+    # RATE_LIMITED, as for a connection's own cap on watches (too_many_watches): the request is
+    # fine, there is no room for it now; -32603 is for what the broker did not expect.
+    return RateLimited(
+        "the operating system's limit of file watches for this user is reached; the watches already "
+        "set keep working: remove some, or retry later",
+        reason="watch_limit",
+        path=rel,
+        retryAfterMs=_LIMIT_RETRY_MS,
+    )
 
 
 def _stop_quietly(observer: BaseObserver) -> None:

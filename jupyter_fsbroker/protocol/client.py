@@ -86,6 +86,11 @@ _CLOSE_REASON_WAIT = 5.0
 # Seconds a liveness probe after a dropped response waits for the ping.
 _PROBE_TIMEOUT = 5.0
 
+# Keep-alive pings left unanswered in a row after which the server counts as gone, and seconds
+# the transport gets to shut down once the connection is closing (then it is cut off).
+_SILENT_PINGS = 3
+_TEARDOWN_TIMEOUT = 10.0
+
 _TRANSPORT_NAMES = {"stdio": "stdio", "http": "HTTP"}
 
 _VERSIONS = ", ".join(HANDSHAKE_PROTOCOL_VERSIONS)
@@ -561,6 +566,8 @@ class ServerConnection:
         """
         if self._done.is_set():
             return
+        # Whatever the transport does next, the server's grants, locks, watches and uploads end now.
+        self._close_core()
         if self._close_reason is None:
             self._close_reason = reason
             self._interrupted = interrupt and not self._ready.done()
@@ -569,6 +576,8 @@ class ServerConnection:
         if interrupt and not self._ready.done():
             self._scope.cancel()
         self._stop.set()
+        # A transport wedged by a peer that died mid-stream must not keep the connection closing forever.
+        self._scope.deadline = min(self._scope.deadline, self._loop.time() + _TEARDOWN_TIMEOUT)
 
     def _transport_closed(self) -> None:
         if self.transport == "stdio":
@@ -655,28 +664,41 @@ class ServerConnection:
             log.warning("connection %r: could not refresh the tool list: %s", self.name, exc)
 
     async def _keep_alive(self, session: ClientSession, interval: float) -> None:
+        silent = 0
         while True:
             await anyio.sleep(interval)
-            if not await self._ping(session, max(interval, 10.0)):
+            alive = await self._ping(session, max(interval, 10.0))
+            if alive is False:
+                return
+            silent = silent + 1 if alive is None else 0
+            if silent >= _SILENT_PINGS:  # or it would hold its locks and watches forever
+                self._request_close(f"the server did not answer {silent} pings in a row")
                 return
 
-    async def _ping(self, session: ClientSession, timeout: float) -> bool:
-        """Ping the server; close the connection if it cannot answer. Returns whether it is alive."""
+    async def _ping(self, session: ClientSession, timeout: float) -> bool | None:
+        """Ping the server; close the connection if it is gone.
+
+        Returns ``True`` (it answered), ``None`` (no answer within *timeout*) or
+        ``False`` (it is gone: the connection is closing).
+        """
         try:
-            await session.send_request(
-                types.PingRequest(), types.EmptyResult, request_read_timeout_seconds=timeout
-            )
-        except MCPError as exc:
-            if exc.code == REQUEST_TIMEOUT:
-                log.warning("connection %r: the server did not answer a ping within %g s", self.name, timeout)
+            # The whole ping is bounded, not only the wait for its answer: a transport whose
+            # writer is stuck on a dead peer never even starts that wait.
+            with anyio.move_on_after(timeout):
+                await session.send_request(
+                    types.PingRequest(), types.EmptyResult, request_read_timeout_seconds=timeout
+                )
                 return True
-            if self._maybe_lost(exc):
-                # An HTTP 404 for our session id: the server forgot it (it restarted).
-                self._request_close(f"the server no longer knows the HTTP session ({exc.message})")
-            else:
-                self._request_close(f"the server stopped answering ({exc.message})")
-            return False
-        return True
+        except MCPError as exc:
+            if exc.code != REQUEST_TIMEOUT:
+                if self._maybe_lost(exc):
+                    # An HTTP 404 for our session id: the server forgot it (it restarted).
+                    self._request_close(f"the server no longer knows the HTTP session ({exc.message})")
+                else:
+                    self._request_close(f"the server stopped answering ({exc.message})")
+                return False
+        log.warning("connection %r: the server did not answer a ping within %g s", self.name, timeout)
+        return None
 
     def _maybe_lost(self, exc: MCPError) -> bool:
         """Whether *exc* may mean that the connection is gone (a ping tells)."""
@@ -702,8 +724,12 @@ class ServerConnection:
         # Either the connection is ending, or (HTTP) the response stream broke or the
         # server no longer knows our session: a ping tells whether it is still there.
         session = self._session
-        if session is not None and not self._stop.is_set() and await self._ping(session, _PROBE_TIMEOUT):
-            return ServerError(exc.code, f"{what}: {exc.message}", exc.data)
+        if session is not None and not self._stop.is_set():
+            alive = await self._ping(session, _PROBE_TIMEOUT)
+            if alive:
+                return ServerError(exc.code, f"{what}: {exc.message}", exc.data)
+            if alive is None:  # the stream broke and it is silent: gone, or its transport wedged
+                self._request_close(f"the server stopped answering (no answer within {_PROBE_TIMEOUT:g} s)")
         with anyio.move_on_after(_CLOSE_REASON_WAIT):
             await self._done.wait()
         return ConnectionClosedError(

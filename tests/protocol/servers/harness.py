@@ -18,7 +18,7 @@ from typing import Any
 import anyio.to_thread
 
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
-from jupyter_fsbroker.core.ops import is_temp_name
+from jupyter_fsbroker.core.tempfiles import is_temp_name
 from jupyter_fsbroker.protocol.client import ServerConnection
 from tests.support.brokers import ALL_OPS, make_broker
 from tests.support.ports import listening_socket, port_of
