@@ -1,0 +1,80 @@
+"""Rows 1 and 2: a large file streamed through the broker over Streamable HTTP and over stdio.
+
+A server tool (``wire_server.py``'s ``hash_file``) reads the file with the
+helper's ``iter_chunks`` (1 MiB chunks, 4 in flight) and hashes it; the
+seconds are taken in that tool, where the bytes arrive. The baseline is
+``plain_http.py``: the same bytes as base64-JSON chunks from a tiny starlette
+app under uvicorn, fetched sequentially with one keep-alive httpx client,
+decoded and hashed where they arrive. Each repetition runs the three
+one after the other (baseline, HTTP, stdio), so load that comes and goes
+touches all three alike; each transport keeps one worker and one server for
+all repetitions (over stdio the bench's shared one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plain_http
+from context import Bench
+from report import Row, summarize
+from stats import median
+
+NUMBERS = (1, 2)
+MiB = 1024 * 1024
+CHUNK = 1 * MiB
+IN_FLIGHT = 4
+
+
+def measure(bench: Bench) -> list[Row]:
+    s = bench.settings
+    path, digest = bench.random_file("big.bin", s.read_mib * MiB)
+    size = path.stat().st_size
+    job = {
+        "tool": "hash_file",
+        "args": {"path": "data/big.bin", "chunk_size": CHUNK, "concurrency": IN_FLIGHT},
+    }
+    rates: dict[str, list[float]] = {"baseline": [], "http": [], "stdio": []}
+
+    def record(kind: str, result: dict[str, Any]) -> None:
+        if result["sha256"] != digest or result["bytes"] != size:
+            raise RuntimeError(f"{kind}: the bytes read are not the file's")
+        rates[kind].append(result["bytes"] / result["seconds"] / 1e6)
+
+    stdio = bench.stdio_worker()
+    with plain_http.serve(bench.root) as url, bench.runner.open("http") as http:
+        for rep in range(s.repeats):
+            bench.log(f"rows 1-2: {s.read_mib} MiB, run {rep + 1}/{s.repeats}")
+            record("baseline", plain_http.fetch(url, "big.bin", CHUNK))
+            record("http", http.call(job))
+            record("stdio", stdio.call(job))
+
+    base = median(rates["baseline"])
+    baseline_text = summarize(rates["baseline"], "{:.1f}", "MB/s")
+    rows = []
+    for number, kind, label, goal in ((1, "http", "Streamable HTTP", 1.5), (2, "stdio", "stdio", 3.0)):
+        ratio = median(rates[kind]) / base
+        rows.append(
+            Row(
+                number=number,
+                what=f"{s.read_mib} MiB read over {label}, 1 MiB chunks, {IN_FLIGHT} in flight",
+                value=summarize(rates[kind], "{:.1f}", "MB/s"),
+                baseline=baseline_text,
+                ratio=f"{ratio:.2f}x",
+                target=f"≥ {goal:.1f}x",
+                met=ratio >= goal,
+                n=s.repeats,
+                figures={
+                    "mb_per_s": rates[kind],
+                    "baseline_mb_per_s": rates["baseline"],
+                    "ratio": ratio,
+                    "bytes": size,
+                },
+                note=(
+                    "baseline: plain HTTP (starlette + uvicorn, base64-JSON 1 MiB chunks, httpx, sequential)"
+                    if number == 1
+                    else ""
+                ),
+            )
+        )
+    return rows
