@@ -8,7 +8,8 @@ app under uvicorn, fetched sequentially with one keep-alive httpx client,
 decoded and hashed where they arrive. Each repetition runs the three
 one after the other (baseline, HTTP, stdio), so load that comes and goes
 touches all three alike; each transport keeps one worker and one server for
-all repetitions (over stdio the bench's shared one).
+all repetitions (over stdio the bench's shared one). The ratio is the median
+of the runs' ratios, each to the baseline run just before it.
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ def measure(bench: Bench) -> list[Row]:
     baseline_text = summarize(rates["baseline"], "{:.1f}", "MB/s")
     rows = []
     for number, kind, label, goal in ((1, "http", "Streamable HTTP", 1.5), (2, "stdio", "stdio", 3.0)):
-        ratio = median(rates[kind]) / base
+        # Each run's ratio to the baseline run just before it, then their median: load that
+        # changes between runs changes both sides of a ratio alike.
+        ratios = [ours / theirs for ours, theirs in zip(rates[kind], rates["baseline"], strict=True)]
+        ratio = median(ratios)
         rows.append(
             Row(
                 number=number,
@@ -67,7 +71,9 @@ def measure(bench: Bench) -> list[Row]:
                 figures={
                     "mb_per_s": rates[kind],
                     "baseline_mb_per_s": rates["baseline"],
+                    "ratios": ratios,
                     "ratio": ratio,
+                    "ratio_of_medians": median(rates[kind]) / base,
                     "bytes": size,
                 },
                 note=(
