@@ -11,6 +11,7 @@ only when called, so ``import jupyter_fsbroker`` stays light.
 
 from __future__ import annotations
 
+import importlib.metadata
 from typing import TYPE_CHECKING, Any
 
 from .core import (
@@ -31,28 +32,32 @@ from .core import (
 )
 
 if TYPE_CHECKING:
-    from .kernel.broker import NotebookBroker
+    from .kernel import NotebookBroker
 
-__version__ = "0.1.0.dev0"
+try:
+    # pyproject.toml is the one place the version is written; the installed metadata carries it.
+    __version__: str = importlib.metadata.version("jupyter_fsbroker")
+except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext jupyter_fsbroker``: start this kernel's broker (quietly)."""
-    from .kernel.extension import load_ipython_extension as load
+    from .kernel import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext jupyter_fsbroker``: close every connection and stop the broker."""
-    from .kernel.extension import unload_ipython_extension as unload
+    from .kernel import unload_ipython_extension as unload
 
     unload(ipython)
 
 
 def get_broker() -> NotebookBroker:
-    """The broker of this kernel (see :func:`jupyter_fsbroker.kernel.current.get_broker`)."""
-    from .kernel.current import get_broker as get
+    """The broker of this kernel (see :func:`jupyter_fsbroker.kernel.get_broker`)."""
+    from .kernel import get_broker as get
 
     return get()
 

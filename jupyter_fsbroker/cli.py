@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
-from .core.broker import Broker, BrokerConfig
+from .core.broker import Broker
+from .core.config import BrokerConfig
 from .core.consent import Consenter, DenyingConsenter
 from .core.errors import BrokerError
 from .core.specs import apply_specs, split_header

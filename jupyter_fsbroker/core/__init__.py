@@ -6,7 +6,9 @@ The entry point is :class:`Broker`: ``broker.connect(server)`` gives a
 """
 
 from .audit import AuditLog, AuditRecord
-from .broker import Broker, BrokerConfig, Connection, Transfer
+from .broker import Broker
+from .config import BrokerConfig
+from .connection import Connection
 from .consent import (
     CallbackConsenter,
     ConsentDecision,
@@ -37,6 +39,8 @@ from .errors import (
 from .grants import OPERATIONS, Grant
 from .limits import Limits
 from .locks import LockInfo
+from .progress import Transfer
+from .rootpath import RootPath
 from .roots import Root
 from .sensitive import DEFAULT_SENSITIVE_PATTERNS, SensitiveNames
 from .trash import TrashItem
@@ -75,6 +79,7 @@ __all__ = [
     "PreconditionFailed",
     "RateLimited",
     "Root",
+    "RootPath",
     "SensitiveNames",
     "TooLarge",
     "Transfer",

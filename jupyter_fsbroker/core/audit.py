@@ -1,10 +1,11 @@
 """The audit trail: one record per ``files/*`` request.
 
 An :class:`AuditRecord` says who asked for what, on which path, and what the
-broker decided; it never holds file content. :class:`AuditLog` keeps the newest
-records in memory for the notebook's views, keeps running totals per server,
-tells subscribers about every new record, and appends each record as one JSON
-line to a file when configured (PROTOCOL.md, "Audit").
+broker decided; it never holds file content. While a request runs, its
+:class:`AuditNote` collects what the record will say. :class:`AuditLog` keeps
+the newest records in memory for the notebook's views, keeps running totals
+per server, tells subscribers about every new record, and appends each record
+as one JSON line to a file when configured (PROTOCOL.md, "Audit").
 """
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .errors import ConfigError
 from .observers import Listeners
 from .resource import Closeable
-from .timestamps import iso_utc as iso_utc_ms
+from .rootpath import RootPath
+from .timestamps import iso_utc
 
-__all__ = ["AuditLog", "AuditRecord", "iso_utc_ms"]
+__all__ = ["AuditLog", "AuditNote", "AuditRecord"]
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +91,7 @@ class AuditRecord:
         Every key is present; unknown values are ``None``.
         """
         return {
-            "time": iso_utc_ms(self.time),
+            "time": iso_utc(self.time),
             "server": self.server,
             "connectionId": self.connection_id,
             "method": self.method,
@@ -102,6 +105,42 @@ class AuditRecord:
             "durationMs": round(self.duration_ms, 3),
             "lockId": self.lock_id,
         }
+
+
+@dataclass
+class AuditNote:
+    """What one request's :class:`AuditRecord` will say, filled in as the request goes.
+
+    The request dispatch creates one per request and turns it into the record
+    when the request ends; the handlers add what they learn on the way.
+
+    Attributes
+    ----------
+    method
+        The method asked for.
+    started, clock
+        :func:`time.time` and :func:`time.perf_counter` when the request arrived.
+    path, canonical, root, bytes, lock_id
+        As in :class:`AuditRecord`.
+    refused
+        A refusal that is an answer rather than an error (a consent that was
+        not given): the record then says ``deny`` with this reason.
+    """
+
+    method: str
+    started: float = field(default_factory=time.time)
+    clock: float = field(default_factory=time.perf_counter)
+    path: str | None = None
+    canonical: str | None = None
+    root: str | None = None
+    bytes: int = 0
+    lock_id: str | None = None
+    refused: str | None = None
+
+    def locate(self, location: RootPath) -> None:
+        """Record where the request's path resolved to."""
+        self.canonical = location.rel
+        self.root = location.root.name
 
 
 class _Totals:

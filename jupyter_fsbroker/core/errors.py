@@ -90,12 +90,6 @@ class FilesError(BrokerError):
         self.path = path
         self.data = data
 
-    def with_path(self, path: str) -> FilesError:
-        """Set ``data.path`` if it is not set yet and return ``self``."""
-        if self.path is None:
-            self.path = path
-        return self
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, reason={self.reason!r}, path={self.path!r})"
 

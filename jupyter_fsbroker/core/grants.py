@@ -1,7 +1,7 @@
 """Grants: who may do what, where, until when.
 
 A :class:`Grant` is a value: a connection (or every connection, for the
-notebook's pre-approvals), a root-relative path, a set of operations and an
+notebook's pre-approvals), a path inside a root, a set of operations and an
 optional expiry. A directory grant covers its descendants. :class:`GrantTable`
 holds them, answers :meth:`GrantTable.find` on every operation, and revokes
 them one at a time, by path, by connection or by root.
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from .errors import ConfigError, NotFound
 from .observers import Listeners
+from .rootpath import RootPath
 from .roots import Root
 
 __all__ = ["OPERATIONS", "Grant", "GrantTable", "normalize_operations"]
@@ -51,10 +52,9 @@ class Grant:
     connection_id
         The connection it belongs to; ``None`` for a pre-approval that every
         connection of this broker shares.
-    root
-        The root (that very addition: grants die with their root).
-    parts
-        Components below the root; ``()`` is the whole root.
+    location
+        The granted path; its root is that very addition (grants die with
+        their root), and a location that is the root itself grants it whole.
     operations
         A subset of :data:`OPERATIONS`.
     expires_at
@@ -70,8 +70,7 @@ class Grant:
 
     id: str
     connection_id: str | None
-    root: Root
-    parts: tuple[str, ...]
+    location: RootPath
     operations: tuple[str, ...]
     expires_at: float | None = None
     source: str = "consent"
@@ -82,24 +81,15 @@ class Grant:
     @property
     def path(self) -> str:
         """The root-relative path, ``data/raw``."""
-        return "/".join((self.root.name, *self.parts))
+        return self.location.rel
 
     def expired(self, now: float | None = None) -> bool:
         """Whether the grant has expired at *now* (default: the current time)."""
         return self.expires_at is not None and (time.time() if now is None else now) >= self.expires_at
 
-    def covers(self, root: Root, parts: tuple[str, ...], operation: str) -> bool:
-        """Whether the grant covers *operation* on *parts* below *root* (expiry aside)."""
-        return (
-            root.id == self.root.id
-            and parts[: len(self.parts)] == self.parts
-            and operation in self.operations
-        )
-
-    def overlaps(self, root: Root, parts: tuple[str, ...]) -> bool:
-        """Whether the grant's path is *parts* itself, one of its ancestors or descendants."""
-        n = min(len(parts), len(self.parts))
-        return root.id == self.root.id and parts[:n] == self.parts[:n]
+    def covers(self, location: RootPath, operation: str) -> bool:
+        """Whether the grant covers *operation* on *location* (expiry aside)."""
+        return operation in self.operations and self.location.contains(location)
 
 
 class GrantTable:
@@ -113,8 +103,7 @@ class GrantTable:
     def add(
         self,
         connection_id: str | None,
-        root: Root,
-        parts: tuple[str, ...],
+        location: RootPath,
         operations: Iterable[str],
         *,
         expires_at: float | None = None,
@@ -126,8 +115,7 @@ class GrantTable:
         grant = Grant(
             id="g_" + secrets.token_hex(8),
             connection_id=connection_id,
-            root=root,
-            parts=parts,
+            location=location,
             operations=normalize_operations(operations),
             expires_at=expires_at,
             source=source,
@@ -142,13 +130,12 @@ class GrantTable:
     def find(
         self,
         connection_id: str,
-        root: Root,
-        parts: tuple[str, ...],
+        location: RootPath,
         operation: str,
         *,
         sensitive: bool = False,
     ) -> Grant | None:
-        """The live grant that lets *connection_id* do *operation* on *parts*, or ``None``.
+        """The live grant that lets *connection_id* do *operation* on *location*, or ``None``.
 
         A sensitive path is covered only by a grant with ``include_sensitive``.
         """
@@ -157,7 +144,7 @@ class GrantTable:
             for grant in self._grants.values():
                 if (
                     grant.connection_id in (None, connection_id)
-                    and grant.covers(root, parts, operation)
+                    and grant.covers(location, operation)
                     and not grant.expired(now)
                     and (grant.include_sensitive or not sensitive)
                 ):
@@ -199,14 +186,14 @@ class GrantTable:
             self._changed()
         return gone
 
-    def revoke_path(self, connection_id: str | None, root: Root, parts: tuple[str, ...]) -> tuple[Grant, ...]:
-        """Revoke a connection's grants (or pre-approvals, for ``None``) that overlap a path.
+    def revoke_path(self, connection_id: str | None, location: RootPath) -> tuple[Grant, ...]:
+        """Revoke a connection's grants (or pre-approvals, for ``None``) that overlap *location*.
 
         Grants on the path, below it, and above it all go: revoking part of a
         directory grant revokes the whole grant rather than keep more than the
         user wants.
         """
-        return self.revoke_where(lambda g: g.connection_id == connection_id and g.overlaps(root, parts))
+        return self.revoke_where(lambda g: g.connection_id == connection_id and g.location.overlaps(location))
 
     def revoke_connection(self, connection_id: str) -> tuple[Grant, ...]:
         """Revoke every grant of a connection (not the shared pre-approvals)."""
@@ -214,7 +201,7 @@ class GrantTable:
 
     def revoke_root(self, root: Root) -> tuple[Grant, ...]:
         """Revoke every grant made below *root*."""
-        return self.revoke_where(lambda g: g.root.id == root.id)
+        return self.revoke_where(lambda g: g.location.root.id == root.id)
 
     def purge_expired(self) -> tuple[Grant, ...]:
         """Drop expired grants; return them."""

@@ -36,6 +36,9 @@ _INT_FIELDS = frozenset(
     }
 )
 
+#: Limits for which 0 makes sense (a lock conflict then fails at once).
+_ZERO_ALLOWED = frozenset({"lock_wait"})
+
 # Relative tolerance for float rounding when comparing bucket levels.
 _EPSILON = 1e-9
 
@@ -60,7 +63,8 @@ class Limits:
     upload_idle_timeout
         Seconds of silence after which a staged upload is discarded.
     lock_wait
-        Seconds an operation waits for a conflicting short operation's lock.
+        Seconds an operation waits for a conflicting short operation's lock
+        (0: a conflict fails at once).
     ops_per_second
         Sustained operations per second per connection.
     ops_burst
@@ -75,7 +79,8 @@ class Limits:
     Raises
     ------
     ConfigError
-        A value is not a positive number (integers where counts are meant),
+        A value is not a positive number (integers where counts are meant;
+        ``lock_wait`` may be 0),
         ``max_chunk_bytes`` exceeds 2 MiB, or ``default_read_bytes`` exceeds
         ``max_chunk_bytes``.
     """
@@ -102,8 +107,9 @@ class Limits:
                     raise ConfigError(f"limit {f.name} must be an integer, not {value!r}")
             elif isinstance(value, bool) or not isinstance(value, int | float):
                 raise ConfigError(f"limit {f.name} must be a number, not {value!r}")
-            if not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"limit {f.name} must be a positive number, not {value!r}")
+            if not math.isfinite(value) or value < 0 or (value == 0 and f.name not in _ZERO_ALLOWED):
+                zero = " or 0" if f.name in _ZERO_ALLOWED else ""
+                raise ConfigError(f"limit {f.name} must be a positive number{zero}, not {value!r}")
         if self.max_chunk_bytes > MAX_CHUNK_BYTES:
             raise ConfigError(
                 f"limit max_chunk_bytes must be at most {MAX_CHUNK_BYTES} (2 MiB, the protocol's cap), "
@@ -147,6 +153,13 @@ class _Bucket:
             self.level = min(self.burst, self.level + elapsed * self.rate)
         self.stamp = max(self.stamp, now)
 
+    def retune(self, rate: float, burst: float, now: float) -> None:
+        """New rate and burst from *now* on; tokens used stay used (the level never rises)."""
+        self.refill(now)
+        self.rate = rate
+        self.burst = burst
+        self.level = min(self.level, burst)
+
     def try_take(self, need: float, n: float) -> bool:
         """Take *n* tokens if at least *need* are there (float noise forgiven and not carried)."""
         if self.level + _EPSILON * max(1.0, need) < need:
@@ -184,6 +197,18 @@ class RateLimiter:
     def limits(self) -> Limits:
         """The limits this limiter enforces."""
         return self._limits
+
+    def update(self, limits: Limits) -> None:
+        """Enforce the rates and bursts of *limits* from now on.
+
+        What the connection used so far stays counted: lowering a burst takes
+        away tokens above it, raising one adds none at once.
+        """
+        with self._lock:
+            now = self._clock()
+            self._ops.retune(limits.ops_per_second, limits.ops_burst, now)
+            self._bytes.retune(limits.bytes_per_second, limits.bytes_burst, now)
+            self._limits = limits
 
     def take_op(self, *, path: str | None = None) -> None:
         """Count one operation.

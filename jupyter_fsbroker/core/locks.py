@@ -13,33 +13,20 @@ Two levels cooperate.
   the table; waiters are woken whenever a lock is released or kept.
 * **Across processes** (two kernels on one machine, each with its own broker)
   every key that has a holder in this process also holds one OS advisory lock
-  (``flock`` through :mod:`portalocker`) on a lock file in the lock directory,
-  outside the user's folders. The file is named by the SHA-256 of the key, so
-  an atomic replace of the target (a rename over it) does not orphan the lock.
+  on a lock file outside the user's folders (:mod:`jupyter_fsbroker.core.lockfiles`).
   The OS lock is reference-counted: the first in-process holder takes it,
   further shared holders only count, the last one releases it.
 
-A kept lock writes ``{"kept": true, "by": <label>, "pid": <pid>}`` into its lock
-file, so another process that meets the conflict answer FILE_LOCKED at once
-instead of waiting; transient locks leave the file empty. A lock file that is
-no longer held is removed: the remover takes an exclusive lock on it, unlinks it
-while holding that lock, then closes it; whoever takes a lock checks that the
-file it locked is still the one at the path (same inode) and otherwise retries.
-A process that dies loses its OS locks at once (the kernel closes its files),
-and the stale content it may leave is cleared by the next holder.
-
 Every OS call made while the internal condition is held is non-blocking
 (``LOCK_NB``); waiting for a lock happens in :meth:`threading.Condition.wait`,
-which releases it.
+which releases it. A lock never outlives its owner's connection, and no
+``lockId`` is ever shown to anyone but its owner.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import hashlib
-import json
-import logging
+import math
 import os
 import secrets
 import threading
@@ -49,16 +36,12 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal
 
-import portalocker
-from portalocker.exceptions import AlreadyLocked, LockException
-
-from .errors import ClosedError, FileLocked, InternalError, NotFound
+from .errors import ClosedError, FileLocked, NotFound
+from .lockfiles import LockFile, LockFiles
 from .observers import Listeners
 from .resource import Closeable
 
 __all__ = ["Hold", "LockInfo", "LockManager", "LockMode"]
-
-_log = logging.getLogger(__name__)
 
 #: The two lock modes.
 LockMode = Literal["shared", "exclusive"]
@@ -71,15 +54,6 @@ RETRY_KEPT_MS = 1000
 #: How often a conflict with another process is polled (seconds, first and largest interval).
 _POLL_MIN = 0.01
 _POLL_MAX = 0.1
-#: How much of a lock file is read to learn whether its lock is kept.
-_CONTENT_MAX = 4096
-#: How much of a holder's label a lock file records (so the record always fits in ``_CONTENT_MAX``).
-_LABEL_MAX = 256
-
-_OPEN_FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-_PROBE_FLAGS = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
-_SHARED = portalocker.LockFlags.SHARED | portalocker.LockFlags.NON_BLOCKING
-_EXCLUSIVE = portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
 
 
 @dataclass(frozen=True)
@@ -128,59 +102,22 @@ class _Kept:
 
 
 @dataclass
-class _OsLock:
-    """This process's OS lock on one lock file (an open descriptor holding ``flock``)."""
-
-    fd: int
-    mode: LockMode
-
-
-@dataclass
 class _State:
     """The in-process state of one key."""
 
     readers: list[Hold] = field(default_factory=list)
     writer: Hold | None = None
     kept: _Kept | None = None
-    os_lock: _OsLock | None = None
+    os_lock: LockFile | None = None
 
     def idle(self) -> bool:
         return not self.readers and self.writer is None and self.kept is None
 
 
-def _lock_name(key: str) -> str:
-    return hashlib.sha256(os.fsencode(key)).hexdigest() + ".lock"
-
-
-def _same_file(fd: int, path: str) -> bool:
-    """Whether the open descriptor *fd* is still the file at *path*."""
-    try:
-        at_path = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    mine = os.fstat(fd)
-    return (mine.st_dev, mine.st_ino) == (at_path.st_dev, at_path.st_ino)
-
-
-def _read_kept_by(fd: int) -> str | None:
-    """The ``lockedBy`` text of a kept lock recorded in a lock file, or ``None`` if not kept.
-
-    Content that cannot be read or parsed (empty, being written, foreign) counts
-    as a transient lock.
-    """
-    try:
-        raw = os.pread(fd, _CONTENT_MAX, 0)
-        data = json.loads(raw.decode("utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("kept") is not True:
-        return None
-    by = data.get("by")
-    pid = data.get("pid")
-    label = by if isinstance(by, str) and by else "another process"
-    if isinstance(pid, int) and not isinstance(pid, bool):
-        return f"{label} (process {pid})"
-    return label
+def _check_wait(seconds: float) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds < math.inf:
+        raise ValueError(f"the lock wait must be a non-negative number of seconds, not {seconds!r}")
+    return float(seconds)
 
 
 def _locked(path: str, holder: str, *, kept: bool) -> FileLocked:
@@ -195,12 +132,6 @@ def _locked(path: str, holder: str, *, kept: bool) -> FileLocked:
         lockedBy=holder,
         retryAfterMs=RETRY_KEPT_MS if kept else RETRY_TRANSIENT_MS,
     )
-
-
-def _lock_failure(exc: BaseException) -> InternalError:
-    """A failure of the lock machinery itself (not a conflict), for the local log and the caller."""
-    _log.error("lock file operation failed: %r", exc)
-    return InternalError("the file lock could not be taken", reason="lock_error")
 
 
 class Hold:
@@ -323,8 +254,8 @@ class LockManager(Closeable):
 
     def __init__(self, lock_dir: str | os.PathLike[str], *, wait: float = 2.0) -> None:
         self._dir = os.path.abspath(os.fspath(lock_dir))
-        os.makedirs(self._dir, mode=0o700, exist_ok=True)
-        self._wait = max(0.0, float(wait))
+        self._files = LockFiles(self._dir)
+        self._wait = _check_wait(wait)
         self._cond = threading.Condition(threading.Lock())
         self._states: dict[str, _State] = {}
         self._kept_ids: dict[str, str] = {}  # lockId -> key
@@ -340,8 +271,22 @@ class LockManager(Closeable):
 
     @property
     def wait(self) -> float:
-        """The default wait (seconds) for a conflict with a transient lock."""
+        """The default wait (seconds) for a conflict with a transient lock.
+
+        Setting it applies to every :meth:`hold` that starts afterwards.
+
+        Raises
+        ------
+        ValueError
+            On setting: not a finite, non-negative number.
+        """
         return self._wait
+
+    @wait.setter
+    def wait(self, seconds: float) -> None:
+        value = _check_wait(seconds)
+        with self._cond:
+            self._wait = value
 
     def hold(
         self,
@@ -417,11 +362,8 @@ class LockManager(Closeable):
                     self._add(state, hold)
                     return hold
                 # Nobody in this process holds the key: take the OS lock (non-blocking).
-                try:
-                    kept_by = self._try_os_lock(key, mode)
-                except OSError as exc:
-                    raise _lock_failure(exc) from exc
-                if isinstance(kept_by, _OsLock):
+                kept_by = self._files.try_lock(key, exclusive=mode == "exclusive")
+                if isinstance(kept_by, LockFile):
                     state = self._states.setdefault(key, _State())
                     state.os_lock = kept_by
                     self._add(state, hold)
@@ -445,11 +387,7 @@ class LockManager(Closeable):
             The manager was closed.
         """
         with self._cond:
-            self._check_open()
-            key = self._kept_ids.get(lock_id)
-            state = self._states.get(key) if key is not None else None
-            if key is None or state is None or state.kept is None or state.kept.owner != owner:
-                raise NotFound("no such lock", reason="unknown_lock")
+            key, state = self._find_kept(lock_id, owner)
             self._drop_kept(key, state)
         self._notify()
 
@@ -464,11 +402,8 @@ class LockManager(Closeable):
             The manager was closed.
         """
         with self._cond:
-            self._check_open()
-            key = self._kept_ids.get(lock_id)
-            state = self._states.get(key) if key is not None else None
-            if key is None or state is None or state.kept is None:
-                raise NotFound("no such lock", reason="unknown_lock")
+            key, state = self._find_kept(lock_id, None)
+            assert state.kept is not None
             info = self._kept_info(key, state.kept)
             self._drop_kept(key, state)
         self._notify()
@@ -532,7 +467,7 @@ class LockManager(Closeable):
             state = self._states.get(key)
             if state is not None and not state.idle():
                 return True
-            return self._probe(key)
+            return self._files.probe(key)
 
     def held(self) -> tuple[LockInfo, ...]:
         """All locks held in this process, kept and transient, for the views."""
@@ -581,7 +516,7 @@ class LockManager(Closeable):
                 for hold in state.readers:
                     hold._released = True
                 if state.os_lock is not None:
-                    self._os_unlock(key, state.os_lock)
+                    self._files.unlock(key, state.os_lock)
             self._states.clear()
             self._kept_ids.clear()
             self._cond.notify_all()
@@ -644,6 +579,20 @@ class LockManager(Closeable):
         if self._closed:
             raise ClosedError("the lock manager is closed")
 
+    def _find_kept(self, lock_id: str, owner: str | None) -> tuple[str, _State]:
+        """The key and state of the kept lock *lock_id* (of *owner*, unless ``None``), or NOT_FOUND."""
+        self._check_open()
+        key = self._kept_ids.get(lock_id)
+        state = self._states.get(key) if key is not None else None
+        if (
+            key is None
+            or state is None
+            or state.kept is None
+            or (owner is not None and state.kept.owner != owner)
+        ):
+            raise NotFound("no such lock", reason="unknown_lock")
+        return key, state
+
     @staticmethod
     def _in_process_blocker(state: _State | None, mode: LockMode) -> Hold | None:
         """The in-process holder that keeps *mode* from being granted now, or ``None``."""
@@ -683,13 +632,7 @@ class LockManager(Closeable):
         state.kept = _Kept(lock_id, hold.owner, hold.owner_label, hold.path, time.time())
         self._kept_ids[lock_id] = key
         if state.os_lock is not None:
-            content = json.dumps({"kept": True, "by": hold.owner_label[:_LABEL_MAX], "pid": os.getpid()})
-            try:
-                os.ftruncate(state.os_lock.fd, 0)
-                os.pwrite(state.os_lock.fd, content.encode("utf-8"), 0)
-            except OSError:
-                # Others then see a transient lock and wait: slower, still correct.
-                _log.warning("could not record a kept lock in its lock file", exc_info=True)
+            self._files.mark_kept(state.os_lock, hold.owner_label)
         return lock_id
 
     def _drop_kept(self, key: str, state: _State) -> None:
@@ -697,8 +640,7 @@ class LockManager(Closeable):
         self._kept_ids.pop(state.kept.lock_id, None)
         state.kept = None
         if state.os_lock is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(state.os_lock.fd, 0)
+            self._files.mark_transient(state.os_lock)
         self._settle(key, state)
         self._cond.notify_all()
 
@@ -707,88 +649,9 @@ class LockManager(Closeable):
         if not state.idle():
             return
         if state.os_lock is not None:
-            self._os_unlock(key, state.os_lock)
+            self._files.unlock(key, state.os_lock)
             state.os_lock = None
         del self._states[key]
-
-    def _lock_path(self, key: str) -> str:
-        return os.path.join(self._dir, _lock_name(key))
-
-    def _try_os_lock(self, key: str, mode: LockMode) -> _OsLock | str | None:
-        """One non-blocking attempt at the OS lock of *key*.
-
-        Returns the lock on success; on conflict the ``lockedBy`` text of a kept
-        lock held by another process, or ``None`` for a transient one.
-        """
-        path = self._lock_path(key)
-        flags = _EXCLUSIVE if mode == "exclusive" else _SHARED
-        while True:
-            try:
-                fd = os.open(path, _OPEN_FLAGS, 0o600)
-            except FileNotFoundError:
-                # The lock directory was removed under us: make it again.
-                try:
-                    os.makedirs(self._dir, mode=0o700, exist_ok=True)
-                    fd = os.open(path, _OPEN_FLAGS, 0o600)
-                except OSError as exc:
-                    raise _lock_failure(exc) from exc
-            except OSError as exc:
-                raise _lock_failure(exc) from exc
-            try:
-                try:
-                    portalocker.lock(fd, flags)
-                except AlreadyLocked:
-                    return _read_kept_by(fd)
-                except LockException as exc:
-                    raise _lock_failure(exc) from exc
-                if not _same_file(fd, path):
-                    continue  # removed or replaced after we opened it: open the new one
-                if os.fstat(fd).st_size:
-                    # Stale content of a process that died while keeping a lock.
-                    os.ftruncate(fd, 0)
-                lock = _OsLock(fd, mode)
-                fd = -1
-                return lock
-            finally:
-                if fd >= 0:
-                    os.close(fd)
-
-    def _os_unlock(self, key: str, lock: _OsLock) -> None:
-        """Release an OS lock, removing its lock file when no other process holds it."""
-        path = self._lock_path(key)
-        try:
-            if lock.mode == "shared":
-                # flock converts in place; failing means another process holds it too.
-                portalocker.lock(lock.fd, _EXCLUSIVE)
-            if _same_file(lock.fd, path):
-                os.unlink(path)
-        except (AlreadyLocked, LockException):
-            pass
-        except OSError as exc:
-            if exc.errno != errno.ENOENT:
-                _log.warning("could not remove a lock file", exc_info=True)
-        finally:
-            os.close(lock.fd)
-
-    def _probe(self, key: str) -> bool:
-        """Whether another process holds the OS lock of *key* (a non-blocking probe)."""
-        path = self._lock_path(key)
-        try:
-            fd = os.open(path, _PROBE_FLAGS)
-        except FileNotFoundError:
-            return False
-        try:
-            try:
-                portalocker.lock(fd, _EXCLUSIVE)
-            except AlreadyLocked:
-                return True
-            # Free: the file is a leftover; remove it while holding the lock.
-            with contextlib.suppress(OSError):
-                if _same_file(fd, path):
-                    os.unlink(path)
-            return False
-        finally:
-            os.close(fd)
 
     # ------------------------------------------------------------------ listeners (outside self._cond)
 

@@ -3,8 +3,9 @@
 Every function here works on a :class:`~jupyter_fsbroker.core.paths.Resolved`
 (a parent directory descriptor and a final name that were checked) and never
 on a path string, so nothing here can be steered outside a root. Policy
-(grants, locks, limits) is the broker's business; this module only does the
-I/O, and does it safely: ``O_NOFOLLOW`` everywhere, ``O_NONBLOCK`` so that a
+(grants, locks, limits) is the broker's business; this module does the I/O and
+checks what the I/O itself depends on (a directory where a file is written,
+an ``ifMatch`` etag), and does it safely: ``O_NOFOLLOW`` everywhere, ``O_NONBLOCK`` so that a
 FIFO swapped in can never hang a read, and writes that go to a temporary file
 in the same directory, are flushed and fsynced, and replace the target with
 one rename.
@@ -17,8 +18,6 @@ from __future__ import annotations
 import base64
 import codecs
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import mimetypes
 import os
@@ -27,14 +26,27 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .errors import AlreadyExists, EncodingError, InvalidParams, NotFound, PermissionDenied, WrongType
+from .errors import (
+    AlreadyExists,
+    EncodingError,
+    InvalidParams,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    WrongType,
+)
 from .paths import Resolved
+from .posix import DIR_READ_FLAGS, UMASK, fsync_dir, rename_noreplace
+from .rootpath import RootPath
 from .timestamps import iso_utc
 
 __all__ = [
     "TEMP_PREFIX",
     "Chunk",
+    "check_if_match",
+    "check_writable",
     "commit_temp",
+    "discard_temp",
     "entry_type",
     "etag",
     "is_temp_name",
@@ -47,6 +59,7 @@ __all__ = [
     "read_chunk",
     "rename",
     "stat_info",
+    "text_codec",
     "write_atomic",
 ]
 
@@ -54,25 +67,7 @@ __all__ = [
 TEMP_PREFIX = ".fsbroker-"
 _TEMP_SUFFIX = ".tmp"
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_DIR_READ_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _read_umask() -> int:
-    # os.umask() can only be read by setting it, which races with other threads:
-    # read it once, at import, from /proc when possible.
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_NEW_FILE_MODE = 0o666 & ~_read_umask()
+_NEW_FILE_MODE = 0o666 & ~UMASK
 
 
 def is_temp_name(name: str) -> bool:
@@ -118,6 +113,25 @@ def stat_info(res: Resolved) -> dict[str, object]:
     }
 
 
+# -- preconditions -----------------------------------------------------------------------------
+
+
+def check_writable(res: Resolved, shown: str, *, create: bool, exclusive: bool) -> None:
+    """Refuse to write *res* whole: a directory, missing without *create*, present with *exclusive*."""
+    if res.name is None or (res.st is not None and stat.S_ISDIR(res.st.st_mode)):
+        raise WrongType(f"{shown} is a directory", reason="is_directory", path=shown)
+    if res.st is None and not create:
+        raise NotFound(f"{shown} does not exist", path=shown)
+    if res.st is not None and exclusive:
+        raise AlreadyExists(f"{shown} exists already", path=shown)
+
+
+def check_if_match(st: os.stat_result | None, if_match: str | None, shown: str) -> None:
+    """Refuse (PRECONDITION_FAILED) when *if_match* is given and the object (*st*) is gone or changed."""
+    if if_match is not None and (st is None or etag(st) != if_match):
+        raise PreconditionFailed(f"{shown} changed since it was read", reason="etag_mismatch", path=shown)
+
+
 # -- opening -----------------------------------------------------------------------------------
 
 
@@ -149,9 +163,7 @@ def open_regular(res: Resolved, shown: str) -> tuple[int, os.stat_result]:
 def open_directory(res: Resolved, shown: str) -> int:
     """Open an existing directory for listing; return a readable descriptor."""
     try:
-        if res.name is None:
-            return os.open(".", _DIR_READ_FLAGS, dir_fd=res.dir_fd)
-        return os.open(res.name, _DIR_READ_FLAGS, dir_fd=res.dir_fd)
+        return os.open(res.name or ".", DIR_READ_FLAGS, dir_fd=res.dir_fd)
     except FileNotFoundError:
         raise NotFound(f"{shown} does not exist", path=shown) from None
     except OSError as exc:
@@ -323,7 +335,7 @@ def commit_temp(
                 if exclusive:
                     raise
                 os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        _fsync_dir(dir_fd)
+        fsync_dir(dir_fd)
         return os.fstat(fd)
     except BaseException:
         discard_temp(dir_fd, temp)
@@ -359,48 +371,16 @@ def _place_noreplace(dir_fd: int, temp: str, name: str, shown: str) -> None:
         if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
             raise
         # A filesystem without hard links.
-        rename_noreplace(dir_fd, temp, dir_fd, name, shown)
+        _rename_noreplace(dir_fd, temp, dir_fd, name, shown)
     else:
         os.unlink(temp, dir_fd=dir_fd)
 
 
-def _fsync_dir(dir_fd: int) -> None:
-    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+def _rename_noreplace(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str, shown: str) -> None:
     try:
-        with contextlib.suppress(OSError):
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-_RENAME_NOREPLACE = 1
-_libc: ctypes.CDLL | None
-try:
-    _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    _renameat2: Callable[..., int] | None = _libc.renameat2
-except (OSError, AttributeError):  # pragma: no cover - old libc, other platforms
-    _libc = None
-    _renameat2 = None
-
-
-def rename_noreplace(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str, shown: str) -> None:
-    """Rename without ever replacing an existing destination (ALREADY_EXISTS if there is one)."""
-    if _renameat2 is not None:
-        rc = _renameat2(src_dir_fd, os.fsencode(src), dst_dir_fd, os.fsencode(dst), _RENAME_NOREPLACE)
-        if rc == 0:
-            return
-        err = ctypes.get_errno()
-        if err == errno.EEXIST:
-            raise AlreadyExists(f"{shown} exists already", path=shown)
-        if err not in (errno.EINVAL, errno.ENOSYS):
-            raise OSError(err, os.strerror(err))
-    # No atomic no-replace rename here: check, then rename.
-    try:
-        os.stat(dst, dir_fd=dst_dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        os.rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
-    else:
-        raise AlreadyExists(f"{shown} exists already", path=shown)
+        rename_noreplace(src_dir_fd, src, dst_dir_fd, dst)
+    except FileExistsError:
+        raise AlreadyExists(f"{shown} exists already", path=shown) from None
 
 
 def rename(src: Resolved, dst: Resolved, *, overwrite: bool, shown: str) -> None:
@@ -409,10 +389,10 @@ def rename(src: Resolved, dst: Resolved, *, overwrite: bool, shown: str) -> None
     if overwrite:
         os.rename(src.name, dst.name, src_dir_fd=src.dir_fd, dst_dir_fd=dst.dir_fd)
     else:
-        rename_noreplace(src.dir_fd, src.name, dst.dir_fd, dst.name, shown)
-    _fsync_dir(dst.dir_fd)
+        _rename_noreplace(src.dir_fd, src.name, dst.dir_fd, dst.name, shown)
+    fsync_dir(dst.dir_fd)
     if not os.path.samestat(os.fstat(src.dir_fd), os.fstat(dst.dir_fd)):
-        _fsync_dir(src.dir_fd)
+        fsync_dir(src.dir_fd)
 
 
 def make_directory(res: Resolved, shown: str) -> None:
@@ -444,8 +424,8 @@ def list_entries(
     never descended; hidden names need *include_hidden*; the broker's temporary
     files never appear; *accept* (sensitive names) filters the rest.
     """
-    base = res.parts
-    root_name = res.root.name
+    base = res.location.parts
+    root = res.root
     fd = open_directory(res, shown)
     entries: list[dict[str, object]] = []
     last: tuple[str, ...] | None = None
@@ -458,7 +438,7 @@ def list_entries(
         entries.append(
             {
                 "name": parts[-1],
-                "path": "/".join((root_name, *parts)),
+                "path": RootPath(root, parts).rel,
                 "type": kind,
                 "size": st.st_size if kind == "file" else 0,
                 "mtime": iso_utc(st.st_mtime),
@@ -505,7 +485,7 @@ def _walk(
                 yield parts, st
             if recursive and stat.S_ISDIR(st.st_mode):
                 try:
-                    child = os.open(name, _DIR_READ_FLAGS, dir_fd=dir_fd)
+                    child = os.open(name, DIR_READ_FLAGS, dir_fd=dir_fd)
                 except OSError:
                     continue  # swapped for a link or removed meanwhile: never descend
                 stack.append((child, parts, iter(_names(child))))

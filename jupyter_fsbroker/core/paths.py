@@ -18,6 +18,11 @@ A *check* callback (grants and sensitive names, supplied by the broker) is
 called on the lexical path first, on the would-be path when something is
 missing, and on the canonical path at the end, so no answer ever tells whether
 something exists where the caller may not look.
+
+The walk's directory descriptors are opened with the flags
+:mod:`jupyter_fsbroker.core.posix` picks for the platform (``O_PATH`` on
+Linux, ``O_RDONLY`` elsewhere), always with ``O_NOFOLLOW`` and
+``O_DIRECTORY``. Nothing here ever opens a path by its absolute spelling.
 """
 
 from __future__ import annotations
@@ -33,70 +38,55 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes, urlsplit
 
 from .errors import InvalidParams, NotFound, PermissionDenied, WrongType
+from .posix import DIR_WALK_FLAGS
 from .resource import Closeable
+from .rootpath import RootPath
 from .roots import Root, RootSet
 
-__all__ = ["MAX_SYMLINKS", "Check", "Resolved", "Target", "parse", "resolve"]
+__all__ = ["MAX_SYMLINKS", "Check", "Resolved", "parse", "resolve"]
 
 #: Symbolic links followed in one resolution before it is refused as a loop (as Linux).
 MAX_SYMLINKS = 40
 
 _URI_RE = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*):(?P<rest>.*)$", re.DOTALL)
-_DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 #: ``check(root, parts)`` raises :class:`PermissionDenied` when the root-relative
 #: path *parts* may not be used by the current request.
 Check = Callable[[Root, tuple[str, ...]], None]
 
 
-@dataclass(frozen=True)
-class Target:
-    """A request path after lexical parsing: a root and clean components below it."""
-
-    root: Root
-    parts: tuple[str, ...]
-
-    @property
-    def rel(self) -> str:
-        """The root-relative spelling, ``<root>/<parts...>``."""
-        return "/".join((self.root.name, *self.parts))
-
-
 @dataclass
 class Resolved(Closeable):
     """A checked object inside a root, held by descriptor.
 
-    ``dir_fd`` is an ``O_PATH`` descriptor of the directory that holds the
-    object and ``name`` its final component; for the root itself ``name`` is
-    ``None`` and ``dir_fd`` is the root's own descriptor. ``st`` is the
-    ``lstat`` result of the object, ``None`` when it does not exist (yet).
-    The owner must :meth:`close` it.
+    ``location`` is its canonical path (symbolic links inside the root
+    resolved). ``dir_fd`` is a descriptor of the directory that holds the
+    object (see :data:`~jupyter_fsbroker.core.posix.DIR_WALK_FLAGS`) and
+    :attr:`name` its final component; for the root itself ``name`` is ``None``
+    and ``dir_fd`` is the root's own descriptor. ``st`` is the ``lstat`` result
+    of the object, ``None`` when it does not exist (yet). The owner must
+    :meth:`close` it.
     """
 
-    root: Root
-    parts: tuple[str, ...]
+    location: RootPath
     dir_fd: int
-    name: str | None
     st: os.stat_result | None
     _closed: bool = field(default=False, repr=False)
 
     @property
+    def root(self) -> Root:
+        """The root the object is in."""
+        return self.location.root
+
+    @property
+    def name(self) -> str | None:
+        """The object's name in the directory ``dir_fd``; ``None`` for the root itself."""
+        return self.location.name
+
+    @property
     def rel(self) -> str:
-        """The canonical root-relative path, ``<root>/<parts...>``."""
-        return "/".join((self.root.name, *self.parts))
-
-    @property
-    def key(self) -> str:
-        """The canonical absolute path: the key of locks and watches."""
-        return "/".join((self.root.path, *self.parts)) if self.parts else self.root.path
-
-    @property
-    def exists(self) -> bool:
-        return self.st is not None
-
-    @property
-    def is_root(self) -> bool:
-        return self.name is None
+        """The canonical root-relative path, as results and messages show it."""
+        return self.location.rel
 
     def refresh(self, *, allow_link: bool = False) -> os.stat_result | None:
         """Look at the final object again (``lstat``); a symlink swapped in is refused.
@@ -111,8 +101,9 @@ class Resolved(Closeable):
         except FileNotFoundError:
             st = None
         if st is not None and ((stat.S_ISLNK(st.st_mode) and not allow_link) or _is_special(st.st_mode)):
+            rel = self.location.rel
             raise PermissionDenied(
-                f"{self.rel} changed into a link or special file", reason="symlink_race", path=self.rel
+                f"{rel} changed into a link or special file", reason="symlink_race", path=rel
             )
         self.st = st
         return st
@@ -123,7 +114,7 @@ class Resolved(Closeable):
             os.close(self.dir_fd)
 
 
-def parse(raw: str, roots: RootSet) -> Target:
+def parse(raw: str, roots: RootSet) -> RootPath:
     """Turn a request path into a root and clean components, touching no file.
 
     Raises
@@ -159,7 +150,7 @@ def parse(raw: str, roots: RootSet) -> Target:
         root, rest = available[0], segments
     else:
         raise PermissionDenied("the path is outside every shared folder", reason="outside_roots", path=raw)
-    return Target(root, _collapse(rest, raw))
+    return RootPath(root, _collapse(rest, raw))
 
 
 def _uri_to_path(raw: str) -> str:
@@ -185,7 +176,7 @@ def _uri_to_path(raw: str) -> str:
     return path
 
 
-def _parse_absolute(path: str, available: tuple[Root, ...], raw: str) -> Target:
+def _parse_absolute(path: str, available: tuple[Root, ...], raw: str) -> RootPath:
     segments = tuple(s for s in path.split("/") if s not in ("", "."))
     best: tuple[int, Root] | None = None
     for root in available:
@@ -196,7 +187,7 @@ def _parse_absolute(path: str, available: tuple[Root, ...], raw: str) -> Target:
     if best is None:
         raise PermissionDenied("the path is outside every shared folder", reason="outside_roots", path=raw)
     n, root = best
-    return Target(root, _collapse(segments[n:], raw))
+    return RootPath(root, _collapse(segments[n:], raw))
 
 
 def _collapse(segments: list[str] | tuple[str, ...], raw: str) -> tuple[str, ...]:
@@ -215,7 +206,7 @@ def _collapse(segments: list[str] | tuple[str, ...], raw: str) -> tuple[str, ...
 
 def resolve(
     roots: RootSet,
-    target: Target,
+    target: RootPath,
     *,
     check: Check,
     follow_last: bool = True,
@@ -262,7 +253,7 @@ def resolve(
     pending = deque(target.parts)
     hops = 0
 
-    def finish(parts: tuple[str, ...], name: str | None, st: os.stat_result | None) -> Resolved:
+    def finish(parts: tuple[str, ...], st: os.stat_result | None) -> Resolved:
         if st is not None and _is_special(st.st_mode):
             raise PermissionDenied(
                 "special files (pipes, sockets, devices) are not served", reason="special_file", path=shown
@@ -271,7 +262,7 @@ def resolve(
         for fd in stack:
             os.close(fd)
         stack.clear()
-        return Resolved(root, parts, dir_fd, name, st)
+        return Resolved(RootPath(root, parts), dir_fd, st)
 
     try:
         while pending:
@@ -295,9 +286,9 @@ def resolve(
                     continue
                 parts = (*names, comp)
                 check(root, parts)
-                return finish(parts, comp, st)
+                return finish(parts, st)
             try:
-                fd = os.open(comp, _DIR_FLAGS, dir_fd=top)
+                fd = os.open(comp, DIR_WALK_FLAGS, dir_fd=top)
             except OSError as exc:
                 code = exc.errno
                 if code in (errno.ELOOP, errno.ENOTDIR):
@@ -341,10 +332,10 @@ def resolve(
         parts = tuple(names)
         check(root, parts)
         if not names:
-            return finish((), None, os.fstat(stack[0]))
+            return finish((), os.fstat(stack[0]))
         os.close(stack.pop())
         name = names[-1]
-        return finish(parts, name, os.stat(name, dir_fd=stack[-1], follow_symlinks=False))
+        return finish(parts, os.stat(name, dir_fd=stack[-1], follow_symlinks=False))
     except BaseException:
         for fd in stack:
             os.close(fd)

@@ -15,7 +15,6 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import quote
 
 from .errors import ClosedError, ConfigError
@@ -237,12 +236,3 @@ class RootSet(Closeable):
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("the root set is closed")
-
-
-def display_path(path: str | os.PathLike[str]) -> str:
-    """A path for messages to the user: ``~`` for the home directory."""
-    text = os.fspath(path)
-    home = str(Path.home())
-    if text == home or text.startswith(home + "/"):
-        return "~" + text[len(home) :]
-    return text

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
+from .posix import DIR_READ_FLAGS, fsync_dir
 
 __all__ = ["Trash", "TrashItem", "remove_tree"]
 
@@ -44,7 +45,6 @@ _PAYLOAD = "payload"
 _META = "item.json"
 _META_TMP = "item.json.tmp"
 _ID_RE = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _COPY_BUFFER = 1024 * 1024
@@ -116,7 +116,7 @@ def remove_tree(dir_fd: int, name: str) -> None:
     Parameters
     ----------
     dir_fd
-        A descriptor of the directory holding *name* (``O_PATH`` is fine).
+        A descriptor of the directory holding *name* (one that only names it is fine).
     name
         A single path component.
 
@@ -198,7 +198,7 @@ def _enter(parent: int, name: str, is_dir: bool, force: bool) -> _Frame | None:
 def _open_dir(parent: int, name: str, force: bool) -> int | None:
     """Open the directory *name* without following a link; ``None`` if it is not a directory."""
     try:
-        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        fd = os.open(name, DIR_READ_FLAGS, dir_fd=parent)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             return None
@@ -207,7 +207,7 @@ def _open_dir(parent: int, name: str, force: bool) -> int | None:
         st = os.stat(name, dir_fd=parent, follow_symlinks=False)
         with contextlib.suppress(OSError, NotImplementedError):
             os.chmod(name, stat.S_IMODE(st.st_mode) | stat.S_IRWXU, dir_fd=parent, follow_symlinks=False)
-        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+        fd = os.open(name, DIR_READ_FLAGS, dir_fd=parent)
     if force:
         mode = os.fstat(fd).st_mode
         if mode & stat.S_IRWXU != stat.S_IRWXU:
@@ -249,7 +249,7 @@ def _copy_entry(src_dir: int, name: str, dst_dir: int, dst_name: str) -> None:
     try:
         top = _copy_one(src_dir, name, dst_dir, dst_name)
         if top is None:
-            _fsync_dir(dst_dir)
+            fsync_dir(dst_dir)
             return
         frames.append(top)
         while frames:
@@ -266,20 +266,11 @@ def _copy_entry(src_dir: int, name: str, dst_dir: int, dst_name: str) -> None:
             frames.pop()
             os.close(frame.src)
             os.close(frame.dst)
-        _fsync_dir(dst_dir)
+        fsync_dir(dst_dir)
     finally:
         for frame in frames:
             os.close(frame.src)
             os.close(frame.dst)
-
-
-def _fsync_dir(fd: int) -> None:
-    """Flush a directory's entries; skipped for ``O_PATH`` descriptors, which cannot be synced."""
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EBADF, errno.EINVAL):
-            raise
 
 
 def _copy_one(src_dir: int, name: str, dst_dir: int, dst_name: str) -> _CopyFrame | None:
@@ -291,11 +282,11 @@ def _copy_one(src_dir: int, name: str, dst_dir: int, dst_name: str) -> _CopyFram
     elif stat.S_ISREG(mode):
         _copy_file(src_dir, name, dst_dir, dst_name)
     elif stat.S_ISDIR(mode):
-        src = os.open(name, _DIR_FLAGS, dir_fd=src_dir)
+        src = os.open(name, DIR_READ_FLAGS, dir_fd=src_dir)
         try:
             st = os.fstat(src)
             os.mkdir(dst_name, 0o700, dir_fd=dst_dir)
-            dst = os.open(dst_name, _DIR_FLAGS, dir_fd=dst_dir)
+            dst = os.open(dst_name, DIR_READ_FLAGS, dir_fd=dst_dir)
             try:
                 return _CopyFrame(src, dst, st, sorted((n for n, _ in _list(src)), reverse=True))
             except BaseException:
@@ -349,7 +340,7 @@ def _tree_size(dir_fd: int, name: str) -> int:
         parent, child = dir_fd, name
         while True:
             try:
-                fd = os.open(child, _DIR_FLAGS, dir_fd=parent)
+                fd = os.open(child, DIR_READ_FLAGS, dir_fd=parent)
             except OSError:
                 fd = -1
             if fd >= 0:
@@ -402,7 +393,7 @@ class Trash:
         self._lock = threading.RLock()
         try:
             os.makedirs(self._directory, mode=0o700, exist_ok=True)
-            fd = os.open(self._directory, _DIR_FLAGS)
+            fd = os.open(self._directory, DIR_READ_FLAGS)
         except OSError as exc:
             raise ConfigError(f"cannot use {self._directory!r} as the trash: {exc.strerror}") from exc
         try:
@@ -419,7 +410,7 @@ class Trash:
         return self._directory
 
     def _open(self) -> int:
-        return os.open(self._directory, _DIR_FLAGS)
+        return os.open(self._directory, DIR_READ_FLAGS)
 
     # -- moving in -------------------------------------------------------------------------------
 
@@ -434,7 +425,7 @@ class Trash:
         Parameters
         ----------
         dir_fd
-            A descriptor of the directory holding *name* (``O_PATH`` is fine).
+            A descriptor of the directory holding *name* (one that only names it is fine).
         name
             A single path component.
         origin
@@ -574,7 +565,7 @@ class Trash:
                 item = _read_item(trash_fd, item_id) if _ID_RE.match(item_id) else None
                 if item is None:
                     raise KeyError(item_id)
-                item_fd = os.open(item_id, _DIR_FLAGS, dir_fd=trash_fd)
+                item_fd = os.open(item_id, DIR_READ_FLAGS, dir_fd=trash_fd)
                 try:
                     parent, base = os.path.split(item.origin)
                     # The origin is the user's own path: its parents are followed as written.
@@ -667,7 +658,7 @@ def _new_item_dir(trash_fd: int, now: float) -> tuple[str, int]:
         except FileExistsError:
             continue
         try:
-            return item_id, os.open(item_id, _DIR_FLAGS, dir_fd=trash_fd)
+            return item_id, os.open(item_id, DIR_READ_FLAGS, dir_fd=trash_fd)
         except BaseException:
             os.rmdir(item_id, dir_fd=trash_fd)
             raise
@@ -697,7 +688,7 @@ def _item_dirs(trash_fd: int) -> list[str]:
 def _read_item(trash_fd: int, item_id: str) -> TrashItem | None:
     """The item *item_id* if it is complete (metadata and payload), else ``None``."""
     try:
-        item_fd = os.open(item_id, _DIR_FLAGS, dir_fd=trash_fd)
+        item_fd = os.open(item_id, DIR_READ_FLAGS, dir_fd=trash_fd)
     except OSError:
         return None
     try:
@@ -773,7 +764,7 @@ def _put_back(item_fd: int, parent_fd: int, base: str, item: TrashItem, overwrit
 def _purge(trash_fd: int, item_id: str) -> None:
     """Remove the item directory, metadata first so that the item disappears at once."""
     try:
-        item_fd = os.open(item_id, _DIR_FLAGS, dir_fd=trash_fd)
+        item_fd = os.open(item_id, DIR_READ_FLAGS, dir_fd=trash_fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise KeyError(item_id) from None

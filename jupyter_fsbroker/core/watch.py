@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import math
 import os
 import secrets
 import stat
@@ -69,6 +70,7 @@ from .errors import (
     from_os_error,
 )
 from .resource import Closeable
+from .rootpath import RootPath
 from .roots import Root
 from .timestamps import iso_utc
 
@@ -182,8 +184,7 @@ class _Pending:
 class _Watch:
     id: str
     owner: str
-    root: Root
-    parts: Parts
+    location: RootPath
     is_dir: bool
     recursive: bool
     events: frozenset[str]
@@ -194,17 +195,14 @@ class _Watch:
     pending: dict[Parts, _Pending] = field(default_factory=dict)
     deadline: float | None = None
 
-    @property
-    def rel(self) -> str:
-        return "/".join((self.root.name, *self.parts))
-
     def in_scope(self, parts: Parts | None) -> bool:
         if parts is None:
             return False
+        mine = self.location.parts
         if not self.is_dir:
-            return parts == self.parts
-        n = len(self.parts)
-        if len(parts) <= n or parts[:n] != self.parts:
+            return parts == mine
+        n = len(mine)
+        if len(parts) <= n or parts[:n] != mine:
             return False
         return self.recursive or len(parts) == n + 1
 
@@ -213,17 +211,16 @@ class _Watch:
         if not path:
             return None
         text = os.fsdecode(path)
-        prefix = self.root.path + "/"
-        if not text.startswith(prefix):
-            return None
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
             return None  # a name JSON cannot carry
-        parts = tuple(text[len(prefix) :].split("/"))
-        if any(p in ("", ".", "..") for p in parts):
-            return None
-        return parts
+        below = RootPath.below(self.location.root, text)
+        return None if below is None else below.parts
+
+    def rel_of(self, parts: Parts) -> str:
+        """The root-relative spelling of *parts* in this watch's root."""
+        return RootPath(self.location.root, parts).rel
 
 
 @dataclass(eq=False)
@@ -270,9 +267,7 @@ class WatchManager(Closeable):
     """
 
     def __init__(self, *, coalesce: float = 0.05) -> None:
-        if not coalesce >= 0:
-            raise ValueError(f"coalesce must be a non-negative number of seconds, not {coalesce!r}")
-        self._coalesce = float(coalesce)
+        self._coalesce = _check_coalesce(coalesce)
         # Order: _sched_lock -> (observer's lock) ; _cond is never held while calling into watchdog.
         self._sched_lock = threading.RLock()
         self._cond = threading.Condition(threading.Lock())
@@ -350,14 +345,14 @@ class WatchManager(Closeable):
             raise InvalidParams(
                 f"unknown watch events: {', '.join(sorted(unknown))}", reason="unknown_event", path=None
             )
-        rel = "/".join((root.name, *parts))
-        target = "/".join((root.path, *parts)) if parts else root.path
+        location = RootPath(root, tuple(parts))
+        rel = location.rel
         if is_dir:
-            dir_path, dir_recursive = target, recursive
+            dir_path, dir_recursive = location.key, recursive
         else:
-            if not parts:
+            if location.is_root:
                 raise WrongType(f"{rel} is a directory", reason="is_directory", path=rel)
-            dir_path, dir_recursive = os.path.dirname(target), False
+            dir_path, dir_recursive = location.parent.key, False
         key = (dir_path, dir_recursive)
 
         with self._sched_lock:
@@ -389,8 +384,7 @@ class WatchManager(Closeable):
                 watch = _Watch(
                     id=watch_id,
                     owner=owner,
-                    root=root,
-                    parts=tuple(parts),
+                    location=location,
                     is_dir=is_dir,
                     recursive=recursive if is_dir else False,
                     events=frozenset(events),
@@ -424,14 +418,22 @@ class WatchManager(Closeable):
 
     def remove_owner(self, owner: str) -> int:
         """Stop every watch of *owner* (a closed connection); return how many there were."""
-        with self._sched_lock:
-            with self._cond:
-                gone = [w for w in self._watches.values() if w.owner == owner]
-                for watch in gone:
-                    self._detach(watch)
-            self._release_observed(gone)
-        self._wait_idle(gone)
-        return len(gone)
+        return self._remove_where(lambda w: w.owner == owner)
+
+    def remove_root(self, root: Root) -> int:
+        """Stop every watch inside *root* (it was withdrawn); return how many there were."""
+        return self._remove_where(lambda w: w.location.root.id == root.id)
+
+    @property
+    def coalesce(self) -> float:
+        """The coalescing window in seconds; a change applies to the next burst of events."""
+        return self._coalesce
+
+    @coalesce.setter
+    def coalesce(self, seconds: float) -> None:
+        value = _check_coalesce(seconds)
+        with self._cond:
+            self._coalesce = value
 
     def count(self, owner: str) -> int:
         """The number of live watches of *owner*."""
@@ -442,7 +444,9 @@ class WatchManager(Closeable):
         """The live watches, in the order they were added."""
         with self._cond:
             return tuple(
-                WatchInfo(watch_id=w.id, owner=w.owner, path=w.rel, recursive=w.recursive, events=w.events)
+                WatchInfo(
+                    watch_id=w.id, owner=w.owner, path=w.location.rel, recursive=w.recursive, events=w.events
+                )
                 for w in self._watches.values()
             )
 
@@ -468,6 +472,16 @@ class WatchManager(Closeable):
             thread.join(_WAIT_TIMEOUT)
             if thread.is_alive():
                 logger.warning("the watch dispatcher did not stop: a sink is blocked")
+
+    def _remove_where(self, predicate: Callable[[_Watch], bool]) -> int:
+        with self._sched_lock:
+            with self._cond:
+                gone = [w for w in self._watches.values() if predicate(w)]
+                for watch in gone:
+                    self._detach(watch)
+            self._release_observed(gone)
+        self._wait_idle(gone)
+        return len(gone)
 
     # -- scheduling (under _sched_lock) -----------------------------------------
 
@@ -622,10 +636,10 @@ class WatchManager(Closeable):
 
     def _resolve(self, watch: _Watch, parts: Parts, pending: _Pending) -> list[ChangeEvent]:
         """Turn a pending change into the events to deliver (accept and events filter applied)."""
-        path = "/".join((watch.root.name, *parts))
+        path = watch.rel_of(parts)
         if not _accepts(watch, parts):
             if pending.kind == "moved" and pending.src is not None and _accepts(watch, pending.src):
-                old = "/".join((watch.root.name, *pending.src))
+                old = watch.rel_of(pending.src)
                 return _filtered(watch, [ChangeEvent(watch.id, old, "deleted", pending.timestamp)])
             return []
         if pending.kind != "moved":
@@ -634,7 +648,7 @@ class WatchManager(Closeable):
             # An atomic replace (or a file renamed in from outside the scope).
             kind = "created" if pending.fresh else "modified"
             return _filtered(watch, [ChangeEvent(watch.id, path, kind, pending.timestamp)])
-        old = "/".join((watch.root.name, *pending.src))
+        old = watch.rel_of(pending.src)
         if "moved" in watch.events:
             return [ChangeEvent(watch.id, path, "moved", pending.timestamp, old_path=old)]
         return _filtered(
@@ -690,7 +704,7 @@ def _merge(pending: dict[Parts, _Pending], parts: Parts, new: _Pending) -> None:
 
 def _accepts(watch: _Watch, parts: Parts) -> bool:
     try:
-        return bool(watch.accept(watch.root, parts))
+        return bool(watch.accept(watch.location.root, parts))
     except Exception:
         logger.exception("a watch accept() callback failed; the event is dropped")
         return False
@@ -698,6 +712,12 @@ def _accepts(watch: _Watch, parts: Parts) -> bool:
 
 def _filtered(watch: _Watch, events: list[ChangeEvent]) -> list[ChangeEvent]:
     return [e for e in events if e.event in watch.events]
+
+
+def _check_coalesce(seconds: float) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds < math.inf:
+        raise ValueError(f"coalesce must be a non-negative number of seconds, not {seconds!r}")
+    return float(seconds)
 
 
 def _check_dir(dir_path: str, rel: str) -> None:

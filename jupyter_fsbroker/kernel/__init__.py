@@ -21,8 +21,9 @@ The names below are imported on first use, so a plain Python process that calls
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import _lazy
 
 if TYPE_CHECKING:
     from .broker import NotebookBroker
@@ -42,21 +43,16 @@ __all__ = [
     "unload_ipython_extension",
 ]
 
-_LAZY = {
-    "FSBroker": ".settings",
-    "KernelConnection": ".connection",
-    "NotebookBroker": ".broker",
-    "ToolResult": ".results",
-    "get_broker": ".current",
-    "load_ipython_extension": ".extension",
-    "unload_ipython_extension": ".extension",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    globals(),
+    {
+        "FSBroker": ".settings",
+        "KernelConnection": ".connection",
+        "NotebookBroker": ".broker",
+        "ToolResult": ".results",
+        "get_broker": ".current",
+        "load_ipython_extension": ".extension",
+        "unload_ipython_extension": ".extension",
+    },
+)

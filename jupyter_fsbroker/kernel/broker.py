@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import dataclasses
 import logging
 import os
 import sys
@@ -36,7 +35,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO, Unpack
 
-from ..core.broker import Broker, BrokerConfig
+from ..core.broker import Broker
+from ..core.config import BrokerConfig
 from ..core.consent import Consenter, DenyingConsenter
 from ..core.errors import ClosedError, ConfigError
 from ..core.grants import Grant
@@ -189,14 +189,10 @@ class NotebookBroker:
             return
         try:
             limits = self.settings.make_limits(self._base_limits)
+            # Reaches every part of the broker that reads them (lock wait, rates of open connections ...).
+            self.core.configure(limits=limits, permanent_delete=self.settings.permanent_delete)
         except ConfigError as exc:
             print(f"jupyter_fsbroker: FSBroker.{change['name']} not applied: {exc}", file=sys.stderr)
-            return
-        # Connections read the limits and the delete policy of the current configuration at
-        # every operation; rates are fixed per connection when it opens.
-        self.core.config = dataclasses.replace(
-            self.core.config, limits=limits, permanent_delete=self.settings.permanent_delete
-        )
 
     def _specs_changed(self, change: Any) -> None:
         if not self._closed:

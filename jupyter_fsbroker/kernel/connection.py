@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from ..core.broker import Connection as CoreConnection
+from ..core.connection import Connection as CoreConnection
 from ..core.errors import ClosedError
 from ..core.grants import Grant
 from ..protocol.client import ConnectionClosedError, ServerConnection

@@ -38,8 +38,9 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..core.broker import Broker, Transfer
+from ..core.broker import Broker
 from ..core.consent import ConsentDecision, ConsentRequest
+from ..core.progress import Transfer
 from ..widgets.consent_text import outcome_text, parse_answer, question_text
 from . import ipykernel_compat as ipk
 

@@ -10,10 +10,10 @@ Registered with the shell when the extension loads, so both work::
     # in a notebook, at any time
     %config FSBroker.consent_timeout = 60
 
-Changes after loading take effect where they can: consent timeout, limits and
-permanent delete at once (for operations that start afterwards; the rates of
-connections already open stay as they were), new roots and pre-approvals are
-added at once, and the audit file at the next ``%reload_ext``.
+Changes after loading take effect where they can: consent timeout, limits (lock
+wait and rates included) and permanent delete at once, for operations that start
+afterwards on every connection, new roots and pre-approvals are added at once,
+and the audit file at the next ``%reload_ext``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
-from ..core.broker import BrokerConfig
+from ..core.config import BrokerConfig
 from ..core.errors import ConfigError
 from ..core.limits import Limits
 from ..core.specs import split_allow
@@ -97,8 +97,8 @@ class FSBroker(Configurable):
     lock_wait = Float(
         None,
         allow_none=True,
-        help="Seconds an operation waits for another's short lock before FILE_LOCKED (default 2). "
-        "Read when the extension loads.",
+        help="Seconds an operation waits for another's short lock before FILE_LOCKED (default 2; "
+        "0: at once).",
     ).tag(config=True)
 
     limits = Dict(

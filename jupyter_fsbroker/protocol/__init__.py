@@ -16,8 +16,9 @@ server-side helper) does not load the client and the core.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import _lazy
 
 if TYPE_CHECKING:
     from .client import (
@@ -47,29 +48,20 @@ __all__ = [
     "open_connection",
 ]
 
-_LAZY = {
-    "ROOTS_CAPABILITY": "middleware",
-    "BrokerMiddleware": "middleware",
-    "ConnectError": "client",
-    "ConnectionClosedError": "client",
-    "ConnectionState": "client",
-    "ProtocolVersionError": "client",
-    "ServerConnection": "client",
-    "ServerError": "client",
-    "TransportKind": "client",
-    "connect": "client",
-    "open_connection": "client",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    globals(),
+    {
+        "ROOTS_CAPABILITY": ".middleware",
+        "BrokerMiddleware": ".middleware",
+        "ConnectError": ".client",
+        "ConnectionClosedError": ".client",
+        "ConnectionState": ".client",
+        "ProtocolVersionError": ".client",
+        "ServerConnection": ".client",
+        "ServerError": ".client",
+        "TransportKind": ".client",
+        "connect": ".client",
+        "open_connection": ".client",
+    },
+)

@@ -46,7 +46,7 @@ from pydantic import ValidationError
 
 from .. import __version__
 from ..core.broker import Broker
-from ..core.broker import Connection as CoreConnection
+from ..core.connection import Connection as CoreConnection
 from ..core.consent import Consenter
 from ..core.errors import BrokerError, ClosedError
 from ..core.watch import ChangeEvent
@@ -66,7 +66,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: How a connection reaches its server: a local command over stdio, or Streamable HTTP.
 TransportKind = Literal["stdio", "http"]
+#: Where a connection is in its life: ``connecting`` → ``open`` → ``closing`` → ``closed``.
 ConnectionState = Literal["connecting", "open", "closing", "closed"]
 
 #: How this client introduces itself in ``initialize``.

@@ -27,9 +27,9 @@ Stable DOM classes, for tests and users' CSS: ``fsbroker-consent``,
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .. import _lazy
 from .terminal import TerminalConsenter
 from .text import ConnectionView, status_text
 
@@ -47,13 +47,8 @@ __all__ = [
     "status_text",
 ]
 
-_LAZY = {"ConsentPrompt": ".consent", "Dashboard": ".dashboard", "TransferProgress": ".progress"}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    globals(),
+    {"ConsentPrompt": ".consent", "Dashboard": ".dashboard", "TransferProgress": ".progress"},
+)

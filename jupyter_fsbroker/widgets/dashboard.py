@@ -29,7 +29,8 @@ from typing import Any
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
 from ..core.audit import AuditRecord
-from ..core.broker import Broker, Connection
+from ..core.broker import Broker
+from ..core.connection import Connection
 from ..core.errors import BrokerError, ClosedError, FilesError
 from ..core.locks import LockInfo
 from ..core.watch import ChangeEvent

@@ -22,7 +22,8 @@ from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
-from ..core.broker import Broker, Transfer
+from ..core.broker import Broker
+from ..core.progress import Transfer
 from .closing import close_parts, close_tree
 from .text import format_age, format_bytes, printable
 

@@ -19,7 +19,10 @@ from typing import Any
 
 import pytest
 
-from .lab import REPO, JupyterLab, Proc, descendants
+from tests.support.env import REPO
+from tests.support.processes import Proc, descendants
+
+from .lab import JupyterLab
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

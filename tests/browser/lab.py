@@ -1,12 +1,14 @@
 """JupyterLab on 127.0.0.1 in a throw-away home, and every process it starts.
 
-:class:`JupyterLab` runs ``python -m jupyterlab`` with a random token on a free
-port, with ``HOME``, the XDG folders, the Jupyter and IPython folders and the
-JupyterLab settings all under one temporary folder, nothing fetched from the
-network (no news, no update check, no extension manager) and no terminals. It
-creates notebooks through the contents REST API and, when stopped, shuts the
-server down through the REST API, then makes sure that no process it started
-(kernels, the MCP servers the kernels spawned) is still alive.
+:class:`JupyterLab` runs ``python -m jupyterlab`` with a random token on a port
+the server chooses itself (``--ServerApp.port=0``, read back from its runtime
+file: nobody hands it a number that another process could take meanwhile), with
+``HOME``, the XDG folders, the Jupyter and IPython folders and the JupyterLab
+settings all under one temporary folder, nothing fetched from the network (no
+news, no update check, no extension manager) and no terminals. It creates
+notebooks through the contents REST API and, when stopped, shuts the server
+down through the REST API, then makes sure that no process it started (kernels,
+the MCP servers the kernels spawned) is still alive.
 """
 
 from __future__ import annotations
@@ -16,17 +18,16 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.env import server_env
+from tests.support.processes import Proc, descendants
 
 #: Seconds JupyterLab gets to answer its REST API after it was started.
 STARTUP_TIMEOUT = 60.0
@@ -46,14 +47,6 @@ _SERVER_CONFIG = {
     # jupyter-lsp would look for language servers all over the machine: not needed here.
     "LanguageServerManager": {"autodetect": False},
 }
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def isolated_env(base: Path) -> dict[str, str]:
@@ -82,78 +75,14 @@ def isolated_env(base: Path) -> dict[str, str]:
         path.mkdir(parents=True, exist_ok=True)
         env[key] = str(path)
     os.chmod(env["XDG_RUNTIME_DIR"], 0o700)
-    pythonpath = os.environ.get("PYTHONPATH")
     env.update(
         # Kernels and the servers they start import this checkout, whatever is installed.
-        PYTHONPATH=str(REPO) + (os.pathsep + pythonpath if pythonpath else ""),
+        server_env(),
         JUPYTER_PLATFORM_DIRS="1",
         PYDEVD_DISABLE_FILE_VALIDATION="1",
         PYTHONUNBUFFERED="1",
     )
     return env
-
-
-# -- processes ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Proc:
-    """A process, identified by its pid and its start time (so a reused pid is not mistaken for it)."""
-
-    pid: int
-    started: int
-    command: str
-
-    def alive(self) -> bool:
-        """Whether it still runs (a zombie does not count: it only waits to be reaped)."""
-        stat = _stat(self.pid)
-        return stat is not None and stat[2] == self.started and stat[1] != "Z"
-
-    def kill(self) -> None:
-        if self.alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-
-
-def _stat(pid: int) -> tuple[int, str, int] | None:
-    """``(ppid, state, start time)`` of *pid* from ``/proc``, or ``None`` when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as file:
-            text = file.read()
-    except OSError:
-        return None
-    # The command name is in parentheses and may contain anything: split after the last one.
-    fields = text[text.rfind(")") + 2 :].split()
-    return int(fields[1]), fields[0], int(fields[19])
-
-
-def _command(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as file:
-            return file.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return "?"
-
-
-def descendants(root: int) -> list[Proc]:
-    """Every live process below *root* (children, their children ...)."""
-    children: dict[int, list[int]] = {}
-    starts: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        stat = _stat(int(entry))
-        if stat is None or stat[1] == "Z":
-            continue
-        children.setdefault(stat[0], []).append(int(entry))
-        starts[int(entry)] = stat[2]
-    found: list[Proc] = []
-    stack = list(children.get(root, ()))
-    while stack:
-        pid = stack.pop()
-        found.append(Proc(pid, starts[pid], _command(pid)))
-        stack.extend(children.get(pid, ()))
-    return found
 
 
 # -- the server --------------------------------------------------------------------------------
@@ -211,8 +140,8 @@ class JupyterLab:
             "jupyterlab",
             "--no-browser",
             "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={self.port}",
-            "--ServerApp.port_retries=0",  # fail on a taken port rather than move silently
+            "--ServerApp.port=0",  # the server binds a port the OS chooses and writes it down
+            "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={self.root}",
             "--ServerApp.terminals_enabled=False",
@@ -229,11 +158,16 @@ class JupyterLab:
     # -- lifetime ------------------------------------------------------------------------------
 
     def start(self, timeout: float = STARTUP_TIMEOUT, attempts: int = 3) -> None:
-        """Start the server and wait until its REST API answers (another port if one was taken)."""
+        """Start the server and wait until its REST API answers.
+
+        jupyter_server checks port 0 by binding and closing it before it
+        listens, so in a rare race another process can still take the port
+        in between: the server then exits saying so, and is started again.
+        """
         for attempt in range(attempts):
-            self.port = free_port()
+            self.port = 0
             with self.log_path.open("ab") as log:
-                log.write(f"\n--- attempt {attempt + 1}: port {self.port}\n".encode())
+                log.write(f"\n--- attempt {attempt + 1}\n".encode())
                 log.flush()
                 self.proc = subprocess.Popen(
                     self.command(),
@@ -251,13 +185,26 @@ class JupyterLab:
                 break
         raise JupyterLabError(f"JupyterLab did not answer (waited up to {timeout:g} s):\n{self.log_tail()}")
 
+    def _runtime_port(self) -> int:
+        """The port the server wrote in its runtime file (``jpserver-<pid>.json``), or 0 before that."""
+        assert self.proc is not None
+        info = Path(self.env["JUPYTER_RUNTIME_DIR"]) / f"jpserver-{self.proc.pid}.json"
+        try:
+            port = json.loads(info.read_text(encoding="utf-8"))["port"]
+        except (OSError, ValueError, KeyError):  # not written yet, or half written
+            return 0
+        return int(port)
+
     def _wait_ready(self, timeout: float) -> bool:
         assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
+            self.port = self.port or self._runtime_port()
             try:
+                if not self.port:
+                    raise OSError("the server has not written its port yet")
                 self.api("GET", "api/status", timeout=2)
             except (OSError, JupyterLabError):
                 time.sleep(0.2)

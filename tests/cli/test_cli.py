@@ -7,10 +7,8 @@ import json
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,8 +16,11 @@ import pytest
 
 from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
 from jupyter_fsbroker.widgets.terminal import TerminalConsenter
+from tests.support.env import server_env
+from tests.support.ports import refusing_port
+from tests.support.servers import MODULE, analysis_server_http
 
-SERVER = [sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"]
+SERVER = [sys.executable, "-m", MODULE]
 CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
 
 
@@ -38,7 +39,12 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*CLI, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **server_env()},
     )
 
 
@@ -75,31 +81,10 @@ def test_consent_is_refused_when_not_interactive(workdir: Path) -> None:
     assert sorted(os.listdir(workdir / "data")) == ["sales.csv"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def http_server(workdir: Path) -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [*SERVER, "--http", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("the example server did not start") from None
-            select.select([], [], [], 0.05)  # the port is not open yet: poll again
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    proc.wait(10)
+    with analysis_server_http() as server:
+        yield server.url
 
 
 def test_call_over_http(workdir: Path, http_server: str) -> None:
@@ -137,7 +122,8 @@ def test_exit_codes_for_usage_and_failures(workdir: Path) -> None:
         assert out.stdout == ""
     unknown = run_cli("--root", "./data", "--call", "no_such_tool", "--", *SERVER)
     assert unknown.returncode == 2 and "no_such_tool" in unknown.stderr
-    unreachable = run_cli("--root", "./data", "--call", "x", "--url", f"http://127.0.0.1:{_free_port()}/mcp")
+    with refusing_port() as port:
+        unreachable = run_cli("--root", "./data", "--call", "x", "--url", f"http://127.0.0.1:{port}/mcp")
     assert unreachable.returncode == 2
 
 

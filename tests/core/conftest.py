@@ -8,18 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_fsbroker.core.broker import Broker, BrokerConfig, Connection
+from jupyter_fsbroker.core.broker import Broker, Connection
 from jupyter_fsbroker.core.errors import FilesError
 from jupyter_fsbroker.core.limits import Limits
-
-ALL_OPS = ("read", "write", "delete", "watch")
-
-
-def make_broker(tmp_path: Path, **config: object) -> Broker:
-    """A broker whose lock files and trash live in *tmp_path*, never in the user's folders."""
-    return Broker(
-        BrokerConfig(lock_dir=str(tmp_path / ".locks"), trash_dir=str(tmp_path / ".trash"), **config)
-    )  # type: ignore[arg-type]
+from tests.support.brokers import ALL_OPS, make_broker
 
 
 @pytest.fixture

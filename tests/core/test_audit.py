@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_fsbroker.core.audit import AuditLog, AuditRecord, iso_utc_ms
+from jupyter_fsbroker.core.audit import AuditLog, AuditRecord
 from jupyter_fsbroker.core.errors import ConfigError
+from jupyter_fsbroker.core.timestamps import iso_utc as iso_utc_ms
 
 
 def rec(

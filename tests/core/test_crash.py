@@ -26,8 +26,8 @@ import pytest
 
 from jupyter_fsbroker.core.broker import Broker, BrokerConfig, Connection
 from jupyter_fsbroker.core.errors import FileLocked
+from tests.support.env import server_env
 
-REPO = Path(__file__).resolve().parents[2]
 TARGET = "target.bin"
 CHUNK = 64 * 1024
 #: How long the test waits for one line of the child before giving up (it never sleeps).
@@ -123,8 +123,7 @@ class Scene:
         return self.data / TARGET
 
     def spawn(self, mode: str) -> Child:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, **server_env()}
         script = textwrap.dedent(inspect.getsource(version)) + CHILD
         stderr = self.data.parent / f"child-{mode}.stderr"
         with stderr.open("wb") as err:

@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from jupyter_fsbroker.core.broker import Broker, BrokerConfig, Connection
+from jupyter_fsbroker.core.broker import Broker, Connection
 from jupyter_fsbroker.core.errors import FileLocked, FilesError, NotFound, PermissionDenied, WrongType
 from jupyter_fsbroker.core.limits import Limits
+from tests.support.brokers import make_broker
 
 MARKER = "OUTSIDE-SECRET"
 ALL_OPS = ("read", "write", "delete", "watch")
@@ -201,10 +202,7 @@ def scene(tmp_path: Path) -> Iterator[Scene]:
     (outside / "secret.txt").write_bytes(OUTSIDE_F)
     # Generous rates: the race sends thousands of requests in a few seconds.
     limits = Limits(ops_per_second=1e6, ops_burst=10**7, lock_wait=0.2)
-    config = BrokerConfig(
-        lock_dir=str(tmp_path / "state" / "locks"), trash_dir=str(tmp_path / "state" / "trash"), limits=limits
-    )
-    with Broker(config) as broker:
+    with make_broker(tmp_path / "state", limits=limits) as broker:
         broker.add_root(data, name="data")
         broker.allow("data", ops=ALL_OPS)
         yield Scene(tmp_path, data, outside, broker)

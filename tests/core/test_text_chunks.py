@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jupyter_fsbroker.core.broker import Broker, BrokerConfig, Connection
+from jupyter_fsbroker.core.broker import Connection
 from jupyter_fsbroker.core.errors import EncodingError, FilesError
 from jupyter_fsbroker.core.limits import Limits
+from tests.support.brokers import make_broker
 
 _names = itertools.count()
 
@@ -77,8 +78,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     data = base / "data"
     data.mkdir()
     limits = Limits(ops_per_second=1e6, ops_burst=10**7)
-    config = BrokerConfig(lock_dir=str(base / "locks"), trash_dir=str(base / "trash"), limits=limits)
-    with Broker(config) as broker:
+    with make_broker(base, limits=limits) as broker:
         broker.add_root(data, name="data")
         broker.allow("data", ops=("read",))
         yield Env(data, broker.connect("chunk-reader"))

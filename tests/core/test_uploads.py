@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from jupyter_fsbroker.core import uploads
-from jupyter_fsbroker.core.broker import Broker, BrokerConfig, Connection
+from jupyter_fsbroker.core.broker import Broker, Connection
 from jupyter_fsbroker.core.errors import (
     AlreadyExists,
     FileLocked,
@@ -28,11 +28,13 @@ from jupyter_fsbroker.core.errors import (
     TooLarge,
 )
 from jupyter_fsbroker.core.limits import Limits, MiB
+from tests.support.brokers import make_broker
 
 ALL_OPS = ("read", "write", "delete", "watch")
 OLD = b"the old content of the target\n" * 1000
-#: Long enough that waiting it out would show in the timings of conflicts that must be immediate.
-LOCK_WAIT = 5.0
+#: Long enough that waiting it out would show in the timings of conflicts that must be immediate,
+#: however loaded the machine: they are checked against half of it.
+LOCK_WAIT = 60.0
 
 
 @dataclass
@@ -56,12 +58,7 @@ class Env:
 def make_env(tmp_path: Path, **limits: Any) -> Iterator[Env]:
     data = tmp_path / "data"
     data.mkdir(parents=True)
-    config = BrokerConfig(
-        lock_dir=str(tmp_path / "state" / "locks"),
-        trash_dir=str(tmp_path / "state" / "trash"),
-        limits=Limits(lock_wait=LOCK_WAIT, **limits),
-    )
-    with Broker(config) as broker:
+    with make_broker(tmp_path / "state", limits=Limits(lock_wait=LOCK_WAIT, **limits)) as broker:
         broker.add_root(data, name="data")
         broker.allow("data", ops=ALL_OPS)
         yield Env(data, broker)

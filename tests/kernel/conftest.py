@@ -2,35 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import os
-import queue
-import socket
-import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from jupyter_core.utils import ensure_event_loop
+
+from tests.support.env import server_env
+from tests.support.leaks import ends_with_each_user
+from tests.support.servers import MODULE as SERVER_MODULE
+from tests.support.servers import analysis_server_http
 
 try:
     from .harness import Kernel, isolated_env
 except ImportError:  # run from this folder
     from harness import Kernel, isolated_env  # type: ignore[no-redef]
 
-REPO = Path(__file__).resolve().parents[2]
-SERVER_MODULE = "jupyter_fsbroker.examples.analysis_server"
 #: The example server over stdio, as a Python string for cells.
 STDIO_COMMAND = repr([sys.executable, "-m", SERVER_MODULE])
 
 SALES_CSV = "region,amount\nnorth,10\nsouth,20\neast,\nwest,40\n"
-
-
-def server_env() -> dict[str, str]:
-    """Make servers and kernels import this checkout, whatever the environment's install points at."""
-    path = os.environ.get("PYTHONPATH")
-    return {"PYTHONPATH": str(REPO) + (os.pathsep + path if path else "")}
 
 
 def make_workdir(base: Path) -> Path:
@@ -42,10 +36,80 @@ def make_workdir(base: Path) -> Path:
     return work
 
 
+class _KernelOwners:
+    """Who ends each kernel: the test or fixture that was running when it was started."""
+
+    def __init__(self) -> None:
+        self._stack: list[list[Kernel]] = [[]]  # the bottom one: the session's
+
+    def adopt(self, kernel: Kernel) -> None:
+        self._stack[-1].append(kernel)
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """Kernels started inside the ``with`` block are shut down when it ends."""
+        self._stack.append([])
+        try:
+            yield
+        finally:
+            self._shutdown(self._stack.pop())
+
+    def close(self) -> None:
+        while self._stack:
+            self._shutdown(self._stack.pop())
+
+    @staticmethod
+    def _shutdown(kernels: list[Kernel]) -> None:
+        for kernel in kernels:
+            with contextlib.suppress(Exception):  # already shut down by its test
+                kernel.shutdown(now=True)
+
+
 @pytest.fixture(scope="session")
-def start_kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Kernel]]:
-    """A factory of kernels, each with its own home and notebook folder; all shut down at the end."""
-    started: list[Kernel] = []
+@ends_with_each_user  # the loop is made at set-up, and closed when the session ends
+def _jupyter_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """The event loop that jupyter_client's blocking API runs on in this thread.
+
+    jupyter_core makes one on first use and keeps it for the thread, open; made
+    here, it exists before the first kernel test starts, and the session closes it.
+    """
+    loop = ensure_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="session")
+@ends_with_each_user  # it ends every kernel with the test or fixture that started it
+def _kernel_owners(_jupyter_loop: asyncio.AbstractEventLoop) -> Iterator[_KernelOwners]:
+    owners = _KernelOwners()
+    yield owners
+    owners.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+@ends_with_each_user  # kernels a module's fixtures start end with the module
+def _module_kernels(_kernel_owners: _KernelOwners) -> Iterator[None]:
+    """Kernels a module's fixtures start end with the module."""
+    with _kernel_owners.scope():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _test_kernels(_kernel_owners: _KernelOwners) -> Iterator[None]:
+    """Kernels a test (or its function-scoped fixtures) starts end with the test."""
+    with _kernel_owners.scope():
+        yield
+
+
+@pytest.fixture(scope="session")
+@ends_with_each_user  # every kernel ends with the test or fixture that started it
+def start_kernel(
+    tmp_path_factory: pytest.TempPathFactory, _kernel_owners: _KernelOwners
+) -> Callable[..., Kernel]:
+    """A factory of kernels, each with its own home and notebook folder.
+
+    A kernel is shut down when the test or fixture that started it ends.
+    """
 
     def start(*, ipython_config: str | None = None) -> Kernel:
         base = tmp_path_factory.mktemp("kernel")
@@ -56,13 +120,10 @@ def start_kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
             profile.mkdir(parents=True, exist_ok=True)
             (profile / "ipython_config.py").write_text(ipython_config, encoding="utf-8")
         kernel = Kernel(env, make_workdir(base))
-        started.append(kernel)
+        _kernel_owners.adopt(kernel)
         return kernel
 
-    yield start
-    for kernel in started:
-        with contextlib.suppress(Exception):  # already shut down by its test
-            kernel.shutdown(now=True)
+    return start
 
 
 def load(kernel: Kernel, *, consent_timeout: float | None = None) -> None:
@@ -78,56 +139,12 @@ def connect_stdio(kernel: Kernel, name: str = "analysis") -> None:
     kernel.run(f"{name} = broker.connect({name!r}, command={STDIO_COMMAND})")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="session")
+@ends_with_each_user  # a subprocess started at set-up; nothing in this process after that
 def http_url() -> Iterator[str]:
     """The example server under uvicorn on 127.0.0.1; its ``/mcp`` URL once it listens."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-u", "-m", SERVER_MODULE, "--http", f"127.0.0.1:{port}"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **server_env()},
-    )
-    lines: queue.Queue[str | None] = queue.Queue()
-    seen: list[str] = []
-
-    def read() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            lines.put(line)
-        lines.put(None)
-
-    reader = threading.Thread(target=read, name="http-server-stderr", daemon=True)
-    reader.start()
-    try:
-        while True:
-            try:
-                line = lines.get(timeout=30)
-            except queue.Empty:
-                raise AssertionError("the HTTP server did not start in 30 s:\n" + "".join(seen)) from None
-            if line is None:
-                raise AssertionError("the HTTP server exited:\n" + "".join(seen))
-            seen.append(line)
-            if "Uvicorn running on" in line:
-                break
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        reader.join(5)
+    with analysis_server_http() as server:
+        yield server.url
 
 
 #: A cell that asks for consent as a server would, with no call in flight ("between cells").

@@ -88,9 +88,9 @@ def test_no_answer_is_denied_at_the_timeout_and_the_cell_returns(kernel: Kernel)
     started = time.monotonic()
     cell = kernel.submit(f"result = {PROFILE}\nprint(result.is_error, result.text)")
     prompt = shown_prompt(kernel)
-    kernel.wait(cell, 30).check()
+    kernel.wait(cell, 60).check()  # well before the default timeout (120 s): the configured one applied
     elapsed = time.monotonic() - started
-    assert 2.5 < elapsed < 20, elapsed
+    assert elapsed > 2.5, elapsed  # it waited for the 3 s timeout
     assert cell.stdout.startswith("True"), cell.stdout
     assert "Timed out" in outcome(kernel, prompt)
     decisions = kernel.value(

@@ -1,20 +1,18 @@
 """The example analysis server end to end: its four tools over stdio and over Streamable HTTP.
 
 The server runs as ``python -m jupyter_fsbroker.examples.analysis_server`` (stdio)
-and with ``--http 127.0.0.1:<free port>`` under uvicorn; ``rawclient`` answers
-its ``files/*`` requests with the core broker. Nothing is pre-approved: every
-tool has to ask ``files/consent`` first, and the consenter approves.
+and with ``--http 127.0.0.1:0`` under uvicorn (it binds a free port and reports
+it); ``rawclient`` answers its ``files/*`` requests with the core broker.
+Nothing is pre-approved: every tool has to ask ``files/consent`` first, and the
+consenter approves.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import csv
 import io
-import os
 import random
-import socket
 import statistics
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -23,10 +21,13 @@ from typing import Any
 
 import pytest
 
-from jupyter_fsbroker.core.broker import Broker, BrokerConfig
+from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
 from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.examples.analysis_server import CsvProfiler, render_report, report_path
+from tests.support.brokers import make_broker
+from tests.support.env import server_env
+from tests.support.servers import MODULE, analysis_server_http
 
 if __package__:
     from .rawclient import HttpClient, RawClient, RpcError, StdioClient, python_argv
@@ -35,19 +36,11 @@ else:  # collected without a package
 
 pytestmark = pytest.mark.anyio
 
-REPO = Path(__file__).resolve().parents[2]
-MODULE = "jupyter_fsbroker.examples.analysis_server"
 MiB = 1024 * 1024
 SEP_MESSAGE = (
     "Filesystem access is required but the client is not advertising the filesystemBrokering capability"
 )
 TOOLS = {"profile_csv", "write_report", "atomic_increment", "watch_changes"}
-
-
-def server_env() -> dict[str, str]:
-    """Make the server import this checkout, whatever the environment's install points at."""
-    path = os.environ.get("PYTHONPATH")
-    return {"PYTHONPATH": str(REPO) + (os.pathsep + path if path else "")}
 
 
 def make_csv(target: int, seed: int) -> str:
@@ -107,11 +100,7 @@ def consents() -> Consents:
 
 @pytest.fixture(scope="module")
 def broker(data: Path) -> Iterator[Broker]:
-    base = data.parent
-    config = BrokerConfig(
-        lock_dir=str(base / "locks"), trash_dir=str(base / "trash"), limits=Limits(lock_wait=0.5)
-    )
-    with Broker(config) as b:
+    with make_broker(data.parent, limits=Limits(lock_wait=0.5)) as b:
         b.add_root(data, name="data")
         yield b
 
@@ -127,57 +116,11 @@ async def stdio(broker: Broker, consents: Consents) -> AsyncIterator[StdioClient
         await c.close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
-async def http_url() -> AsyncIterator[str]:
-    """The server under uvicorn on 127.0.0.1 and a free port; yields its /mcp URL once it listens."""
-    port = free_port()
-    proc = await asyncio.create_subprocess_exec(
-        *python_argv("-m", MODULE, "--http", f"127.0.0.1:{port}"),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **server_env()},
-    )
-    assert proc.stderr is not None
-    seen: list[str] = []
-
-    async def until_listening() -> None:
-        assert proc.stderr is not None
-        while line := await proc.stderr.readline():
-            seen.append(line.decode(errors="replace"))
-            if "Uvicorn running on" in seen[-1]:
-                return
-        raise AssertionError("the server exited:\n" + "".join(seen))
-
-    async def drain() -> None:
-        assert proc.stderr is not None
-        while line := await proc.stderr.readline():
-            seen.append(line.decode(errors="replace"))
-            del seen[:-200]
-
-    drainer: asyncio.Task[None] | None = None
-    try:
-        await asyncio.wait_for(until_listening(), 30)
-        drainer = asyncio.ensure_future(drain())
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        if drainer is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(drainer, 5)
+def http_url() -> Iterator[str]:
+    """The server under uvicorn on 127.0.0.1 and a port it chose; yields its /mcp URL once it listens."""
+    with analysis_server_http() as server:
+        yield server.url
 
 
 @pytest.fixture(scope="module")

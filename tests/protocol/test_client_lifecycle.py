@@ -239,8 +239,8 @@ async def test_an_http_server_that_goes_away_closes_the_connection(broker: Broke
 async def test_an_http_server_that_restarted_has_forgotten_the_session(broker: Broker) -> None:
     with http_server() as first:
         conn = await connect(broker, "restarted", url=first.url, keepalive=None)
-        first.kill()
-        with http_server("--port", str(first.port)) as second:
+        first.kill(keep_port=True)  # the port stays bound here: no one else can take it meanwhile
+        with http_server(listener=first.listener) as second:
             assert second.url == first.url
             with pytest.raises(ConnectionClosedError) as info:
                 await conn.call_tool("info")

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_fsbroker.core.broker import Broker, BrokerConfig
+from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
 from jupyter_fsbroker.core.errors import FileLocked as CoreFileLocked
 from jupyter_fsbroker.core.errors import RateLimited as CoreRateLimited
@@ -31,6 +31,8 @@ from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.protocol import server as helper
 from jupyter_fsbroker.protocol.server.connection import ConnectionFiles
 from jupyter_fsbroker.protocol.server.mcp_internals import connection_state, lowlevel_server
+from tests.support.brokers import make_broker
+from tests.support.env import server_env
 
 if __package__:
     from .rawclient import Answered, RpcError, StdioClient, python_argv
@@ -40,19 +42,12 @@ else:  # collected without a package
 pytestmark = pytest.mark.anyio
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 APP = str(HERE / "test_server_helper_app.py")
 MiB = 1024 * 1024
 ALL_OPS = ("read", "write", "delete", "watch")
 SEP_MESSAGE = (
     "Filesystem access is required but the client is not advertising the filesystemBrokering capability"
 )
-
-
-def server_env() -> dict[str, str]:
-    """Make the server import this checkout, whatever the environment's install points at."""
-    path = os.environ.get("PYTHONPATH")
-    return {"PYTHONPATH": str(REPO) + (os.pathsep + path if path else "")}
 
 
 class Consents:
@@ -90,10 +85,7 @@ def consents() -> Consents:
 
 @pytest.fixture(scope="module")
 def broker(workdir: Path) -> Iterator[Broker]:
-    config = BrokerConfig(
-        lock_dir=str(workdir / "locks"), trash_dir=str(workdir / "trash"), limits=Limits(lock_wait=0.3)
-    )
-    with Broker(config) as b:
+    with make_broker(workdir, limits=Limits(lock_wait=0.3)) as b:
         b.add_root(workdir / "data", name="data")
         yield b
 

@@ -15,20 +15,14 @@ from pathlib import Path
 import ipywidgets
 import pytest
 
-from jupyter_fsbroker.core.broker import Broker, BrokerConfig, Connection
+from jupyter_fsbroker.core.broker import Broker, Connection
 from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
 from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.widgets.consent import ConsentPrompt
+from tests.support.brokers import ALL_OPS as ALL_OPS  # re-exported for the tests here
+from tests.support.brokers import make_broker
 
-ALL_OPS = ("read", "write", "delete", "watch")
 WAIT = 10.0  # seconds: the most any test waits for an event that is expected at once
-
-
-def make_broker(tmp_path: Path, **config: object) -> Broker:
-    """A broker whose lock files and trash live in *tmp_path*, never in the user's folders."""
-    return Broker(
-        BrokerConfig(lock_dir=str(tmp_path / ".locks"), trash_dir=str(tmp_path / ".trash"), **config)  # type: ignore[arg-type]
-    )
 
 
 @pytest.fixture

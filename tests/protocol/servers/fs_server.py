@@ -1,8 +1,8 @@
 """A test MCP server built on mcp 2.3's low-level ``Server``: it drives the client's ``files/*`` side.
 
-Run it as ``python fs_server.py`` (stdio) or ``python fs_server.py --http [--token T] [--port P]``
-(Streamable HTTP under uvicorn on 127.0.0.1, by default on a free port; the first
-line on stdout is ``PORT <n>``).
+Run it as ``python fs_server.py`` (stdio) or ``python fs_server.py --http [--token T] [--port P | --fd N]``
+(Streamable HTTP under uvicorn on 127.0.0.1, by default on a free port, or on the
+listening socket inherited as descriptor *N*; the first line on stdout is ``PORT <n>``).
 
 Its tools send raw server→client requests and return what came back, as JSON
 in ``structuredContent`` (and as text):
@@ -236,14 +236,17 @@ class Gate:
         await self.app(scope, receive, send)
 
 
-def run_http(token: str | None, port: int) -> None:
+def run_http(token: str | None, port: int, fd: int | None) -> None:
     import uvicorn
 
     app = Gate(make_server().streamable_http_app(host="127.0.0.1"), token)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
+    if fd is not None:
+        sock = socket.socket(fileno=fd)  # already listening: the parent bound it before starting us
+    else:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
@@ -254,9 +257,10 @@ def main() -> None:
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--token")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--fd", type=int, help="serve on this inherited, listening socket")
     options = parser.parse_args()
     if options.http:
-        run_http(options.token, options.port)
+        run_http(options.token, options.port, options.fd)
     else:
         anyio.run(run_stdio)
 

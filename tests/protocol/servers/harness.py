@@ -6,6 +6,7 @@ import concurrent.futures
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,22 +17,34 @@ from typing import Any
 
 import anyio.to_thread
 
-from jupyter_fsbroker.core.broker import Broker, BrokerConfig
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
 from jupyter_fsbroker.core.ops import is_temp_name
 from jupyter_fsbroker.protocol.client import ServerConnection
+from tests.support.brokers import ALL_OPS, make_broker
+from tests.support.ports import listening_socket, port_of
+from tests.support.processes import pid_alive
+
+__all__ = [
+    "ALL_OPS",
+    "FS_SERVER",
+    "RAW_SERVER",
+    "HeldConsenter",
+    "HttpServer",
+    "approve_all",
+    "http_server",
+    "make_broker",
+    "make_tree",
+    "ok",
+    "payload",
+    "pid_alive",
+    "send",
+    "stdio_options",
+    "temp_files",
+]
 
 SERVERS = Path(__file__).resolve().parent
 FS_SERVER = str(SERVERS / "fs_server.py")
 RAW_SERVER = str(SERVERS / "raw_server.py")
-ALL_OPS = ("read", "write", "delete", "watch")
-
-
-def make_broker(tmp_path: Path, **config: Any) -> Broker:
-    """A broker whose lock files and trash live in *tmp_path*, never in the user's folders."""
-    return Broker(
-        BrokerConfig(lock_dir=str(tmp_path / ".locks"), trash_dir=str(tmp_path / ".trash"), **config)
-    )
 
 
 def approve_all() -> CallbackConsenter:
@@ -57,25 +70,42 @@ def stdio_options(**extra: Any) -> dict[str, Any]:
 
 
 class HttpServer:
-    """The mcp-based test server under uvicorn on 127.0.0.1, in a subprocess."""
+    """The mcp-based test server under uvicorn on 127.0.0.1, in a subprocess.
 
-    def __init__(self, *args: str) -> None:
+    It serves on a socket this process bound and made listen before starting it
+    (inherited as a descriptor), so no other process can take the port. Pass the
+    ``listener`` of a server killed with ``kill(keep_port=True)`` to start its
+    successor on the same port.
+    """
+
+    def __init__(self, *args: str, listener: socket.socket | None = None) -> None:
+        self.listener = listener if listener is not None else listening_socket()
+        fd = self.listener.fileno()
         self.process = subprocess.Popen(
-            [sys.executable, FS_SERVER, "--http", *args], stdout=subprocess.PIPE, text=True
+            [sys.executable, FS_SERVER, "--http", "--fd", str(fd), *args],
+            stdout=subprocess.PIPE,
+            text=True,
+            pass_fds=(fd,),
         )
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         if not line.startswith("PORT "):
             self.stop()
             raise RuntimeError(f"the HTTP test server did not start: {line!r}")
-        self.port = int(line.split()[1])
+        self.port = port_of(self.listener)
         self.url = f"http://127.0.0.1:{self.port}/mcp"
 
-    def kill(self) -> None:
-        """Make the server go away at once, without any goodbye."""
+    def kill(self, *, keep_port: bool = False) -> None:
+        """Make the server go away at once, without any goodbye.
+
+        Its port then refuses connections, unless *keep_port*: then it stays
+        bound and listening here (connections wait) for a successor.
+        """
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
+        if not keep_port:
+            self.listener.close()
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -86,11 +116,12 @@ class HttpServer:
                 self.kill()
         if self.process.stdout is not None:
             self.process.stdout.close()
+        self.listener.close()
 
 
 @contextmanager
-def http_server(*args: str) -> Iterator[HttpServer]:
-    server = HttpServer(*args)
+def http_server(*args: str, listener: socket.socket | None = None) -> Iterator[HttpServer]:
+    server = HttpServer(*args, listener=listener)
     try:
         yield server
     finally:
@@ -126,14 +157,6 @@ def payload(result: dict[str, Any]) -> Any:
     """The JSON a test server's tool returned."""
     assert result["isError"] is False, result
     return result["structuredContent"]
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def temp_files(folder: Path) -> list[str]:

@@ -1,0 +1,193 @@
+"""What one connection may touch: the checks of every request against roots, grants and locks.
+
+An :class:`Access` belongs to one connection. It decides whether a path inside
+a root may be used for an operation (the root is still shared, a read-only
+root is not written, a sensitive name is explicitly allowed, a live grant
+covers it, the connection is still open), resolves request paths under that
+check (:func:`~jupyter_fsbroker.core.paths.resolve`), checks once more right
+before the I/O with the locks held, and takes those locks.
+
+It never caches a decision: every check reads the grant table as it is at
+that moment, so a revocation also stops requests that were already queued.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Literal
+
+from .audit import AuditNote
+from .errors import NotFound, PermissionDenied
+from .locks import Hold
+from .ops import check_if_match, check_writable, is_temp_name
+from .paths import Check, Resolved, parse, resolve
+from .rootpath import RootPath
+from .roots import Root
+from .services import BrokerServices
+
+__all__ = ["Access"]
+
+
+class Access:
+    """The policy of one connection: checks, resolution and locks, in the order a request needs them.
+
+    Parameters
+    ----------
+    broker
+        The broker's shared state.
+    owner
+        The connection's id: grants and locks belong to it.
+    label
+        The server's name, shown to others as ``lockedBy``.
+    """
+
+    def __init__(self, broker: BrokerServices, owner: str, label: str) -> None:
+        self.broker = broker
+        self.owner = owner
+        self.label = label
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called: every check refuses from then on."""
+        return self._closed
+
+    def close(self) -> bool:
+        """Refuse every check from now on; return whether it was open until now."""
+        with self._lock:
+            was_open = not self._closed
+            self._closed = True
+        return was_open
+
+    # -- checks ----------------------------------------------------------------------------------
+
+    def check(self, operation: str) -> Check:
+        """The check of *operation*, as :func:`~jupyter_fsbroker.core.paths.resolve` calls it.
+
+        The returned ``check(root, parts)`` raises :class:`PermissionDenied`
+        (``connection_closed``, ``root_removed``, ``read_only``, ``sensitive``
+        or ``not_granted``) when the path may not be used.
+        """
+        broker = self.broker
+
+        def check(root: Root, parts: tuple[str, ...]) -> None:
+            if self._closed:
+                raise PermissionDenied("the connection is closed", reason="connection_closed")
+            if not broker.roots.is_current(root):
+                raise PermissionDenied("the shared folder was removed", reason="root_removed")
+            if operation in ("write", "delete") and root.read_only:
+                raise PermissionDenied(f"the folder {root.name!r} is shared read-only", reason="read_only")
+            sensitive = broker.config.sensitive.matches(parts)
+            location = RootPath(root, parts)
+            if broker.grants.find(self.owner, location, operation, sensitive=sensitive) is None:
+                if sensitive:
+                    raise PermissionDenied("sensitive files are not shared", reason="sensitive")
+                raise PermissionDenied(f"no {operation} access has been granted here", reason="not_granted")
+
+        return check
+
+    def may_list(self, location: RootPath) -> bool:
+        """Whether a listing may show *location*: it is not sensitive, or explicitly allowed."""
+        broker = self.broker
+        return (
+            not broker.config.sensitive.matches(location.parts)
+            or broker.grants.find(self.owner, location, "read", sensitive=True) is not None
+        )
+
+    def may_watch(self, root: Root, parts: tuple[str, ...]) -> bool:
+        """Whether a watch event on *parts* may be sent (the ``accept`` of a watch)."""
+        if self._closed or not parts or is_temp_name(parts[-1]):
+            return False
+        try:
+            self.check("watch")(root, parts)
+        except PermissionDenied:
+            return False
+        return True
+
+    # -- resolution and locks --------------------------------------------------------------------
+
+    def resolve(
+        self,
+        raw: str,
+        operation: str,
+        note: AuditNote | None = None,
+        *,
+        follow_last: bool = True,
+        make_parents: bool = False,
+    ) -> Resolved:
+        """Parse and resolve the request path *raw* for *operation*; the caller closes the result.
+
+        *note*, when given, learns the root and then the canonical path.
+
+        Raises
+        ------
+        FilesError
+            What :func:`~jupyter_fsbroker.core.paths.parse` and
+            :func:`~jupyter_fsbroker.core.paths.resolve` raise.
+        """
+        target = parse(raw, self.broker.roots)
+        if note is not None:
+            note.root = target.root.name
+        res = resolve(
+            self.broker.roots,
+            target,
+            check=self.check(operation),
+            follow_last=follow_last,
+            make_parents=make_parents,
+            raw=raw,
+        )
+        if note is not None:
+            note.locate(res.location)
+        return res
+
+    def recheck(self, res: Resolved, operation: str) -> None:
+        """The last check, with the locks held, right before the I/O."""
+        self.check(operation)(res.root, res.location.parts)
+
+    def hold(self, res: Resolved, mode: Literal["shared", "exclusive"]) -> Hold:
+        """Lock the object *res* for one operation of this connection (see :meth:`LockManager.hold`)."""
+        location = res.location
+        return self.broker.locks.hold(
+            location.key, mode, owner=self.owner, owner_label=self.label, path=location.rel
+        )
+
+    def hold_to_write(
+        self, res: Resolved, shown: str, *, create: bool, exclusive: bool, if_match: str | None
+    ) -> Hold:
+        """Lock *res* exclusively to write it whole, once the write may certainly go ahead.
+
+        The target is checked (not a directory, there or not as *create* and
+        *exclusive* want) before the lock is taken; with the lock held, the
+        grants are checked once more and the target is looked at again, with
+        *if_match*.
+
+        Raises
+        ------
+        FilesError
+            A refused check: the lock is released again.
+        """
+        check_writable(res, shown, create=create, exclusive=exclusive)
+        hold = self.hold(res, "exclusive")
+        try:
+            self.recheck(res, "write")
+            res.refresh()
+            check_writable(res, shown, create=create, exclusive=exclusive)
+            check_if_match(res.st, if_match, shown)
+        except BaseException:
+            hold.release()
+            raise
+        return hold
+
+    def check_lock_id(self, lock_id: str | None) -> None:
+        """Accept an optional ``lockId`` only if it is one of this connection's kept locks.
+
+        Raises
+        ------
+        NotFound
+            ``reason="unknown_lock"``: someone else's lock, or none at all.
+        """
+        if lock_id is not None and lock_id not in {
+            info.lock_id for info in self.broker.locks.held() if info.owner == self.owner
+        }:
+            raise NotFound("unknown lockId", reason="unknown_lock")

@@ -1,0 +1,110 @@
+"""The example analysis server over Streamable HTTP, in a subprocess, on a port it binds itself.
+
+The server is started with ``--http 127.0.0.1:0``: uvicorn binds port 0 and
+keeps the socket, so no other process can take the port between the choice and
+the bind. The port is read from the server's stderr: its own ``listening on
+http://HOST:PORT/mcp`` line, or uvicorn's ``Uvicorn running on http://HOST:PORT``.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .env import server_env
+
+MODULE = "jupyter_fsbroker.examples.analysis_server"
+#: Seconds the server gets to listen after it was started.
+STARTUP_TIMEOUT = 30.0
+#: Lines of the server's stderr kept for failure messages.
+KEPT_LINES = 200
+
+_LISTENING = re.compile(r"(?:listening on|Uvicorn running on) (http://[^\s/]+):(\d+)")
+
+
+class AnalysisServer:
+    """``python -m jupyter_fsbroker.examples.analysis_server --http 127.0.0.1:0``.
+
+    Attributes
+    ----------
+    url
+        The ``/mcp`` endpoint, once the server listens.
+    stderr
+        The last lines the server wrote on stderr (its log).
+    """
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-u", "-m", MODULE, "--http", "127.0.0.1:0", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**(os.environ if env is None else env), **server_env()},
+        )
+        self.stderr: list[str] = []
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, name="analysis-server-stderr", daemon=True)
+        self._reader.start()
+        try:
+            self.url = self._wait_listening()
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def log(self) -> str:
+        """The last lines of the server's stderr, as one text."""
+        return "".join(self.stderr)
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+            del self.stderr[:-KEPT_LINES]
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _wait_listening(self) -> str:
+        while True:
+            try:
+                line = self._lines.get(timeout=STARTUP_TIMEOUT)
+            except queue.Empty:
+                raise AssertionError(
+                    f"the analysis server did not listen within {STARTUP_TIMEOUT:g} s:\n"
+                    + "".join(self.stderr)
+                ) from None
+            if line is None:
+                raise AssertionError(f"the analysis server exited:\n{self.log}")
+            found = _LISTENING.search(line)
+            if found is not None:
+                return f"{found[1]}:{found[2]}/mcp"
+
+    def stop(self) -> None:
+        """Terminate the server (kill it if it lingers) and wait for it."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(10)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+@contextmanager
+def analysis_server_http(*args: str, env: dict[str, str] | None = None) -> Iterator[AnalysisServer]:
+    """The example analysis server over Streamable HTTP for the ``with`` block."""
+    server = AnalysisServer(*args, env=env)
+    try:
+        yield server
+    finally:
+        server.stop()

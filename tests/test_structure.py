@@ -1,0 +1,378 @@
+"""The shape of the package, enforced: no import cycle, no oversized module, no copied block.
+
+Every check reads whatever modules exist, so it stays right when modules move. Read the
+docstring of each test for the rule and how it is measured.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+
+from tests.support.sources import NAME, PACKAGE, is_type_checking, package_modules, parse, runtime_imports
+
+MODULES = package_modules()
+
+
+def _relative(path: Path) -> str:
+    """*path* as the patterns below spell it: ``jupyter_fsbroker/core/paths.py``."""
+    return path.relative_to(PACKAGE.parent).as_posix() if path.is_relative_to(PACKAGE) else path.name
+
+
+# -- the import graph ------------------------------------------------------------------------------
+
+
+def _package_of(module: str) -> str:
+    """The package a module's relative imports start from (a package's ``__init__`` is its own)."""
+    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _targets(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
+    """The modules of this package that *node* imports.
+
+    ``from X import name`` reaches ``X.name`` when that is a module, else ``X`` (its
+    ``__init__``). Parent packages, which Python imports first, are not edges: each
+    package's ``__init__`` imports its own modules, so they would make every module a cycle.
+    """
+    if isinstance(node, ast.Import):
+        found = set()
+        for alias in node.names:
+            parts = alias.name.split(".")
+            candidates = [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
+            deepest = next((c for c in candidates if c in MODULES), None)
+            if deepest is not None:
+                found.add(deepest)
+        return found
+    if node.level:
+        base = _package_of(module).split(".")
+        base = base[: len(base) - node.level + 1]
+        source = ".".join([*base, node.module] if node.module else base)
+    else:
+        source = node.module or ""
+    if source not in MODULES:
+        return set()
+    return {f"{source}.{a.name}" if f"{source}.{a.name}" in MODULES else source for a in node.names}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """``{module: the modules of this package it imports}``, from the sources."""
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        tree = parse(path)
+        graph[module] = set()
+        for node in runtime_imports(tree):
+            graph[module] |= _targets(module, node) - {module}
+    return graph
+
+
+def cycle_groups(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or not (Tarjan's strongly
+    connected components with more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return sorted(groups)
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (``[a, b, ..., a]``, as short as can be) through each group of :func:`cycle_groups`."""
+    return [_cycle_through(graph, group) for group in cycle_groups(graph)]
+
+
+def _cycle_through(graph: dict[str, set[str]], group: list[str]) -> list[str]:
+    """A shortest way from the group's first module back to itself."""
+    start, members = group[0], set(group)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        step = []
+        for node in frontier:
+            for target in sorted(graph[node] & members):
+                if target == start:
+                    return [*paths[node], start]
+                if target not in paths:
+                    paths[target] = [*paths[node], target]
+                    step.append(target)
+        frontier = step
+    raise AssertionError(f"no way back to {start} in {group}")
+
+
+def test_the_import_graph_reads_relative_function_level_and_type_checking_imports() -> None:
+    """The graph's reading of imports, on a module of known shape: the package's own ``__init__``."""
+    graph = import_graph()
+    assert f"{NAME}.core" in graph[NAME]  # ``from .core import ...``: the core package's __init__
+    kernel_imports = graph[f"{NAME}.kernel"]
+    assert not {m for m in kernel_imports if m.startswith(f"{NAME}.kernel.")}, (
+        "kernel/__init__ names its modules only under TYPE_CHECKING and in its lazy table"
+    )
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert find_cycles({"a": {"b"}, "b": set(), "c": {"c"}}) == []
+
+
+def test_no_import_cycle() -> None:
+    """No module imports, even from inside a function, a module that imports it back.
+
+    A lazy import inside a function is still an edge: it runs whenever the function does,
+    and a cycle through it is one concept leaning on another that leans back. Imports under
+    ``if TYPE_CHECKING:`` are for the type checker only; the names of a lazy ``__getattr__``
+    table are not imports.
+    """
+    graph = import_graph()
+    groups = cycle_groups(graph)
+    described = [
+        f"{', '.join(group)} import each other, e.g. {' -> '.join(_cycle_through(graph, group))}"
+        for group in groups
+    ]
+    assert groups == [], "import cycles:\n" + "\n".join(described)
+
+
+# -- module size -----------------------------------------------------------------------------------
+
+#: A module longer than this almost always holds more than one concept.
+MAX_LINES = 800
+
+
+def test_no_module_over_800_lines() -> None:
+    sizes = {_relative(p): len(p.read_text(encoding="utf-8").splitlines()) for p in MODULES.values()}
+    offenders = {path: lines for path, lines in sorted(sizes.items()) if lines > MAX_LINES}
+    assert offenders == {}, f"modules over {MAX_LINES} lines: {offenders}"
+
+
+# -- duplicated blocks -----------------------------------------------------------------------------
+
+#: Consecutive lines that make a duplicated block.
+BLOCK = 6
+
+#: The documented copies of the contract. The server helper (``protocol/server*``) imports
+#: nothing of this package, so that a server author needs only it and ``mcp``: it carries its
+#: own copy of the error names and codes, the operations, the chunk caps and the change-event
+#: shape (PROTOCOL.md), and a test asserts that the copies equal the core's. A duplicated block
+#: is allowed when, on both sides, every line of it lies inside one of these top-level
+#: definitions (classes, functions, constants), in files matching these patterns.
+CONTRACT_COPIES: tuple[tuple[str, str, frozenset[str]], ...] = (
+    (
+        f"{NAME}/protocol/server*",
+        f"{NAME}/core/*",
+        frozenset(
+            {
+                # the error tree of PROTOCOL.md (core/errors.py)
+                "FilesError",
+                "FileLocked",
+                "PermissionDenied",
+                "NotFound",
+                "AlreadyExists",
+                "PreconditionFailed",
+                "WrongType",
+                "TooLarge",
+                "RateLimited",
+                "EncodingError",
+                "InvalidParams",
+                "MethodNotFound",
+                "InternalError",
+                # the operations and the limits on the wire
+                "OPERATIONS",
+                "MAX_CHUNK",
+                "MAX_READ_LENGTH",
+                "MAX_WRITE_BYTES",
+                # the change event of notifications/files/changed (core/watch.py)
+                "ChangeEvent",
+            }
+        ),
+    ),
+)
+
+_TRIVIAL = re.compile(r"^[\s()\[\]{},:]*$|^(else|try|finally|pass|return|continue|break|\.\.\.):?$")
+
+
+@dataclass(frozen=True)
+class _Line:
+    path: str
+    number: int
+    text: str
+    trivial: bool
+    owner: str | None  # the top-level definition the line belongs to
+
+
+def _docstring_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                lines.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    return lines
+
+
+def _is_all(node: ast.stmt) -> bool:
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets)
+
+
+def _owners(tree: ast.Module) -> tuple[dict[int, str], set[int]]:
+    """``{line: top-level definition}`` and the lines of imports and ``__all__``."""
+    owners: dict[int, str] = {}
+    boilerplate: set[int] = set()
+    for node in tree.body:
+        span = range(node.lineno, (node.end_lineno or node.lineno) + 1)
+        name: str | None = None
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            name = node.name
+            span = range(min([node.lineno, *(d.lineno for d in node.decorator_list)]), span.stop)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            name = names[0] if names else None
+            if _is_all(node):
+                boilerplate.update(span)
+        elif isinstance(node, ast.Import | ast.ImportFrom) or (
+            isinstance(node, ast.If) and is_type_checking(node.test)
+        ):
+            boilerplate.update(span)
+        if name is not None:
+            owners.update(dict.fromkeys(span, name))
+    for node in ast.walk(tree):  # imports inside functions are boilerplate too
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            boilerplate.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return owners, boilerplate
+
+
+def _normalized_lines(path: Path) -> list[_Line]:
+    """The lines that carry code: stripped, without blank lines, comments and docstrings."""
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source, str(path))
+    docstrings = _docstring_lines(tree)
+    owners, boilerplate = _owners(tree)
+    lines = []
+    for number, raw in enumerate(source.splitlines(), start=1):
+        text = raw.strip()
+        if not text or text.startswith("#") or number in docstrings:
+            continue
+        trivial = number in boilerplate or bool(_TRIVIAL.match(text))
+        lines.append(_Line(_relative(path), number, text, trivial, owners.get(number)))
+    return lines
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """Two places with the same block of code lines."""
+
+    first: tuple[_Line, ...]
+    second: tuple[_Line, ...]
+
+    def describe(self) -> str:
+        a, b = self.first, self.second
+        return (
+            f"{a[0].path}:{a[0].number}-{a[-1].number} == {b[0].path}:{b[0].number}-{b[-1].number} "
+            f"({len(a)} lines, starting {a[0].text!r})"
+        )
+
+
+def find_duplicates(paths: list[Path], size: int = BLOCK) -> list[Duplicate]:
+    """Blocks of at least *size* identical code lines found twice (or more) among *paths*.
+
+    Each file becomes its code lines (:func:`_normalized_lines`); every window of *size*
+    consecutive ones is hashed, and windows made only of imports, ``__all__`` entries and
+    lines of brackets or keywords are skipped. Overlapping matches are merged into one
+    block per pair of places.
+    """
+    files = {_relative(p): _normalized_lines(p) for p in paths}
+    seen: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for name, lines in files.items():
+        for i in range(len(lines) - size + 1):
+            window = lines[i : i + size]
+            if all(line.trivial for line in window):
+                continue
+            digest = hashlib.sha1("\n".join(line.text for line in window).encode()).hexdigest()
+            seen[digest].append((name, i))
+    pairs: set[tuple[str, int, str, int]] = set()
+    for places in seen.values():
+        for x in range(len(places)):
+            for y in range(x + 1, len(places)):
+                (fa, ia), (fb, ib) = places[x], places[y]
+                if fa == fb and abs(ia - ib) < size:
+                    continue  # a run of repeated lines matching itself shifted
+                pairs.add((fa, ia, fb, ib))
+    duplicates = []
+    for fa, ia, fb, ib in sorted(pairs):
+        if (fa, ia - 1, fb, ib - 1) in pairs:
+            continue  # inside a block that starts earlier
+        length = size
+        while (fa, ia + length - size + 1, fb, ib + length - size + 1) in pairs:
+            length += 1
+        duplicates.append(Duplicate(tuple(files[fa][ia : ia + length]), tuple(files[fb][ib : ib + length])))
+    return duplicates
+
+
+def _allowed(duplicate: Duplicate) -> bool:
+    for pattern_a, pattern_b, names in CONTRACT_COPIES:
+        for one, other in ((duplicate.first, duplicate.second), (duplicate.second, duplicate.first)):
+            if (
+                fnmatch(one[0].path, pattern_a)
+                and fnmatch(other[0].path, pattern_b)
+                and all(line.owner in names for line in one)
+                and all(line.owner in names for line in other)
+            ):
+                return True
+    return False
+
+
+def test_the_duplicate_finder_finds_a_copied_block(tmp_path: Path) -> None:
+    body = "\n".join(f"    total = total + {i} * scale" for i in range(7))
+    one = tmp_path / "one.py"
+    two = tmp_path / "two.py"
+    one.write_text(f"def f(total, scale):\n    # sum\n{body}\n    return total\n")
+    two.write_text(f'def g(total, scale):\n    """Doc."""\n\n{body}\n    return total\n')
+    (imports := tmp_path / "imports.py").write_text("import os\nimport sys\n" * 4)
+    (found,) = find_duplicates([one, two, imports])
+    assert [line.number for line in found.first] == list(range(3, 11))  # the 7 sums and the return
+    assert [line.number for line in found.second] == list(range(4, 12))
+
+
+def test_only_the_contract_copies_are_allowed() -> None:
+    def block(path: str, owner: str) -> tuple[_Line, ...]:
+        return tuple(_Line(path, n, f"line {n}", False, owner) for n in range(BLOCK))
+
+    helper, core = f"{NAME}/protocol/server/errors.py", f"{NAME}/core/errors.py"
+    assert _allowed(Duplicate(block(core, "FileLocked"), block(helper, "FileLocked")))
+    assert not _allowed(Duplicate(block(core, "read_chunk"), block(helper, "read_chunk")))
+    assert not _allowed(Duplicate(block(f"{NAME}/kernel/api.py", "FileLocked"), block(core, "FileLocked")))
+
+
+def test_no_duplicated_block_of_six_lines() -> None:
+    """No block of six or more code lines appears twice in the package, except the contract copies.
+
+    Lines are compared stripped, without blank lines, comments and docstrings; blocks made
+    only of imports, ``__all__`` entries and bracket or keyword lines do not count. The
+    copies the server helper keeps of the contract are listed in :data:`CONTRACT_COPIES`.
+    """
+    duplicates = [d for d in find_duplicates(list(MODULES.values())) if not _allowed(d)]
+    assert duplicates == [], "duplicated blocks:\n" + "\n".join(d.describe() for d in duplicates)
