@@ -100,7 +100,8 @@ def tool_result(result: dict[str, Any]) -> dict[str, Any]:
 
 async def serve_jobs(spec: dict[str, Any]) -> None:
     """Connect a broker to a fresh server; run each job read from stdin, print each result on stdout."""
-    from jupyter_fsbroker.core.broker import Broker, BrokerConfig
+    from jupyter_fsbroker.core.broker import Broker
+    from jupyter_fsbroker.core.config import BrokerConfig
     from jupyter_fsbroker.core.limits import Limits
     from jupyter_fsbroker.protocol import connect
 
