@@ -3,14 +3,19 @@
 A :class:`Row` is one measured line of the table, already judged against its
 target by the module that measured it; this module only lays rows out and
 describes the machine. It never measures anything.
+
+``python benchmarks/report.py FILE.json`` prints the Markdown table of a run
+``run.py`` wrote (for the READMEs), with its date, machine, commit and load.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -58,6 +63,10 @@ class Row:
     n: int = 0
     figures: Mapping[str, Any] = field(default_factory=dict)
     note: str = ""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Row:
+        return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -160,3 +169,29 @@ def summarize(values: Sequence[float], fmt: str, unit: str) -> str:
         low, high = spread(values)
         text += f" [{fmt.format(low)}-{fmt.format(high)}]"
     return text
+
+
+def markdown_of_run(data: Mapping[str, Any]) -> str:
+    """A run's JSON as Markdown: a line on the machine, commit and load, then the table and notes."""
+    m = data["machine"]
+    mode = "`--quick`" if data["settings"]["quick"] else "full run"
+    loads = [run["load_before"][0] for run in data["runs"]] + [data["load_end"][0]]
+    lines = [
+        f"Measured {m['date'][:10]} ({mode}, {data['seconds']:.0f} s) on {m['cpus']} cores ({m['cpu']}),"
+        f" {m['memory_gib']:.0f} GiB, {m['system']}; Python {m['python']}, mcp {m['mcp']},"
+        f" ipykernel {m['ipykernel']}, node {m.get('node') or '-'}; commit `{m['commit'][:7]}`"
+        + (" with uncommitted changes" if m["dirty"] else "")
+        + f". Load average (1 min) between rows: {min(loads):.1f} to {max(loads):.1f}.",
+        "",
+    ]
+    rows = [Row.from_json(r) for r in data["rows"]]
+    lines.append(render_markdown(rows))
+    notes = [f"* {r.number}: {r.note}" for r in rows if r.note]
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1], encoding="utf-8") as results:
+        print(markdown_of_run(json.load(results)))

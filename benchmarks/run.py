@@ -86,7 +86,7 @@ def main() -> None:
     machine = describe_machine()
     machine["node"] = node_version() if args.install_dir else ""
     header = (
-        f"jupyter_fsbroker benchmarks, {machine['date']}: {machine['cpus']} x {machine['cpu']},"
+        f"jupyter_fsbroker benchmarks, {machine['date']}: {machine['cpus']} cores ({machine['cpu']}),"
         f" {machine['memory_gib']:.0f} GiB, Python {machine['python']}, mcp {machine['mcp']},"
         f" node {machine['node'] or '-'}; commit {machine['commit'][:10]}"
         + (" (with uncommitted changes)" if machine["dirty"] else "")
