@@ -36,6 +36,10 @@ from report import Row, describe_machine, render_markdown, render_table  # noqa:
 DEFAULT_JSON = HERE / "results" / "latest.json"
 
 
+def interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -81,7 +85,11 @@ def main() -> None:
     args = parser.parse_args()
     wanted = {int(n) for n in args.rows.split(",")} if args.rows else None
     settings = Settings.for_run(quick=args.quick, repeats=args.repeats, kernels=args.kernels)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # clean up as on Ctrl-C
+    # Ctrl-C and SIGTERM raise KeyboardInterrupt wherever the run is. A handler of our own (not
+    # Python's default one) also keeps asyncio.run from installing its own, which only cancels
+    # its task and can lose the interrupt when that task finishes at the same moment.
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
 
     machine = describe_machine()
     machine["node"] = node_version() if args.install_dir else ""
