@@ -96,6 +96,9 @@ def install(prefix: Path, version: str = VERSION) -> tuple[Path, str] | str:
 
 
 def node_version() -> str:
+    """``node --version``, or ``""`` without node."""
+    if shutil.which("node") is None:
+        return ""
     return subprocess.run(["node", "--version"], capture_output=True, text=True, check=False).stdout.strip()
 
 

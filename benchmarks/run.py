@@ -92,7 +92,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
     machine = describe_machine()
-    machine["node"] = node_version() if args.install_dir else ""
+    machine["node"] = node_version()
     header = (
         f"jupyter_fsbroker benchmarks, {machine['date']}: {machine['cpus']} cores ({machine['cpu']}),"
         f" {machine['memory_gib']:.0f} GiB, Python {machine['python']}, mcp {machine['mcp']},"
