@@ -121,7 +121,10 @@ def _version(name: str) -> str:
 
 
 def _git(*args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+    except OSError:
+        return ""  # no git: the commit stays unknown
     return done.stdout.strip()
 
 
