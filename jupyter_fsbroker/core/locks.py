@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Literal
 
 from .errors import ClosedError, FileLocked, NotFound
@@ -134,7 +133,18 @@ def _locked(path: str, holder: str, *, kept: bool) -> FileLocked:
     )
 
 
-class Hold:
+@dataclass(frozen=True)
+class _Wanted:
+    """What a caller of :meth:`LockManager.hold` asks for; a :class:`Hold` is made from it."""
+
+    key: str
+    mode: LockMode
+    owner: str
+    owner_label: str
+    path: str
+
+
+class Hold(Closeable):
     """An operation's lock on one key, returned by :meth:`LockManager.hold`.
 
     Use it as a context manager: leaving the ``with`` block releases the lock,
@@ -145,23 +155,13 @@ class Hold:
 
     __slots__ = ("_manager", "_noop", "_released", "key", "mode", "owner", "owner_label", "path", "since")
 
-    def __init__(
-        self,
-        manager: LockManager,
-        key: str,
-        mode: LockMode,
-        *,
-        owner: str,
-        owner_label: str,
-        path: str,
-        noop: bool,
-    ) -> None:
+    def __init__(self, manager: LockManager, wanted: _Wanted, *, noop: bool) -> None:
         self._manager = manager
-        self.key = key
-        self.mode: LockMode = mode
-        self.owner = owner
-        self.owner_label = owner_label
-        self.path = path
+        self.key = wanted.key
+        self.mode: LockMode = wanted.mode
+        self.owner = wanted.owner
+        self.owner_label = wanted.owner_label
+        self.path = wanted.path
         self.since = time.time()
         self._noop = noop
         self._released = noop
@@ -215,15 +215,8 @@ class Hold:
         """Release this hold's transient lock; idempotent, and a no-op once kept."""
         self._manager._release_hold(self)
 
-    def __enter__(self) -> Hold:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
+        """The same as :meth:`release`: what leaving the ``with`` block does."""
         self.release()
 
     def __repr__(self) -> str:
@@ -336,6 +329,7 @@ class LockManager(Closeable):
             raise ValueError(f"unknown lock mode {mode!r}")
         if not os.path.isabs(key):
             raise ValueError("a lock key must be an absolute path")
+        wanted = _Wanted(key, mode, owner, owner_label, path)
         timeout = self._wait if wait is None else max(0.0, float(wait))
         deadline = time.monotonic() + timeout
         poll = _POLL_MIN
@@ -345,9 +339,7 @@ class LockManager(Closeable):
                 state = self._states.get(key)
                 if state is not None and state.kept is not None:
                     if state.kept.owner == owner:
-                        return Hold(
-                            self, key, mode, owner=owner, owner_label=owner_label, path=path, noop=True
-                        )
+                        return Hold(self, wanted, noop=True)
                     raise _locked(path, state.kept.owner_label, kept=True)
                 remaining = deadline - time.monotonic()
                 blocker = self._in_process_blocker(state, mode)
@@ -356,7 +348,7 @@ class LockManager(Closeable):
                         raise _locked(path, blocker.owner_label, kept=False)
                     self._cond.wait(remaining)
                     continue
-                hold = Hold(self, key, mode, owner=owner, owner_label=owner_label, path=path, noop=False)
+                hold = Hold(self, wanted, noop=False)
                 if state is not None and state.os_lock is not None:
                     # Same mode as the current holders: count in.
                     self._add(state, hold)

@@ -14,6 +14,9 @@ class Closeable:
     Subclasses implement :meth:`close`, idempotently.
     """
 
+    # Empty, so that subclasses with ``__slots__`` stay without a ``__dict__``.
+    __slots__ = ()
+
     def close(self) -> None:
         raise NotImplementedError
 
