@@ -20,9 +20,19 @@ from pathlib import Path
 
 from bench_wire import Runner, Worker, make_file
 
-__all__ = ["Bench", "Settings", "Skipped"]
+__all__ = ["Bench", "DataFile", "Settings", "Skipped"]
 
 MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A file of random bytes the rows read: on disk, as the broker names it, its size and sha256."""
+
+    path: Path
+    name: str
+    size: int
+    sha256: str
 
 
 class Skipped(Exception):
@@ -55,10 +65,10 @@ class Settings:
                 read_mib=64,
                 media_mib=16,
                 small_reads=200,
-                list_files=20_000,
-                list_page=2_000,
+                list_files=10_000,
+                list_page=1_000,
                 watch_events=30,
-                rss_mib=128,
+                rss_mib=64,
                 probes=40,
             )
         return cls(
@@ -98,7 +108,7 @@ class Bench:
         self.root.mkdir()
         (self.tmp / "state").mkdir()
         self.runner = Runner(self.root, self.tmp / "state")
-        self._files: dict[str, str] = {}
+        self._files: dict[str, DataFile] = {}
         self._official: tuple[Path, str] | str | None = None
         self._stdio: Worker | None = None
         self._owned = contextlib.ExitStack()
@@ -113,13 +123,14 @@ class Bench:
         path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.tmp))
         return path
 
-    def random_file(self, name: str, size: int) -> tuple[Path, str]:
-        """``data/<name>``: *size* random bytes, made once; its path and sha256."""
-        path = self.root / name
+    def random_file(self, mib: int) -> DataFile:
+        """A file of *mib* MiB of random bytes in the root, made once (rows of the same size share it)."""
+        name = f"random-{mib}MiB.bin"
         if name not in self._files:
-            self.log(f"writing {name} ({size / MiB:.0f} MiB)")
-            self._files[name] = make_file(path, size)
-        return path, self._files[name]
+            self.log(f"writing {name}")
+            path = self.root / name
+            self._files[name] = DataFile(path, f"data/{name}", mib * MiB, make_file(path, mib * MiB))
+        return self._files[name]
 
     def text_file(self, name: str, text: str) -> Path:
         """``data/<name>`` holding *text*."""

@@ -26,22 +26,22 @@ GOAL = 4.0
 def measure(bench: Bench) -> list[Row]:
     s = bench.settings
     entry, version = bench.official_server()
-    path, digest = bench.random_file("media.bin", s.media_mib * MiB)
-    size = path.stat().st_size
-    job = {"tool": "hash_file", "args": {"path": "data/media.bin", "chunk_size": MiB, "concurrency": 4}}
+    file = bench.random_file(s.media_mib)
+    size = file.size
+    job = {"tool": "hash_file", "args": {"path": file.name, "chunk_size": MiB, "concurrency": 4}}
 
     bench.log(f"row 3: {s.media_mib} MiB through the broker over stdio")
     ours: list[float] = []
     stdio = bench.stdio_worker()
     for index in range(s.repeats + 1):
         result: dict[str, Any] = stdio.call(job)
-        if result["sha256"] != digest or result["bytes"] != size:
+        if result["sha256"] != file.sha256 or result["bytes"] != size:
             raise RuntimeError("row 3: the bytes read are not the file's")
         if index:
             ours.append(size / result["seconds"] / 1e6)
 
     bench.log(f"row 3: {s.media_mib} MiB with the official server's read_media_file")
-    seconds = asyncio.run(pipe_media_reads(entry, bench.root, path, s.repeats + 1))[1:]
+    seconds = asyncio.run(pipe_media_reads(entry, bench.root, file.path, s.repeats + 1))[1:]
     official = [size / t / 1e6 for t in seconds]
 
     ratio = median(ours) / median(official)

@@ -22,17 +22,17 @@ GOAL = 32.0
 
 def measure(bench: Bench) -> list[Row]:
     s = bench.settings
-    _, digest = bench.random_file("huge.bin", s.rss_mib * MiB)
+    file = bench.random_file(s.rss_mib)
     bench.text_file("small100.txt", "x" * 99 + "\n")
     warmup = {"tool": "hash_file", "args": {"path": "data/small100.txt", "chunk_size": MiB, "concurrency": 4}}
-    job = {"tool": "hash_file", "args": {"path": "data/huge.bin", "chunk_size": MiB, "concurrency": 4}}
+    job = {"tool": "hash_file", "args": {"path": file.name, "chunk_size": MiB, "concurrency": 4}}
     repeats = 1 if s.quick else 3
     growth: list[float] = []
     rates: list[float] = []
     for rep in range(repeats):
         bench.log(f"row 9: {s.rss_mib} MiB through a fresh worker, run {rep + 1}/{repeats}")
         _, result = bench.runner.run("helper", [warmup, job])
-        if result["sha256"] != digest:
+        if result["sha256"] != file.sha256:
             raise RuntimeError("row 9: the bytes read are not the file's")
         if not result["client_peak_reset"]:
             raise RuntimeError("row 9: cannot reset the peak RSS here (/proc/self/clear_refs)")

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from bench_wire import http_server
-from context import Bench
+from context import Bench, DataFile
 from kernels import Kernel, kernel_in, timed_execute
 from report import Row
 from stats import percentile
@@ -50,10 +50,10 @@ for _conn in servers.values():
 """
 
 
-def stream(transport: str, marker: Path) -> str:
+def stream(transport: str, name: str, marker: Path) -> str:
     return f"""
 def _stream():
-    result = servers[{transport!r}].call_tool("hash_file", {{"path": "data/big.bin", {READ}}})
+    result = servers[{transport!r}].call_tool("hash_file", {{"path": {name!r}, {READ}}})
     with open({str(marker)!r} + ".tmp", "w") as out:
         json.dump({{"error": result.is_error, "data": result.data}}, out)
     os.replace({str(marker)!r} + ".tmp", {str(marker)!r})
@@ -62,17 +62,17 @@ threading.Thread(target=_stream, name="stream", daemon=True).start()
 
 
 def probe_while_streaming(
-    kernel: Kernel, transport: str, marker: Path, digest: str
+    kernel: Kernel, transport: str, file: DataFile, marker: Path
 ) -> tuple[list[float], float]:
     """``1+1`` round trips (ms) while the kernel streams the file over *transport*; and its MB/s."""
-    timed_execute(kernel, stream(transport, marker))
+    timed_execute(kernel, stream(transport, file.name, marker))
     busy = []
     while not marker.exists():
         busy.append(timed_execute(kernel, "1+1") * 1000)
         time.sleep(SPACING)
     outcome = json.loads(marker.read_text())
     data = outcome["data"]
-    if outcome["error"] or data["sha256"] != digest:
+    if outcome["error"] or data["sha256"] != file.sha256:
         raise RuntimeError(f"row 10: the stream over {transport} failed: {outcome}")
     if len(busy) < 5:
         raise RuntimeError(f"row 10: only {len(busy)} round trips during the stream; use a larger file")
@@ -81,7 +81,7 @@ def probe_while_streaming(
 
 def measure(bench: Bench) -> list[Row]:
     s = bench.settings
-    _, digest = bench.random_file("big.bin", s.read_mib * MiB)
+    file = bench.random_file(s.read_mib)
     bench.text_file("small100.txt", "x" * 99 + "\n")
     base = bench.scratch("kernel")
     (base / "work").mkdir()
@@ -101,7 +101,7 @@ def measure(bench: Bench) -> list[Row]:
                 f"row 10: 1+1 round trips while {s.read_mib} MiB stream through the kernel ({transport})"
             )
             busy[transport], rates[transport] = probe_while_streaming(
-                kernel, transport, base / f"streamed-{transport}.json", digest
+                kernel, transport, file, base / f"streamed-{transport}.json"
             )
     p95 = {t: percentile(v, 95) for t, v in busy.items()}
     p50 = {t: percentile(v, 50) for t, v in busy.items()}

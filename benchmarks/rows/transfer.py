@@ -29,16 +29,12 @@ IN_FLIGHT = 4
 
 def measure(bench: Bench) -> list[Row]:
     s = bench.settings
-    path, digest = bench.random_file("big.bin", s.read_mib * MiB)
-    size = path.stat().st_size
-    job = {
-        "tool": "hash_file",
-        "args": {"path": "data/big.bin", "chunk_size": CHUNK, "concurrency": IN_FLIGHT},
-    }
+    file = bench.random_file(s.read_mib)
+    job = {"tool": "hash_file", "args": {"path": file.name, "chunk_size": CHUNK, "concurrency": IN_FLIGHT}}
     rates: dict[str, list[float]] = {"baseline": [], "http": [], "stdio": []}
 
     def record(kind: str, result: dict[str, Any]) -> None:
-        if result["sha256"] != digest or result["bytes"] != size:
+        if result["sha256"] != file.sha256 or result["bytes"] != file.size:
             raise RuntimeError(f"{kind}: the bytes read are not the file's")
         rates[kind].append(result["bytes"] / result["seconds"] / 1e6)
 
@@ -46,7 +42,7 @@ def measure(bench: Bench) -> list[Row]:
     with plain_http.serve(bench.root) as url, bench.runner.open("http") as http:
         for rep in range(s.repeats):
             bench.log(f"rows 1-2: {s.read_mib} MiB, run {rep + 1}/{s.repeats}")
-            record("baseline", plain_http.fetch(url, "big.bin", CHUNK))
+            record("baseline", plain_http.fetch(url, file.path.name, CHUNK))
             record("http", http.call(job))
             record("stdio", stdio.call(job))
 
@@ -74,7 +70,7 @@ def measure(bench: Bench) -> list[Row]:
                     "ratios": ratios,
                     "ratio": ratio,
                     "ratio_of_medians": median(rates[kind]) / base,
-                    "bytes": size,
+                    "bytes": file.size,
                 },
                 note=(
                     "baseline: plain HTTP (starlette + uvicorn, base64-JSON 1 MiB chunks, httpx, sequential)"
