@@ -6,8 +6,9 @@ project. ``python benchmarks/plain_http.py FOLDER`` serves the files of FOLDER
 at ``GET /read?path=NAME&offset=N&length=N`` on 127.0.0.1 at a free port: the
 first line on stdout is ``PORT <n>``, and the server exits when its stdin
 closes. :func:`serve` starts it as a subprocess and :func:`fetch` reads a file
-through it sequentially with one keep-alive ``httpx`` client, decoding and
-hashing each chunk as a server tool of ``wire_server.py`` does.
+through it sequentially with one keep-alive ``httpx2`` client (pydantic's
+httpx, the HTTP client mcp 2.3 itself uses), decoding and hashing each chunk as
+a server tool of ``wire_server.py`` does.
 
 It must stay the simplest fast thing: one file read, one ``b64encode``, one
 JSON response per request.
@@ -86,11 +87,11 @@ def serve(folder: Path) -> Iterator[str]:
 
 def fetch(base_url: str, name: str, chunk_size: int) -> dict[str, Any]:
     """Read the file *name* chunk after chunk; its sha256, size and the seconds it took (timed here)."""
-    import httpx
+    import httpx2
 
     digest = hashlib.sha256()
     nbytes = offset = requests = 0
-    with httpx.Client(base_url=base_url, timeout=60) as client:
+    with httpx2.Client(base_url=base_url, timeout=60) as client:
         client.get("/read", params={"path": name, "offset": 0, "length": 1}).raise_for_status()  # connect
         start = time.perf_counter()
         while True:

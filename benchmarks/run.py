@@ -23,15 +23,38 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # this checkout's package, and tests/kernel/harness.py
 
-import rows  # noqa: E402
+import row_kernel_start  # noqa: E402
+import row_listing  # noqa: E402
+import row_media  # noqa: E402
+import row_memory  # noqa: E402
+import row_responsiveness  # noqa: E402
+import row_small_reads  # noqa: E402
+import row_transfer  # noqa: E402
+import row_watch  # noqa: E402
 from compare_official import default_install_dir, node_version  # noqa: E402
 from context import Bench, Settings, Skipped  # noqa: E402
 from report import Row, describe_machine, render_markdown, render_table  # noqa: E402
+
+#: One module per measurement (``row_*.py``), in the order of the table. Each has ``NUMBERS``
+#: (the rows it fills) and ``measure(bench)``, which returns those rows judged against their
+#: targets; a module fills two rows only where one measurement serves both (a shared baseline,
+#: the same fresh kernels).
+ROWS: tuple[ModuleType, ...] = (
+    row_transfer,  # 1, 2
+    row_media,  # 3
+    row_small_reads,  # 4
+    row_listing,  # 5
+    row_kernel_start,  # 6, 7
+    row_watch,  # 8
+    row_memory,  # 9
+    row_responsiveness,  # 10
+)
 
 DEFAULT_JSON = HERE / "results" / "latest.json"
 
@@ -48,7 +71,7 @@ def measure(bench: Bench, wanted: set[int] | None) -> tuple[list[Row], list[dict
     """Every row module whose rows are wanted; the rows, and for each module its load and seconds."""
     table: list[Row] = []
     runs: list[dict[str, Any]] = []
-    for module in rows.MODULES:
+    for module in ROWS:
         numbers: tuple[int, ...] = module.NUMBERS
         if wanted is not None and not wanted.intersection(numbers):
             continue

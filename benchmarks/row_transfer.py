@@ -4,7 +4,7 @@ A server tool (``wire_server.py``'s ``hash_file``) reads the file with the
 helper's ``iter_chunks`` (1 MiB chunks, 4 in flight) and hashes it; the
 seconds are taken in that tool, where the bytes arrive. The baseline is
 ``plain_http.py``: the same bytes as base64-JSON chunks from a tiny starlette
-app under uvicorn, fetched sequentially with one keep-alive httpx client,
+app under uvicorn, fetched sequentially with one keep-alive httpx2 client,
 decoded and hashed where they arrive. Each repetition runs the three
 one after the other (baseline, HTTP, stdio), so load that comes and goes
 touches all three alike; each transport keeps one worker and one server for
@@ -73,7 +73,7 @@ def measure(bench: Bench) -> list[Row]:
                     "bytes": file.size,
                 },
                 note=(
-                    "baseline: plain HTTP (starlette + uvicorn, base64-JSON 1 MiB chunks, httpx, sequential)"
+                    "baseline: plain HTTP (starlette + uvicorn, base64-JSON 1 MiB chunks, httpx2, sequential)"
                     if number == 1
                     else ""
                 ),

@@ -29,7 +29,7 @@ NUMBERS = (10,)
 MiB = 1024 * 1024
 GOAL = 50.0
 SPACING = 0.01
-SERVER = str(Path(__file__).resolve().parents[1] / "wire_server.py")
+SERVER = str(Path(__file__).resolve().parent / "wire_server.py")
 READ = f'"chunk_size": {MiB}, "concurrency": 4'
 
 
