@@ -62,13 +62,13 @@ class Settings:
                 quick=True,
                 repeats=repeats or 3,
                 kernels=kernels or 2,
-                read_mib=64,
+                read_mib=32,
                 media_mib=16,
                 small_reads=200,
                 list_files=10_000,
                 list_page=1_000,
                 watch_events=30,
-                rss_mib=64,
+                rss_mib=32,
                 probes=40,
             )
         return cls(
