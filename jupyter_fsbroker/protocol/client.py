@@ -65,6 +65,7 @@ from .errors import ConnectError, ConnectionClosedError, ProtocolVersionError, S
 from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware
 from .roots_gate import RootsGate, RootsGrace
 from .transports import Opener
+from .validation import prepare_output_validation
 from .voice import ServerVoice, clean_name, fallback_name
 
 __all__ = ["CLIENT_INFO", "ConnectionState", "ServerConnection", "TransportKind"]
@@ -336,14 +337,14 @@ class ServerConnection:
         ``broker.close()``) has the same effect.
         """
         self._asked_reason = self._asked_reason or reason
-        self._close_core()
+        self._close_core(reason)
         with suppress(RuntimeError):  # a closed loop: nothing left to tear down
             self._loop.call_soon_threadsafe(self._request_close, reason)
 
     async def aclose(self, reason: str = "closed by the user") -> None:
         """Close the connection (see :meth:`close`) and wait until the transport is down."""
         self._asked_reason = self._asked_reason or reason
-        self._close_core()
+        self._close_core(reason)
         self._request_close(reason)
         await self.wait_closed()
 
@@ -404,6 +405,8 @@ class ServerConnection:
                 list_roots=self._list_roots,
                 on_transport_closed=self._transport_closed,
                 label=f"connection {self.name!r}",
+                memory_budget=lambda: self.broker.config.limits.memory_budget,
+                read_sizes=self._read_sizes,
                 roots_gate=self._gate,
                 on_initialize_result=self._on_initialize_result,
             )
@@ -420,6 +423,8 @@ class ServerConnection:
             )
             await self._handshake(session, middleware)
             self._tools = await self._initial_tools(session)
+            if any("outputSchema" in tool for tool in self._tools):
+                prepare_output_validation()
             self._session = session
             stack.callback(self.broker.roots.subscribe(self._roots_changed))
             stack.callback(self.broker.on_connections(self._connections_changed))
@@ -591,6 +596,10 @@ class ServerConnection:
             with suppress(RuntimeError):  # a closed loop: nothing left to tear down
                 self._loop.call_soon_threadsafe(self._request_close, reason)
 
+    def _read_sizes(self) -> tuple[int, int, int]:
+        limits = self.broker.config.limits
+        return limits.default_read_bytes, limits.max_chunk_bytes, limits.max_list_entries
+
     def _list_roots(self) -> list[dict[str, Any]]:
         """The ``roots/list`` items: read-only roots marked, and listed only if the broker says so."""
         advertise_read_only = self.broker.config.advertise_read_only_roots
@@ -608,9 +617,9 @@ class ServerConnection:
         self._core = self.broker.connect(self.name, consenter=self._consenter, notify=self._on_change)
         self._core_ready.set()
 
-    def _close_core(self) -> None:
+    def _close_core(self, reason: str | None = None) -> None:
         if self._core is not None:
-            self._core.close()
+            self._core.close(reason)  # later refusals of its requests say why
         self._core_ready.set()  # a files/* request waiting for it is answered (closed)
 
     async def _handle_files(self, method: str, params: Any) -> dict[str, Any]:
