@@ -61,7 +61,7 @@ class Settings:
             return cls(
                 quick=True,
                 repeats=repeats or 3,
-                kernels=kernels or 2,
+                kernels=kernels or 1,
                 read_mib=32,
                 media_mib=16,
                 small_reads=200,

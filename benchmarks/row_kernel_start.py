@@ -12,7 +12,9 @@ tests start them) first answers one empty cell, then:
    the time from just before the click to the moment ``call_tool`` returned in
    the kernel (the cell records ``time.time()`` then; same machine, same clock).
    The broker's audit records split that time: click → consent granted →
-   last ``files/read`` answered → result in the cell.
+   last ``files/read`` answered → result in the cell. The time from sending
+   the cell to the prompt showing is reported beside it (a cost moved before
+   the prompt is not a cost saved).
 
 Both rows are the first of their kind in each kernel, as a user meets them.
 """
@@ -68,6 +70,7 @@ def measure(bench: Bench) -> list[Row]:
     load_ms: list[float] = []
     consent_ms: list[float] = []
     steps: list[dict[str, float]] = []
+    shown_ms: list[float] = []
     for index in range(s.kernels):
         bench.log(f"rows 6-7: fresh kernel {index + 1}/{s.kernels}")
         base = bench.scratch("kernel")
@@ -79,9 +82,11 @@ def measure(bench: Bench) -> list[Row]:
             load_ms.append(timed_execute(kernel, "%load_ext jupyter_fsbroker") * 1000)
             kernel.run(SETUP, timeout=120)
             subshell = kernel.create_subshell()
+            submitted = time.time()
             cell = kernel.submit(CALL)
             approve = kernel.child(consent_prompt(kernel), "fsbroker-approve")
             clicked = time.time()
+            shown_ms.append((clicked - submitted) * 1000)
             kernel.click(approve, subshell_id=subshell)
             kernel.wait(cell, 120).check()
             arrived = float(cell.stdout.split()[0])
@@ -106,12 +111,13 @@ def measure(bench: Bench) -> list[Row]:
             target=f"≤ {CONSENT_GOAL:.0f} ms",
             met=consent <= CONSENT_GOAL,
             n=s.kernels,
-            figures={"ms": consent_ms, "steps_ms": steps},
+            figures={"ms": consent_ms, "steps_ms": steps, "prompt_shown_ms": shown_ms},
             note=(
                 "example analysis server over stdio, profile_csv in a sync cell, click on a subshell;"
                 f" click → consent granted {median([x['granted'] for x in steps]):.0f} ms,"
                 f" → reads done {median([x['read'] for x in steps]):.0f} ms,"
-                f" → result in the cell {median([x['result'] for x in steps]):.0f} ms"
+                f" → result in the cell {median([x['result'] for x in steps]):.0f} ms;"
+                f" the prompt showed {median(shown_ms):.0f} ms after the cell was sent"
             ),
         ),
     ]

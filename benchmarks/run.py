@@ -96,7 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller files, fewer repeats (< 2 minutes)")
     parser.add_argument("--repeats", type=int, help="runs behind each median (default 5, --quick 3)")
-    parser.add_argument("--kernels", type=int, help="fresh kernels for rows 6 and 7 (default 5, --quick 2)")
+    parser.add_argument("--kernels", type=int, help="fresh kernels for rows 6 and 7 (default 5, --quick 1)")
     parser.add_argument("--rows", help="only these rows, e.g. 1,2,9")
     parser.add_argument(
         "--json", type=Path, default=DEFAULT_JSON, help=f"figures as JSON (default {DEFAULT_JSON})"
