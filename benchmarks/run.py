@@ -5,7 +5,7 @@ and the baselines it is compared with in the same invocation, prints the table
 (medians of several runs, their spread, ratios, targets, met or not) with the
 machine, the commit and the load average, and writes the figures as JSON
 (``--json``, default ``benchmarks/results/latest.json``). ``--quick`` uses
-smaller files and fewer repeats (under two minutes on 2 cores) and says so.
+smaller files and fewer repeats (1-2 minutes on 2 cores) and says so.
 ``--rows 1,2,9`` measures only some rows.
 
 Every process it starts (workers, servers, kernels) is stopped on exit, also
