@@ -16,7 +16,9 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
-from jupyter_fsbroker.core.broker import Broker, BrokerConfig, Connection
+from jupyter_fsbroker.core.broker import Broker
+from jupyter_fsbroker.core.config import BrokerConfig
+from jupyter_fsbroker.core.connection import Connection
 from jupyter_fsbroker.core.limits import Limits
 
 MiB = 1024 * 1024

@@ -20,8 +20,10 @@ over Streamable HTTP (uvicorn on 127.0.0.1, a free port). Measured:
 3. writing 64 MiB with ``write_bytes`` (staged chunks): MB/s.
 
 Each measurement runs in a fresh client process (this script with
-``--worker``) that starts its own server, so every peak belongs to one
-process and one operation. Files live in a temporary directory removed at the
+``--worker``, which reads its jobs one JSON line at a time on stdin and
+answers each on stdout) that starts its own server, so every peak belongs to
+one process and one operation. ``run.py`` drives the same workers through
+:class:`Runner`. Files live in a temporary directory removed at the
 end; every process started is stopped on exit, also on Ctrl-C.
 """
 
@@ -41,14 +43,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from wire_server import memory_kib, reset_peak
+from procmem import memory_kib, reset_peak
 
 HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):
@@ -97,8 +98,10 @@ def tool_result(result: dict[str, Any]) -> dict[str, Any]:
     return json.loads(result["content"][0]["text"])
 
 
-async def run_jobs(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    from jupyter_fsbroker.core.broker import Broker, BrokerConfig
+async def serve_jobs(spec: dict[str, Any]) -> None:
+    """Connect a broker to a fresh server; run each job read from stdin, print each result on stdout."""
+    from jupyter_fsbroker.core.broker import Broker
+    from jupyter_fsbroker.core.config import BrokerConfig
     from jupyter_fsbroker.core.limits import Limits
     from jupyter_fsbroker.protocol import connect
 
@@ -106,22 +109,23 @@ async def run_jobs(spec: dict[str, Any]) -> list[dict[str, Any]]:
     # Rates high enough never to throttle: this measures the stack, not the rate limiter.
     limits = Limits(ops_per_second=1e9, ops_burst=10**9, bytes_per_second=1e12, bytes_burst=2**50)
     config = BrokerConfig(lock_dir=str(state / "locks"), trash_dir=str(state / "trash"), limits=limits)
-    results: list[dict[str, Any]] = []
     with Broker(config) as broker, contextlib.ExitStack() as stack:
         broker.add_root(spec["root"], name="data")
-        broker.allow("data", ops=("read", "write"))
+        broker.allow("data", ops=tuple(spec.get("ops", ("read", "write"))))
         transport = spec["transport"]
         if transport == "http":
             target: dict[str, Any] = {"url": stack.enter_context(http_server())}
         else:
             target = {"command": sys.executable, "args": [SERVER, transport]}
         conn = await connect(broker, "bench", **target)
+        print(json.dumps({"ready": True}), flush=True)
         try:
-            for job in spec["jobs"]:
-                results.append(await run_job(conn, job))
+            # One job per line; end of file (the benchmark is done, or gone) ends the worker.
+            while line := await asyncio.to_thread(sys.stdin.readline):
+                result = await run_job(conn, json.loads(line))
+                print(json.dumps(result), flush=True)
         finally:
             await conn.aclose()
-    return results
 
 
 async def run_job(conn: Any, job: dict[str, Any]) -> dict[str, Any]:
@@ -144,61 +148,121 @@ async def run_job(conn: Any, job: dict[str, Any]) -> dict[str, Any]:
 
 
 def worker(spec_json: str) -> None:
-    spec = json.loads(spec_json)
-
-    def orphaned() -> None:
-        # The benchmark that started us is gone (its end of our stdin closed): stop
-        # at once; our servers notice their pipes closing and stop too.
-        while os.read(0, 4096):
-            pass
-        os._exit(1)
-
-    threading.Thread(target=orphaned, daemon=True).start()
-    results = asyncio.run(run_jobs(spec))
-    print(json.dumps(results), flush=True)
+    asyncio.run(serve_jobs(json.loads(spec_json)))
 
 
 # -- the benchmark: make the files, start workers, print the table --------------------------------
 
 
-class Runner:
-    """Starts worker processes one at a time and stops the one running on exit."""
+class Worker:
+    """One worker process (this script with ``--worker``), connected to its own fresh server.
 
-    def __init__(self, root: Path, state: Path) -> None:
-        self.root = root
-        self.state = state
-        self.process: subprocess.Popen[str] | None = None
+    Made by :meth:`Runner.open`. :meth:`call` runs one job in it; :meth:`close`
+    ends it (closing its stdin, which is also how it notices that we are gone).
+    Its stderr is ours.
+    """
 
-    def run(self, transport: str, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        spec = {"transport": transport, "root": str(self.root), "state": str(self.state), "jobs": jobs}
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.transport = spec["transport"]
         self.process = subprocess.Popen(
             [sys.executable, __file__, "--worker", json.dumps(spec)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
-        # Not communicate(): it would close the worker's stdin, which tells it we are gone.
-        assert self.process.stdout is not None
-        out = self.process.stdout.read()
-        code = self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
-        self.process = None
-        if code != 0:
-            raise RuntimeError(f"the {transport} worker failed (exit {code}); see its stderr above")
-        return json.loads(out.strip().splitlines()[-1])
 
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_ready(self) -> None:
+        """Wait until the worker is connected to its server (so that starting it is never measured)."""
+        self._answer()
+
+    def call(self, job: dict[str, Any]) -> dict[str, Any]:
+        """Run *job* (see :meth:`Runner.run`) and return its result."""
+        assert self.process.stdin is not None
         try:
-            process.wait(10)
+            self.process.stdin.write(json.dumps(job) + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died: reported below
+        return self._answer()
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            code = self.process.wait()
+            raise RuntimeError(f"the {self.transport} worker failed (exit {code}); see its stderr above")
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+    def close(self) -> None:
+        """End the worker: at once if it is idle; killed if it does not end within 30 s."""
+        process = self.process
+        if process.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                process.stdin.close()
+        try:
+            process.wait(30)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+class Runner:
+    """Starts worker processes and stops those still running on exit."""
+
+    def __init__(self, root: Path, state: Path) -> None:
+        self.root = root
+        self.state = state
+        self.live: list[Worker] = []
+
+    @contextlib.contextmanager
+    def open(self, transport: str, *, ops: tuple[str, ...] = ("read", "write")) -> Iterator[Worker]:
+        """A fresh worker connected to a fresh server over *transport*, for as long as the block lasts.
+
+        *transport* is ``helper``, ``stock`` or ``http`` (see ``wire_server.py``);
+        *ops* are the operations pre-approved on the whole root.
+        """
+        spec = {"transport": transport, "root": str(self.root), "state": str(self.state), "ops": list(ops)}
+        worker = Worker(spec)
+        self.live.append(worker)
+        try:
+            worker.wait_ready()
+            yield worker
+        finally:
+            self.live.remove(worker)
+            worker.close()
+
+    def run(
+        self, transport: str, jobs: list[dict[str, Any]], *, ops: tuple[str, ...] = ("read", "write")
+    ) -> list[dict[str, Any]]:
+        """Run *jobs* in a fresh worker (see :meth:`open`); their results.
+
+        A job is ``{"tool": name, "args": {...}}`` (a server tool, timed by the
+        server; the worker adds the client's RSS before the call and its peak
+        during it) or ``{"tool": "noop", "count": n}`` (*n* ``tools/call`` round
+        trips, timed in the worker).
+        """
+        with self.open(transport, ops=ops) as worker:
+            return [worker.call(job) for job in jobs]
+
+    def stop(self) -> None:
+        """Stop the workers still running (on Ctrl-C)."""
+        while self.live:
+            process = self.live.pop().process
+            if process.poll() is not None:
+                continue
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def make_file(path: Path, size: int) -> str:

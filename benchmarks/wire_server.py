@@ -1,4 +1,4 @@
-"""The MCP server that ``bench_wire.py`` drives: written with the server-side helper.
+"""The MCP server that ``bench_wire.py`` and ``run.py`` drive: written with the server-side helper.
 
 Run as ``python benchmarks/wire_server.py MODE`` where MODE is
 
@@ -25,6 +25,12 @@ numbers are those of the brokered ``files/*`` traffic alone:
     Writes ``size`` pseudo-random bytes with ``FilesClient.write_bytes`` (staged
     chunks, made on the fly so the server never holds the whole content);
     returns their sha256, the seconds, the RSS figures.
+``list_pages(path, page_size)``
+    A recursive ``files/list`` of a folder, following ``nextCursor``; the
+    entries and seconds of each page.
+``watch_latency(path, disk_path, count, gap)``
+    Watches the file's folder and rewrites the file on disk *count* times;
+    the seconds from each write to its ``notifications/files/changed``.
 ``noop()``
     Returns at once: the cost of a ``tools/call`` itself.
 """
@@ -45,32 +51,13 @@ if __package__ in (None, ""):
     # Run as a script: import this checkout, whatever the environment points at.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from procmem import memory_kib, reset_peak  # beside this file: on sys.path when run as a script
 
 from jupyter_fsbroker.protocol.server import enable_files, files, run_stdio
 
 MiB = 1024 * 1024
-
-
-def memory_kib() -> dict[str, int]:
-    """This process's current RSS and its peak RSS (VmHWM) in KiB, from /proc/self/status."""
-    found: dict[str, int] = {}
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                found[key] = int(value.split()[0])
-    return {"rss_kib": found.get("VmRSS", 0), "peak_kib": found.get("VmHWM", 0)}
-
-
-def reset_peak() -> bool:
-    """Reset VmHWM to the current RSS (Linux ≥ 4.0); whether it worked."""
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as clear:
-            clear.write("5")
-    except OSError:
-        return False
-    return True
 
 
 async def pseudo_random(size: int, piece: int) -> AsyncIterator[bytes]:
@@ -161,6 +148,57 @@ def build_server() -> MCPServer[Any]:
             "peak_kib": after["peak_kib"],
             "peak_reset": peak_reset,
         }
+
+    @server.tool()
+    async def list_pages(path: str, page_size: int, ctx: Context) -> dict[str, Any]:
+        """A recursive ``files/list`` of *path*, page by page; the entries and seconds of each page."""
+        pages: list[dict[str, Any]] = []
+        cursor: str | None = None
+        async with files(ctx) as fs:
+            start = time.perf_counter()
+            while True:
+                params: dict[str, Any] = {"path": path, "recursive": True, "maxEntries": page_size}
+                if cursor:
+                    params["cursor"] = cursor
+                page_start = time.perf_counter()
+                result = await fs.request("files/list", params)
+                pages.append({"entries": len(result["entries"]), "seconds": time.perf_counter() - page_start})
+                cursor = result.get("nextCursor")
+                if not cursor:
+                    break
+            seconds = time.perf_counter() - start
+        return {"entries": sum(p["entries"] for p in pages), "seconds": seconds, "pages": pages}
+
+    @server.tool()
+    async def watch_latency(
+        path: str, disk_path: str, count: int, gap: float, ctx: Context
+    ) -> dict[str, Any]:
+        """Rewrite a file on disk *count* times; for each, the seconds until its notification arrives.
+
+        *path* is the file as the client names it, *disk_path* the same file on
+        disk (the server shares the client's machine here). Each write puts its
+        ``time.time()`` in the file; *gap* seconds pass between an event and the
+        next write, longer than the client's coalescing window, so every write is
+        reported on its own. A write not reported within 5 s counts as missed.
+        """
+        folder = path.rpartition("/")[0]
+        latencies: list[float] = []
+        missed = 0
+        async with files(ctx) as fs, fs.watch(folder) as watch:
+            events = aiter(watch)
+            for _ in range(count):
+                with anyio.move_on_after(gap):  # a quiet spell: the previous write's events end here
+                    while True:
+                        await anext(events)
+                written = time.perf_counter()
+                with open(disk_path, "w", encoding="ascii") as out:
+                    out.write(f"{time.time():.6f}\n")
+                with anyio.move_on_after(5) as waiting:
+                    while (await anext(events)).path != path:
+                        pass
+                    latencies.append(time.perf_counter() - written)
+                missed += waiting.cancelled_caught
+        return {"latencies": latencies, "missed": missed}
 
     @server.tool()
     async def noop() -> str:

@@ -1,0 +1,200 @@
+"""What ``run.py`` prints and writes: the rows of the table, the machine they ran on, the JSON file.
+
+A :class:`Row` is one measured line of the table, already judged against its
+target by the module that measured it; this module only lays rows out and
+describes the machine. It never measures anything.
+
+``python benchmarks/report.py FILE.json`` prints the Markdown table of a run
+``run.py`` wrote (for the READMEs), with its date, machine, commit and load.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Row", "describe_machine", "render_markdown", "render_table", "summarize"]
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table.
+
+    Attributes
+    ----------
+    number
+        The row's number in the issue's table (1-10).
+    what
+        What was measured, in a few words.
+    value
+        The measurement as printed, e.g. ``"52.3 MB/s [48.1-55.0]"``.
+    baseline, ratio
+        The baseline measured in the same run and the ratio to it (empty without one).
+    target
+        The target as printed, e.g. ``"≥ 1.5x"``.
+    met
+        Whether the target is met; ``None`` when the row could not be measured.
+    n
+        How many runs (or samples) the value summarizes.
+    figures
+        The raw numbers, for the JSON file.
+    note
+        One line printed under the table (sizes in ``--quick``, what was skipped and why ...).
+    """
+
+    number: int
+    what: str
+    value: str
+    baseline: str = ""
+    ratio: str = ""
+    target: str = ""
+    met: bool | None = None
+    n: int = 0
+    figures: Mapping[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Row:
+        return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "what": self.what,
+            "value": self.value,
+            "baseline": self.baseline,
+            "ratio": self.ratio,
+            "target": self.target,
+            "met": self.met,
+            "n": self.n,
+            "figures": dict(self.figures),
+            "note": self.note,
+        }
+
+
+def verdict(met: bool | None) -> str:
+    return {True: "met", False: "NOT met", None: "—"}[met]
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    """The rows as an aligned text table, then their notes."""
+    header = ["#", "what", "value", "n", "baseline", "ratio", "target", "met"]
+    cells = [
+        [str(r.number), r.what, r.value, str(r.n or ""), r.baseline, r.ratio, r.target, verdict(r.met)]
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    notes = [f"  {r.number}. {r.note}" for r in rows if r.note]
+    if notes:
+        lines += ["", "notes:", *notes]
+    return "\n".join(lines)
+
+
+def render_markdown(rows: Sequence[Row]) -> str:
+    """The rows as a Markdown table (for the README)."""
+    lines = ["| # | what | value | baseline | ratio | target | met |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [str(r.number), r.what, r.value, r.baseline, r.ratio, r.target, verdict(r.met)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _git(*args: str) -> str:
+    try:
+        done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
+    except OSError:
+        return ""  # no git: the commit stays unknown
+    return done.stdout.strip()
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gib() -> float:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        return 0.0
+
+
+def describe_machine() -> dict[str, Any]:
+    """Date, machine, software versions and the checkout's commit."""
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "system": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpus": os.cpu_count(),
+        "memory_gib": round(_memory_gib(), 1),
+        "python": platform.python_version(),
+        "mcp": _version("mcp"),
+        "ipykernel": _version("ipykernel"),
+        "commit": _git("rev-parse", "HEAD"),
+        "branch": _git("rev-parse", "--abbrev-ref", "HEAD"),
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+    }
+
+
+def summarize(values: Sequence[float], fmt: str, unit: str) -> str:
+    """``median unit [min-max]`` (just the value when there is one), each number through *fmt*."""
+    from stats import median, spread
+
+    text = f"{fmt.format(median(values))} {unit}".rstrip()
+    if len(values) > 1:
+        low, high = spread(values)
+        text += f" [{fmt.format(low)}-{fmt.format(high)}]"
+    return text
+
+
+def markdown_of_run(data: Mapping[str, Any]) -> str:
+    """A run's JSON as Markdown: a line on the machine, commit and load, then the table and notes."""
+    m = data["machine"]
+    mode = "`--quick`" if data["settings"]["quick"] else "full run"
+    loads = [run["load_before"][0] for run in data["runs"]] + [data["load_end"][0]]
+    lines = [
+        f"Measured {m['date'][:10]} ({mode}, {data['seconds']:.0f} s) on {m['cpus']} cores ({m['cpu']}),"
+        f" {m['memory_gib']:.0f} GiB, {m['system']}; Python {m['python']}, mcp {m['mcp']},"
+        f" ipykernel {m['ipykernel']}, node {m.get('node') or '-'}; commit `{m['commit'][:7]}`"
+        + (" with uncommitted changes" if m["dirty"] else "")
+        + f". Load average (1 min) between rows: {min(loads):.1f} to {max(loads):.1f}.",
+        "",
+    ]
+    rows = [Row.from_json(r) for r in data["rows"]]
+    lines.append(render_markdown(rows))
+    notes = [f"* {r.number}: {r.note}" for r in rows if r.note]
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1], encoding="utf-8") as results:
+        print(markdown_of_run(json.load(results)))
