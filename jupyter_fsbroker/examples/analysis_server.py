@@ -21,7 +21,7 @@ Tools (paths as the notebook shares them, e.g. ``data/sales.csv``):
 ``filter_csv(path, column, value, output)``
     Streams a CSV and writes the rows where ``column`` equals ``value`` to
     ``output``, staged in chunks and committed at once (atomically).
-``read_text(path)`` and ``write_text(path, text, if_match=None)``
+``read_text(path)`` and ``write_text(path, text, if_match="")``
     Read a small text file with its etag; write one atomically, optionally
     only if it has not changed since (``ifMatch``, optimistic concurrency).
 ``list_files(path, recursive=False)``
@@ -33,7 +33,7 @@ Tools (paths as the notebook shares them, e.g. ``data/sales.csv``):
     Keep a file locked across tool calls (``keepLocked``): others get
     FILE_LOCKED until it is unlocked, the connection ends, or the user
     force-releases it.
-``watch_changes(path, seconds=5, until=None)``
+``watch_changes(path, seconds=5, until="")``
     Reports the change events received for a few seconds, or until a file
     named ``until`` (``_SUCCESS``, say) appears.
 
@@ -217,7 +217,7 @@ def _add_text_tools(tool: _Register[Any]) -> None:
         return {"path": path, "text": chunk.content, "etag": chunk.etag, "size": chunk.size}
 
     @tool
-    async def write_text(path: str, text: str, ctx: Context, if_match: str | None = None) -> dict[str, Any]:
+    async def write_text(path: str, text: str, ctx: Context, if_match: str = "") -> dict[str, Any]:
         """Write a text file atomically (created if missing).
 
         With if_match (an etag from read_text), write only if the file has not
@@ -225,7 +225,7 @@ def _add_text_tools(tool: _Register[Any]) -> None:
         """
         fs = files(ctx, consent_message=f"Write {path}", consent_operations=("write",))
         async with fs:
-            written = await fs.write_text(path, text, if_match=if_match)
+            written = await fs.write_text(path, text, if_match=if_match or None)
         return {"path": path, "bytes": written.bytes_written, "etag": written.etag}
 
     @tool
@@ -270,9 +270,7 @@ def _add_lock_tools(tool: _Register[Any]) -> None:
 
 def _add_watch_tools(tool: _Register[Any]) -> None:
     @tool
-    async def watch_changes(
-        path: str, ctx: Context, seconds: float = 5.0, until: str | None = None
-    ) -> dict[str, Any]:
+    async def watch_changes(path: str, ctx: Context, seconds: float = 5.0, until: str = "") -> dict[str, Any]:
         """Watch a file or folder (recursively) for a few seconds; report the changes seen.
 
         With until (a file name such as _SUCCESS), stop as soon as a file of
@@ -286,7 +284,8 @@ def _add_watch_tools(tool: _Register[Any]) -> None:
             with anyio.move_on_after(seconds):
                 async for event in watch:
                     events.append(asdict(event))
-                    done = event.event in ("created", "moved") and posixpath.basename(event.path) == until
+                    name = posixpath.basename(event.path)
+                    done = bool(until) and event.event in ("created", "moved") and name == until
                     if done or len(events) >= MAX_EVENTS:
                         finished = done
                         break
