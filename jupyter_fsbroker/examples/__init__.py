@@ -2,9 +2,13 @@
 
 * :mod:`jupyter_fsbroker.examples.analysis_server` — the "remote analysis
   server" of the tutorials: profiles CSV files of any size, writes Markdown
-  reports next to them, keeps a locked counter, reports file changes.
-  Run ``python -m jupyter_fsbroker.examples.analysis_server`` (stdio) or add
+  reports and filtered copies back atomically, reads and writes text with
+  etags, lists folders, keeps a locked counter, holds locks across calls,
+  reports file changes. Run
+  ``python -m jupyter_fsbroker.examples.analysis_server`` (stdio) or add
   ``--http 127.0.0.1:8765`` (Streamable HTTP at ``/mcp``).
+* :mod:`jupyter_fsbroker.examples.csvstream` — its CSV side: statistics and
+  filtered rows of text that arrives in chunks cut anywhere.
 
 They are written with :mod:`jupyter_fsbroker.protocol.server`, the helper a
 server author would use, and import nothing else from this package.

@@ -4,7 +4,8 @@ Run it over stdio (the client spawns it)::
 
     python -m jupyter_fsbroker.examples.analysis_server
 
-or serve Streamable HTTP at ``http://HOST:PORT/mcp``::
+or serve Streamable HTTP at ``http://HOST:PORT/mcp`` (port 0: a free port,
+which the server names on stderr: ``analysis server: listening on http://…``)::
 
     python -m jupyter_fsbroker.examples.analysis_server --http 127.0.0.1:8765
 
@@ -17,11 +18,24 @@ Tools (paths as the notebook shares them, e.g. ``data/sales.csv``):
 ``write_report(path)``
     Profiles the CSV and writes a Markdown report next to it
     (``sales.csv`` → ``sales.report.md``).
+``filter_csv(path, column, value, output)``
+    Streams a CSV and writes the rows where ``column`` equals ``value`` to
+    ``output``, staged in chunks and committed at once (atomically).
+``read_text(path)`` and ``write_text(path, text, if_match="")``
+    Read a small text file with its etag; write one atomically, optionally
+    only if it has not changed since (``ifMatch``, optimistic concurrency).
+``list_files(path, recursive=False)``
+    A folder's entries as the client shows them.
 ``atomic_increment(path)``
     Locked read-modify-write of a counter file: ``keepLocked`` read, write,
     unlock.
-``watch_changes(path, seconds=5)``
-    Reports the change events received for a few seconds.
+``lock_file(path)`` and ``unlock_file(lock_id)``
+    Keep a file locked across tool calls (``keepLocked``): others get
+    FILE_LOCKED until it is unlocked, the connection ends, or the user
+    force-releases it.
+``watch_changes(path, seconds=5, until="")``
+    Reports the change events received for a few seconds, or until a file
+    named ``until`` (``_SUCCESS``, say) appears.
 
 Each tool asks the user's consent (``files/consent``) for what it needs, the
 first time an operation is refused as not granted. A client that does not
@@ -33,214 +47,34 @@ message from any tool (or already at ``initialize`` with
 from __future__ import annotations
 
 import argparse
-import csv
+import contextlib
 import inspect
-import io
-import math
 import posixpath
+import socket
 import sys
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
-from jupyter_fsbroker.protocol.server import FilesClient, enable_files, files, run_stdio
+from jupyter_fsbroker.protocol.server import MAX_CHUNK_BYTES, FilesClient, enable_files, files, run_stdio
+
+from .csvstream import CsvProfiler, RowFilter, render_report, report_path
 
 __all__ = ["CsvProfiler", "build_server", "main", "render_report", "report_path"]
 
 _Tool = TypeVar("_Tool", bound=Callable[..., Any])
+_Register = Callable[[_Tool], _Tool]
 
-#: Values counted as missing (besides the empty string), compared case-insensitively.
-MISSING = frozenset({"na", "n/a", "nan", "null", "none", "-"})
-#: Most distinct values counted exactly per column.
-DISTINCT_CAP = 10_000
-#: Top values reported per column.
-TOP_K = 5
-#: Largest record (quoted newlines included) the profiler holds while waiting for its end.
-MAX_RECORD_CHARS = 16 * 1024 * 1024
 #: Most change events ``watch_changes`` reports.
 MAX_EVENTS = 1000
-
-
-class _Column:
-    """Running statistics of one column."""
-
-    __slots__ = (
-        "count",
-        "distinct",
-        "distinct_capped",
-        "is_text",
-        "m2",
-        "maximum",
-        "mean",
-        "minimum",
-        "missing",
-        "name",
-        "numeric",
-        "top",
-        "top_approximate",
-    )
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.count = 0
-        self.missing = 0
-        self.numeric = 0
-        self.is_text = False
-        self.minimum = math.inf
-        self.maximum = -math.inf
-        self.mean = 0.0
-        self.m2 = 0.0
-        self.distinct: set[str] | None = set()
-        self.distinct_capped = False
-        self.top: Counter[str] = Counter()
-        self.top_approximate = False
-
-    def add(self, raw: str) -> None:
-        value = raw.strip()
-        if not value or (len(value) <= 4 and value.lower() in MISSING):
-            self.missing += 1
-            return
-        self.count += 1
-        if not self.is_text:
-            self._add_number(value)
-        if self.distinct is not None:
-            self.distinct.add(value)
-            if len(self.distinct) > DISTINCT_CAP:
-                self.distinct, self.distinct_capped = None, True
-        self.top[value] += 1
-        if len(self.top) > DISTINCT_CAP:
-            # Keep the heaviest values; counts of later newcomers start late.
-            self.top = Counter(dict(self.top.most_common(DISTINCT_CAP // 10)))
-            self.top_approximate = True
-
-    def _add_number(self, value: str) -> None:
-        try:
-            number = float(value)
-        except ValueError:
-            number = math.nan
-        if not math.isfinite(number):
-            # One value that is not a finite number makes a text column: stop parsing.
-            self.is_text = True
-            return
-        # Welford's running mean and variance.
-        self.numeric += 1
-        delta = number - self.mean
-        self.mean += delta / self.numeric
-        self.m2 += delta * (number - self.mean)
-        if number < self.minimum:
-            self.minimum = number
-        if number > self.maximum:
-            self.maximum = number
-
-    def result(self) -> dict[str, Any]:
-        kind = "empty" if self.count == 0 else "text" if self.is_text else "numeric"
-        out: dict[str, Any] = {
-            "name": self.name,
-            "type": kind,
-            "count": self.count,
-            "missing": self.missing,
-            "distinct": DISTINCT_CAP if self.distinct is None else len(self.distinct),
-            "distinct_capped": self.distinct_capped,
-            "top": [{"value": v, "count": n} for v, n in self.top.most_common(TOP_K)],
-            "top_approximate": self.top_approximate,
-        }
-        if kind == "numeric":
-            out["min"] = self.minimum
-            out["max"] = self.maximum
-            out["mean"] = self.mean
-            out["std"] = math.sqrt(self.m2 / (self.numeric - 1)) if self.numeric > 1 else 0.0
-        return out
-
-
-class CsvProfiler:
-    """Per-column statistics of a CSV fed in arbitrary text chunks.
-
-    :meth:`feed` accepts chunks cut anywhere, even inside a quoted field with
-    newlines: only complete records are parsed, the rest waits for the next
-    chunk. Memory stays bounded by one chunk, one record and the capped
-    per-column counters.
-
-    Parameters
-    ----------
-    delimiter
-        The field separator.
-    """
-
-    def __init__(self, delimiter: str = ",") -> None:
-        self.delimiter = delimiter
-        self.columns: list[_Column] = []
-        self.rows = 0
-        self.ragged_rows = 0
-        self.chars = 0
-        self._carry = ""
-        self._header: list[str] | None = None
-
-    def feed(self, text: str) -> None:
-        """Add the next chunk of the file's text."""
-        if not self.chars and text.startswith("\ufeff"):
-            text = text[1:]
-        self.chars += len(text)
-        buffer = self._carry + text
-        cut = _last_record_end(buffer)
-        self._carry = buffer[cut:]
-        if len(self._carry) > MAX_RECORD_CHARS:
-            raise ValueError("a record is larger than 16 MiB (an unterminated quoted field?)")
-        if cut:
-            self._parse(buffer[:cut])
-
-    def finish(self) -> dict[str, Any]:
-        """Parse what is left and return the statistics."""
-        if self._carry:
-            self._parse(self._carry)
-            self._carry = ""
-        return {
-            "rows": self.rows,
-            "columns": [column.result() for column in self.columns],
-            "ragged_rows": self.ragged_rows,
-        }
-
-    def _parse(self, text: str) -> None:
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=self.delimiter)
-        if self._header is None:
-            header = next(reader, None)
-            if header is None:
-                return
-            self._header = header
-            self.columns = [_Column(name.strip() or f"column_{i + 1}") for i, name in enumerate(header)]
-        columns = self.columns
-        width = len(columns)
-        for row in reader:
-            if not row:
-                continue
-            self.rows += 1
-            if len(row) != width:
-                self.ragged_rows += 1
-            for column, value in zip(columns, row, strict=False):
-                column.add(value)
-            for column in columns[len(row) :]:
-                column.missing += 1
-
-
-def _last_record_end(text: str) -> int:
-    """The index just after the last newline that ends a record (quotes balanced), or 0."""
-    end = 0
-    inside = False
-    start = 0
-    while True:
-        newline = text.find("\n", start)
-        if newline < 0:
-            return end
-        if text.count('"', start, newline) % 2:
-            inside = not inside
-        if not inside:
-            end = newline + 1
-        start = newline + 1
+#: Longest ``watch_changes`` in seconds.
+MAX_WATCH_SECONDS = 300.0
 
 
 async def profile(
@@ -268,45 +102,32 @@ async def profile(
     }
 
 
-def report_path(path: str) -> str:
-    """Where the report of *path* goes: ``data/sales.csv`` → ``data/sales.report.md``."""
-    stem, _ = posixpath.splitext(path)
-    return f"{stem}.report.md"
+@contextlib.contextmanager
+def _data_errors() -> Iterator[None]:
+    """Say what is wrong with the data (a missing column, an endless record) to the tool's caller.
+
+    mcp reports any other exception of a tool as "Error executing tool", without its words.
+    """
+    try:
+        yield
+    except ValueError as exc:
+        raise ToolError(str(exc)) from exc
 
 
-def _cell(value: object) -> str:
-    text = f"{value:.6g}" if isinstance(value, float) else str(value)
-    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-
-
-def render_report(stats: dict[str, Any]) -> str:
-    """A Markdown report of :func:`profile`'s result."""
-    lines = [
-        f"# Profile of `{stats['path']}`",
-        "",
-        f"- Rows: {stats['rows']:,}",
-        f"- Columns: {len(stats['columns'])}",
-        f"- Size: {stats['bytes']:,} bytes",
-        f"- Generated: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} by the analysis server",
-    ]
-    if stats.get("ragged_rows"):
-        lines.append(f"- Rows with a different number of fields: {stats['ragged_rows']:,}")
-    lines += [
-        "",
-        "| Column | Type | Count | Missing | Distinct | Min | Max | Mean | Std | Top values |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for column in stats["columns"]:
-        distinct = f"≥{column['distinct']:,}" if column["distinct_capped"] else f"{column['distinct']:,}"
-        top = ", ".join(f"{_cell(t['value'])} ({t['count']:,})" for t in column["top"])
-        numbers = [_cell(column[key]) if key in column else "" for key in ("min", "max", "mean", "std")]
-        cells = [_cell(column["name"]), column["type"], f"{column['count']:,}", f"{column['missing']:,}"]
-        lines.append("| " + " | ".join([*cells, distinct, *numbers, top]) + " |")
-    return "\n".join(lines) + "\n"
+async def _filtered(fs: FilesClient, path: str, keep: RowFilter) -> AsyncIterator[bytes]:
+    """The CSV text of the rows *keep* keeps, encoded, while *path* streams in."""
+    async with fs.iter_chunks(path, encoding="utf-8") as stream:
+        async for text in stream:
+            out = await anyio.to_thread.run_sync(keep.feed, text)
+            if out:
+                yield out.encode("utf-8")
+    rest = keep.finish()
+    if rest:
+        yield rest.encode("utf-8")
 
 
 def build_server(*, require_brokering: bool = False) -> MCPServer[Any]:
-    """The analysis server with its four tools."""
+    """The analysis server with its tools (see the module's docstring)."""
     server: MCPServer[Any] = MCPServer(
         "jupyter-fsbroker-analysis",
         instructions=(
@@ -320,6 +141,14 @@ def build_server(*, require_brokering: bool = False) -> MCPServer[Any]:
         # mcp takes the docstring as it is, indentation and all: clients show it cleaned.
         return server.tool(description=inspect.cleandoc(fn.__doc__ or ""))(fn)
 
+    _add_csv_tools(tool)
+    _add_text_tools(tool)
+    _add_lock_tools(tool)
+    _add_watch_tools(tool)
+    return server
+
+
+def _add_csv_tools(tool: _Register[Any]) -> None:
     @tool
     async def profile_csv(path: str, ctx: Context) -> dict[str, Any]:
         """Per-column statistics of a CSV file of any size, read in chunks.
@@ -329,7 +158,8 @@ def build_server(*, require_brokering: bool = False) -> MCPServer[Any]:
         """
         fs = files(ctx, consent_message=f"Profile {path}: read it and compute per-column statistics")
         async with fs:
-            return await profile(fs, path)
+            with _data_errors():
+                return await profile(fs, path)
 
     @tool
     async def write_report(path: str, ctx: Context) -> dict[str, Any]:
@@ -341,10 +171,73 @@ def build_server(*, require_brokering: bool = False) -> MCPServer[Any]:
             consent_access={path: ["read"], report: ["write"]},  # never write on the data itself
         )
         async with fs:
-            stats = await profile(fs, path)
+            with _data_errors():
+                stats = await profile(fs, path)
             written = await fs.write_text(report, render_report(stats))
         return {"report": report, "bytes": written.bytes_written, "rows": stats["rows"]}
 
+    @tool
+    async def filter_csv(path: str, column: str, value: str, output: str, ctx: Context) -> dict[str, Any]:
+        """Write the rows of a CSV whose column equals a value to another CSV, atomically.
+
+        Reads in chunks and writes as it reads: the output is staged in chunks
+        and replaces the file at once when complete, so no one ever sees half
+        of it, and a failure leaves the old file as it was.
+        """
+        fs = files(
+            ctx,
+            consent_message=f"Copy the rows of {path} where {column} is {value!r} to {output}",
+            consent_access={path: ["read"], output: ["write"]},
+        )
+        keep = RowFilter(column, value)
+        started = time.perf_counter()
+        async with fs:
+            with _data_errors():
+                written = await fs.write_bytes(output, _filtered(fs, path, keep))
+        return {
+            "path": path,
+            "output": output,
+            "rows": keep.rows,
+            "matched": keep.matched,
+            "bytes": written.bytes_written,
+            "chunks": written.chunks,
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+
+
+def _add_text_tools(tool: _Register[Any]) -> None:
+    @tool
+    async def read_text(path: str, ctx: Context) -> dict[str, Any]:
+        """Read a text file of at most 2 MiB, with its etag (for write_text's if_match)."""
+        fs = files(ctx, consent_message=f"Read {path}")
+        async with fs:
+            chunk = await fs.read(path, length=MAX_CHUNK_BYTES)
+        if not chunk.eof:
+            raise ToolError(f"{path} has {chunk.size:,} bytes: read_text reads files of at most 2 MiB")
+        return {"path": path, "text": chunk.content, "etag": chunk.etag, "size": chunk.size}
+
+    @tool
+    async def write_text(path: str, text: str, ctx: Context, if_match: str = "") -> dict[str, Any]:
+        """Write a text file atomically (created if missing).
+
+        With if_match (an etag from read_text), write only if the file has not
+        changed since: otherwise PRECONDITION_FAILED, and nothing is written.
+        """
+        fs = files(ctx, consent_message=f"Write {path}", consent_operations=("write",))
+        async with fs:
+            written = await fs.write_text(path, text, if_match=if_match or None)
+        return {"path": path, "bytes": written.bytes_written, "etag": written.etag}
+
+    @tool
+    async def list_files(path: str, ctx: Context, recursive: bool = False) -> dict[str, Any]:
+        """List a folder: name, path, type, size and modification time of each entry."""
+        fs = files(ctx, consent_message=f"List {path}", consent_operations=("read",))
+        async with fs:
+            entries = await fs.list_dir(path, recursive=recursive)
+        return {"path": path, "entries": [asdict(entry) for entry in entries]}
+
+
+def _add_lock_tools(tool: _Register[Any]) -> None:
     @tool
     async def atomic_increment(path: str, ctx: Context) -> dict[str, Any]:
         """Add one to the integer in a counter file (created at 0), under an exclusive lock."""
@@ -356,20 +249,53 @@ def build_server(*, require_brokering: bool = False) -> MCPServer[Any]:
         return {"path": path, "value": value}
 
     @tool
-    async def watch_changes(path: str, ctx: Context, seconds: float = 5.0) -> dict[str, Any]:
-        """Watch a file or folder (recursively) for a few seconds; report the changes seen."""
-        seconds = max(0.0, min(float(seconds), 300.0))
+    async def lock_file(path: str, ctx: Context) -> dict[str, Any]:
+        """Lock a file for this connection until unlock_file, or until the connection ends.
+
+        Everyone else gets FILE_LOCKED meanwhile; the notebook's user can
+        force-release the lock.
+        """
+        fs = files(ctx, consent_message=f"Lock {path} so that no one else changes it")
+        async with fs:
+            chunk = await fs.read(path, length=0, encoding="base64", keep_locked=True)
+        return {"path": path, "lock_id": chunk.lock_id}
+
+    @tool
+    async def unlock_file(lock_id: str, ctx: Context) -> dict[str, Any]:
+        """Release a lock that lock_file took (NOT_FOUND if it was released already)."""
+        async with files(ctx) as fs:
+            await fs.unlock(lock_id)
+        return {"lock_id": lock_id, "unlocked": True}
+
+
+def _add_watch_tools(tool: _Register[Any]) -> None:
+    @tool
+    async def watch_changes(path: str, ctx: Context, seconds: float = 5.0, until: str = "") -> dict[str, Any]:
+        """Watch a file or folder (recursively) for a few seconds; report the changes seen.
+
+        With until (a file name such as _SUCCESS), stop as soon as a file of
+        that name is created or moved in.
+        """
+        seconds = max(0.0, min(float(seconds), MAX_WATCH_SECONDS))
         fs = files(ctx, consent_message=f"Watch {path} for changes for {seconds:g} seconds")
         events: list[dict[str, Any]] = []
+        finished = False
         async with fs, fs.watch(path, recursive=True) as watch:
             with anyio.move_on_after(seconds):
                 async for event in watch:
                     events.append(asdict(event))
-                    if len(events) >= MAX_EVENTS:
+                    name = posixpath.basename(event.path)
+                    done = bool(until) and event.event in ("created", "moved") and name == until
+                    if done or len(events) >= MAX_EVENTS:
+                        finished = done
                         break
-        return {"path": path, "seconds": seconds, "count": len(events), "events": events}
-
-    return server
+        return {
+            "path": path,
+            "seconds": seconds,
+            "count": len(events),
+            "events": events,
+            "until_seen": finished,
+        }
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -379,6 +305,38 @@ def _host_port(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on *host*:*port* (port 0: a free one, kept from now on)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def serve_http(server: MCPServer[Any], host: str, port: int) -> None:
+    """Serve Streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted.
+
+    The server binds the socket itself and says where it listens on stderr
+    (``analysis server: listening on http://127.0.0.1:PORT/mcp``), so that
+    port 0 gives a free port that no other process can take meanwhile.
+    """
+    import uvicorn
+
+    sock = _listen(host, port)
+    bound = sock.getsockname()
+    shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
+    print(f"analysis server: listening on http://{shown}:{bound[1]}/mcp", file=sys.stderr, flush=True)
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, log_level=server.settings.log_level.lower(), lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Command line: stdio by default, ``--http HOST:PORT`` for Streamable HTTP at ``/mcp``."""
     parser = argparse.ArgumentParser(
@@ -386,7 +344,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         description="An MCP analysis server that reads the notebook's files through SEP-1708 brokering.",
     )
     parser.add_argument(
-        "--http", type=_host_port, metavar="HOST:PORT", help="serve Streamable HTTP at http://HOST:PORT/mcp"
+        "--http",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help="serve Streamable HTTP at http://HOST:PORT/mcp (port 0: a free port, named on stderr)",
     )
     parser.add_argument(
         "--require-brokering",
@@ -398,9 +359,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.http is None:
         run_stdio(server)
     else:
-        host, port = args.http
-        print(f"analysis server: http://{host}:{port}/mcp", file=sys.stderr, flush=True)
-        server.run("streamable-http", host=host, port=port)
+        serve_http(server, *args.http)
 
 
 if __name__ == "__main__":

@@ -425,5 +425,14 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         super().close()
 
     def __repr__(self) -> str:
-        state = "done" if self.future.done() else "open"
-        return f"<ConsentPrompt {self.request.id} server={self.request.server!r} {state}>"
+        # Also what a view without widgets shows (GitHub, nbconvert), at the moment it is shown.
+        request = self.request
+        state = "answered" if self.future.done() else "waiting"
+        asked = [item for item in request.items if item.approvable]
+        ops = [op for op in request.operations if any(op in request.operations_of(i) for i in asked)]
+        refused = len(request.items) - len(asked)
+        more = f", {refused} not approvable" if refused else ""
+        return (
+            f"<consent request from {request.server!r}: {', '.join(ops) or 'nothing'} on "
+            f"{len(asked)} path{'' if len(asked) == 1 else 's'}{more} ({state})>"
+        )

@@ -53,6 +53,7 @@ from .markup import (
     header_html,
     lock_html,
     muted,
+    plain,
     roots_html,
     server_log_html,
     totals_html,
@@ -294,6 +295,10 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                 return
             self._changes.append(_Change(connection.server, event))
         self.schedule_refresh()
+
+    def __repr__(self) -> str:
+        # What a view without widgets shows (GitHub, nbconvert): the summary line.
+        return f"<{plain(self.header.value)}>"
 
     def schedule_refresh(self) -> None:
         """Refresh soon (coalesced: at most once per ``refresh_interval``). Never blocks."""

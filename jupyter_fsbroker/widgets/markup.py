@@ -11,6 +11,7 @@ broker or decides anything, and nothing imports ``ipywidgets``.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -53,11 +54,18 @@ __all__ = [
 
 _TABLE = '<table style="border-collapse:collapse;font-size:90%;line-height:1.3">'
 _CELL = "padding:0 0.8em 0 0;text-align:left;vertical-align:top"
+_BREAK = re.compile(r"<(?:br|/div|/p|/td|/th|/tr|/li)\b[^>]*>", re.IGNORECASE)
+_TAG = re.compile(r"<style\b.*?</style>|<[^>]*>", re.DOTALL | re.IGNORECASE)
 
 
 def escape(value: object) -> str:
     """*value* as text that is safe inside HTML: escaped, with invisible characters made visible."""
     return html.escape(printable(str(value)))
+
+
+def plain(markup: str) -> str:
+    """The text of *markup*: tags dropped, entities decoded, white space collapsed (``text/plain`` views)."""
+    return " ".join(html.unescape(_TAG.sub("", _BREAK.sub(" ", markup))).split())
 
 
 def table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
 from .closing import close_parts
-from .markup import escape
+from .markup import escape, plain
 from .text import ConnectionView
 
 __all__ = [
@@ -112,6 +112,10 @@ class CallPanel(widgets.VBox):  # type: ignore[misc]
         """Show *items* below what is shown already."""
         self.children = (*self.children, *items)
 
+    def __repr__(self) -> str:
+        # What a view without widgets shows (GitHub, nbconvert): what the panel holds, in words.
+        return "; ".join(repr(child) for child in self.children) or "<an empty call panel>"
+
     def close(self) -> None:
         """Close the panel; what it shows is left to whoever added it."""
         if self.comm is not None:
@@ -176,6 +180,10 @@ class ConnectionCard(widgets.VBox):  # type: ignore[misc]
         self._closed = False
         self._retired = False
         self.add_class("fsbroker-connection")
+
+    def __repr__(self) -> str:
+        # What a view without widgets shows (GitHub, nbconvert): the card's line, as text.
+        return f"<{plain(self.line.value)}>"
 
     def update(self) -> None:
         """Show the connection's state now (any thread)."""

@@ -213,6 +213,10 @@ class TransferProgress(widgets.VBox):  # type: ignore[misc]
 
     # -- queries and lifetime ---------------------------------------------------------------
 
+    def __repr__(self) -> str:
+        # What a view without widgets shows (GitHub, nbconvert), at the moment it is shown.
+        return "<file transfer progress (a live widget)>"
+
     def transfers(self) -> list[dict[str, Any]]:
         """What is shown, oldest first.
 

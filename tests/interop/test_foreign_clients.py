@@ -80,7 +80,18 @@ def test_the_inspector_cli_lists_and_calls_the_example_servers_tools(
         )
     assert listed.returncode == 0, listed.stderr
     tools = {tool["name"]: tool for tool in json.loads(listed.stdout)["tools"]}
-    assert set(tools) == {"profile_csv", "write_report", "atomic_increment", "watch_changes"}
+    assert set(tools) == {
+        "profile_csv",
+        "write_report",
+        "filter_csv",
+        "read_text",
+        "write_text",
+        "list_files",
+        "atomic_increment",
+        "lock_file",
+        "unlock_file",
+        "watch_changes",
+    }
     description = tools["profile_csv"]["description"]
     assert description.startswith("Per-column statistics") and "\n        " not in description
     # The Inspector does not broker files: the tool says so with SEP-1708's error.

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from jupyter_core.utils import ensure_event_loop
 
-from tests.support.env import server_env
+from tests.support.env import REPO, server_env
 from tests.support.leaks import ends_with_each_user
 from tests.support.servers import MODULE as SERVER_MODULE
 from tests.support.servers import analysis_server_http
@@ -28,11 +28,17 @@ SALES_CSV = "region,amount\nnorth,10\nsouth,20\neast,\nwest,40\n"
 
 
 def make_workdir(base: Path) -> Path:
-    """A notebook folder with ``data/sales.csv`` and ``data/raw/``."""
+    """A notebook folder with ``data/sales.csv`` and ``data/raw/``.
+
+    Stdio servers get a clean environment (no ``PYTHONPATH``) and start in this
+    folder: the link to this checkout's package here makes ``python -m
+    jupyter_fsbroker...`` run this checkout's server, as the kernel runs its broker.
+    """
     work = base / "work"
     (work / "data" / "raw").mkdir(parents=True)
     (work / "data" / "sales.csv").write_text(SALES_CSV, encoding="utf-8")
     (work / "data" / "raw" / "one.csv").write_text(SALES_CSV, encoding="utf-8")
+    (work / "jupyter_fsbroker").symlink_to(REPO / "jupyter_fsbroker", target_is_directory=True)
     return work
 
 

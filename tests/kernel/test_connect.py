@@ -11,7 +11,20 @@ from .conftest import ASK_BETWEEN_CELLS, STDIO_COMMAND, load
 from .harness import Kernel, Widget
 
 HANDSHAKE_VERSIONS = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
-TOOLS = ["atomic_increment", "profile_csv", "watch_changes", "write_report"]
+TOOLS = sorted(
+    [
+        "atomic_increment",
+        "filter_csv",
+        "list_files",
+        "lock_file",
+        "profile_csv",
+        "read_text",
+        "unlock_file",
+        "watch_changes",
+        "write_report",
+        "write_text",
+    ]
+)
 MiB = 1024 * 1024
 
 

@@ -1,4 +1,4 @@
-"""The example analysis server end to end: its four tools over stdio and over Streamable HTTP.
+"""The example analysis server end to end: its tools over stdio and over Streamable HTTP.
 
 The server runs as ``python -m jupyter_fsbroker.examples.analysis_server`` (stdio)
 and with ``--http 127.0.0.1:0`` under uvicorn (it binds a free port and reports
@@ -25,6 +25,7 @@ from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
 from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.examples.analysis_server import CsvProfiler, render_report, report_path
+from jupyter_fsbroker.examples.csvstream import RowFilter
 from tests.support.brokers import make_broker
 from tests.support.env import server_env
 from tests.support.servers import MODULE, analysis_server_http
@@ -40,7 +41,18 @@ MiB = 1024 * 1024
 SEP_MESSAGE = (
     "Filesystem access is required but the client is not advertising the filesystemBrokering capability"
 )
-TOOLS = {"profile_csv", "write_report", "atomic_increment", "watch_changes"}
+TOOLS = {
+    "profile_csv",
+    "write_report",
+    "filter_csv",
+    "read_text",
+    "write_text",
+    "list_files",
+    "atomic_increment",
+    "lock_file",
+    "unlock_file",
+    "watch_changes",
+}
 
 
 def make_csv(target: int, seed: int) -> str:
@@ -249,6 +261,156 @@ async def test_watch_changes_reports_events(client: RawClient, data: Path) -> No
     assert {e["path"] for e in result["events"]} == {f"data/{folder.name}/new.txt"}
     assert {e["event"] for e in result["events"]} <= {"created", "modified"}
     await client.wait_answered("files/unwatch")
+
+
+async def test_filter_csv_writes_the_matching_rows_back_at_once(
+    client: RawClient, data: Path, consents: Consents
+) -> None:
+    name = f"filter_{type(client).__name__}"
+    folder = data / name
+    folder.mkdir()
+    rng = random.Random(7)
+    lines = ["id,kind,note"]
+    lines += [f'{i},{rng.choice(["keep"] * 9 + ["drop"])},"line {i}, quoted"' for i in range(90_000)]
+    (folder / "in.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "out.csv").write_text("old\n", encoding="utf-8")
+    seen_before_final: list[str] = []
+
+    async def look(method: str, params: dict[str, Any]) -> None:
+        if method == "files/write" and not params.get("final", True):
+            seen_before_final.append((folder / "out.csv").read_text(encoding="utf-8"))
+
+    client.intercept = look
+    before = len(consents.requests)
+    args = {
+        "path": f"data/{name}/in.csv",
+        "column": "kind",
+        "value": "keep",
+        "output": f"data/{name}/out.csv",
+    }
+    result = await client.tool_json("filter_csv", args)
+    with (folder / "in.csv").open(newline="", encoding="utf-8") as f:
+        expected = [row for row in csv.DictReader(f) if row["kind"] == "keep"]
+    with (folder / "out.csv").open(newline="", encoding="utf-8") as f:
+        written = list(csv.DictReader(f))
+    assert written == expected
+    assert (result["rows"], result["matched"]) == (90_000, len(expected))
+    assert result["bytes"] == (folder / "out.csv").stat().st_size and result["chunks"] >= 2
+    # Staged in chunks: the old file stayed whole until the final chunk replaced it.
+    assert seen_before_final and set(seen_before_final) == {"old\n"}
+    [asked] = consents.requests[before:]
+    assert {(item.path, item.operations) for item in asked.items} == {
+        (f"data/{name}/in.csv", ("read",)),
+        (f"data/{name}/out.csv", ("write",)),
+    }
+    missing = await client.call_tool("filter_csv", {**args, "column": "colour"})
+    assert missing["isError"] and "no column named 'colour'" in missing["content"][0]["text"]
+
+
+async def test_write_text_with_if_match_refuses_a_stale_etag(client: RawClient, data: Path) -> None:
+    path = f"data/notes_{type(client).__name__}.md"
+    target = data / path.removeprefix("data/")
+    target.write_text("# Notes\n", encoding="utf-8")
+    read = await client.tool_json("read_text", {"path": path})
+    assert (read["text"], read["size"]) == ("# Notes\n", 8) and read["etag"]
+    first = await client.tool_json(
+        "write_text", {"path": path, "text": "# Notes\nA\n", "if_match": read["etag"]}
+    )
+    assert first["etag"] != read["etag"] and target.read_text(encoding="utf-8") == "# Notes\nA\n"
+    stale = await client.call_tool(
+        "write_text", {"path": path, "text": "# Notes\nB\n", "if_match": read["etag"]}
+    )
+    assert stale["isError"] and "PRECONDITION_FAILED" in stale["content"][0]["text"]
+    assert target.read_text(encoding="utf-8") == "# Notes\nA\n"
+    plain = await client.tool_json("write_text", {"path": path, "text": "# Notes\nC\n"})
+    assert plain["bytes"] == 10 and target.read_text(encoding="utf-8") == "# Notes\nC\n"
+    large = await client.call_tool("read_text", {"path": "data/sales.csv"})
+    assert large["isError"] and "at most 2 MiB" in large["content"][0]["text"]
+
+
+async def test_list_files_shows_what_the_client_shows(client: RawClient, data: Path) -> None:
+    folder = data / f"listed_{type(client).__name__}"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.csv").write_text("x\n1\n")
+    (folder / "sub" / "b.txt").write_text("b")
+    (folder / ".env").write_text("SECRET=1")
+    listed = await client.tool_json("list_files", {"path": f"data/{folder.name}"})
+    assert sorted((e["name"], e["type"]) for e in listed["entries"]) == [
+        ("a.csv", "file"),
+        ("sub", "directory"),
+    ]
+    deep = await client.tool_json("list_files", {"path": f"data/{folder.name}", "recursive": True})
+    assert {e["path"] for e in deep["entries"]} == {
+        f"data/{folder.name}/a.csv",
+        f"data/{folder.name}/sub",
+        f"data/{folder.name}/sub/b.txt",
+    }
+
+
+async def test_lock_file_holds_until_unlocked_or_force_released(
+    stdio: StdioClient, http: HttpClient, data: Path, broker: Broker
+) -> None:
+    (data / "shared.md").write_text("v1\n", encoding="utf-8")
+    held = await stdio.tool_json("lock_file", {"path": "data/shared.md"})
+    lock_id = held["lock_id"]
+    assert lock_id.startswith("lock_")
+    assert [(i.lock_id, i.owner) for i in broker.locks.held() if i.lock_id] == [(lock_id, stdio.conn.id)]
+    # The holder still writes; the other connection is refused while the lock is kept.
+    await stdio.tool_json("write_text", {"path": "data/shared.md", "text": "v2\n"})
+    refused = await http.call_tool("write_text", {"path": "data/shared.md", "text": "other\n"})
+    assert refused["isError"] and "FILE_LOCKED" in refused["content"][0]["text"]
+    assert (data / "shared.md").read_text(encoding="utf-8") == "v2\n"
+    broker.force_unlock(lock_id)  # the user's override
+    await http.tool_json("write_text", {"path": "data/shared.md", "text": "v3\n"})
+    gone = await stdio.call_tool("unlock_file", {"lock_id": lock_id})
+    assert gone["isError"] and "NOT_FOUND" in gone["content"][0]["text"]
+    again = await stdio.tool_json("lock_file", {"path": "data/shared.md"})
+    assert await stdio.tool_json("unlock_file", {"lock_id": again["lock_id"]}) == {
+        "lock_id": again["lock_id"],
+        "unlocked": True,
+    }
+    assert [i for i in broker.locks.held() if i.lock_id] == []
+
+
+async def test_watch_changes_stops_when_the_marker_appears(client: RawClient, data: Path) -> None:
+    folder = data / f"until_{type(client).__name__}"
+    folder.mkdir()
+    args = {"path": f"data/{folder.name}", "seconds": 300, "until": "_SUCCESS"}
+    task = asyncio.ensure_future(client.tool_json("watch_changes", args))
+    await client.wait_answered("files/watch", lambda a: a.error is None)
+    (folder / "part-0.csv").write_text("x\n")
+    (folder / "_SUCCESS").write_text("")
+    result = await task
+    assert result["until_seen"] is True
+    assert result["events"][-1]["path"] == f"data/{folder.name}/_SUCCESS"
+    assert f"data/{folder.name}/part-0.csv" in {e["path"] for e in result["events"]}
+
+
+def test_row_filter_handles_chunks_cut_anywhere() -> None:
+    text = make_csv(40_000, seed=4)
+    whole = RowFilter("region", "north")
+    expected = whole.feed(text) + whole.finish()
+    assert expected.startswith("id,region,amount,comment,when\n") and whole.matched > 10
+    rng = random.Random(6)
+    for _ in range(20):
+        keep = RowFilter("region", " north ")
+        position, pieces = 0, []
+        while position < len(text):
+            step = rng.randint(1, 3000)
+            pieces.append(keep.feed(text[position : position + step]))
+            position += step
+        pieces.append(keep.finish())
+        assert "".join(pieces) == expected and (keep.rows, keep.matched) == (whole.rows, whole.matched)
+    with pytest.raises(ValueError, match="no column named 'colour'"):
+        RowFilter("colour", "red").feed(text)
+
+
+def test_the_http_server_names_the_port_it_bound() -> None:
+    with analysis_server_http() as server:
+        [line] = [line for line in server.stderr if "listening on" in line]
+    assert line.startswith("analysis server: listening on http://127.0.0.1:")
+    assert server.url.startswith("http://127.0.0.1:") and not server.url.startswith("http://127.0.0.1:0/")
+    assert line.strip().endswith(server.url)
 
 
 # -- capability ------------------------------------------------------------------------------------

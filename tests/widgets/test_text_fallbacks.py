@@ -1,0 +1,72 @@
+"""What the views say where widgets do not render (GitHub, nbconvert, a console): one line each.
+
+A widget's ``text/plain`` is its ``repr``, cut at 110 characters by ipywidgets,
+and it is fixed when the widget is displayed.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+from jupyter_fsbroker.core.broker import Broker
+from jupyter_fsbroker.core.consent import ConsentDecision
+from jupyter_fsbroker.widgets.consent import ConsentPrompt
+from jupyter_fsbroker.widgets.dashboard import Dashboard
+from jupyter_fsbroker.widgets.markup import plain
+from jupyter_fsbroker.widgets.places import CallPanel, ConnectionCard
+from jupyter_fsbroker.widgets.progress import TransferProgress
+
+from .conftest import make_request
+from .test_places import FakeConnection
+
+
+def _text(widget: object) -> str:
+    bundle = widget._repr_mimebundle_()  # type: ignore[attr-defined]
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    return str(bundle["text/plain"])
+
+
+def test_plain_drops_tags_and_styles_and_decodes_entities() -> None:
+    assert (
+        plain("<style>.x { color: red }</style><b>2</b> grants &amp;\n <i>1</i> lock") == "2 grants & 1 lock"
+    )
+
+
+def test_the_dashboard_says_its_summary_line(broker: Broker) -> None:
+    dash = Dashboard(broker)
+    try:
+        assert _text(dash) == repr(dash)
+        assert repr(dash).startswith("<File broker — 2 shared folders · 0 connections")
+        assert "<style" not in repr(dash) and "{" not in repr(dash)
+    finally:
+        dash.close()
+
+
+def test_the_card_says_its_line() -> None:
+    conn = FakeConnection()
+    card = ConnectionCard(conn)
+    assert _text(card) == "<Connected analysis — server Analysis Server, stdio, MCP 2025-06-18, 1 tool>"
+    conn.close()
+    card.update()
+    assert repr(card) == "<analysis: disconnected (closed by the user)>"
+    card.close()
+
+
+def test_a_call_panel_says_what_it_shows(broker: Broker) -> None:
+    request = make_request()  # two paths to approve, two that cannot be
+    future: Future[ConsentDecision] = Future()
+    prompt = ConsentPrompt(request, future)
+    progress = TransferProgress(broker)
+    panel = CallPanel([progress, prompt])
+    try:
+        assert repr(prompt) == (
+            "<consent request from 'analysis': read, write on 2 paths, 2 not approvable (waiting)>"
+        )
+        assert _text(panel).startswith("<file transfer progress (a live widget)>; <consent request from")
+        future.set_result(ConsentDecision.deny())
+        assert repr(prompt).endswith("(answered)>")
+        assert repr(CallPanel()) == "<an empty call panel>"
+    finally:
+        panel.close()
+        progress.close()
+        prompt.close()
