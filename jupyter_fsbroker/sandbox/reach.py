@@ -248,9 +248,9 @@ def plan(
         builder.add(real, Access.READ, "added by the user", required=True)
 
     if level == "roots":
-        for path, read_only in root_list:
-            access = Access.READ if read_only else Access.READ_WRITE
-            builder.rules[path] = Rule(path, access, "a read-only root" if read_only else "a root", True)
+        _grant_roots(builder, root_list)
+    else:
+        _note_roots_in_reach(builder, root_list)
     builder.rules[os.path.realpath(private_tmp)] = Rule(
         os.path.realpath(private_tmp),
         Access.READ_WRITE,
@@ -259,6 +259,34 @@ def plan(
     )
     ports = None if connect_ports is None else tuple(sorted(set(connect_ports)))
     return Plan(Policy(tuple(builder.rules.values()), ports, level), tuple(builder.notes))
+
+
+def _grant_roots(builder: _Builder, roots: Sequence[tuple[str, bool]]) -> None:
+    """The roots, read-only ones read-only — which Landlock can only do if none lies in a writable one."""
+    for path, read_only in roots:
+        if read_only:
+            outer = [p for p, ro in roots if not ro and p != path and _within(path, p)]
+            if outer:
+                raise SandboxError(
+                    f"the sandbox cannot keep the read-only root {path} read-only: it lies inside the "
+                    f"read-write root {outer[0]}, and what the kernel allows adds up (make that root "
+                    "read-only too, or use the files level)"
+                )
+    for path, read_only in roots:
+        access = Access.READ if read_only else Access.READ_WRITE
+        builder.rules[path] = Rule(path, access, "a read-only root" if read_only else "a root", True)
+
+
+def _note_roots_in_reach(builder: _Builder, roots: Sequence[tuple[str, bool]]) -> None:
+    """Say so when a root lies inside something the server must reach anyway (the system, its interpreter)."""
+    for root, _ in roots:
+        for rule in builder.rules.values():
+            if rule.path != "/proc/self" and _within(root, rule.path):
+                builder.notes.append(
+                    f"the root {root} lies inside {rule.path} ({rule.why}), which the server may read: "
+                    "it can read that root directly"
+                )
+                break
 
 
 def _forbidden(env: Mapping[str, str]) -> tuple[str, ...]:

@@ -148,3 +148,20 @@ def test_the_policy_travels_as_json_and_nothing_unknown_is_accepted() -> None:
     ]:
         with pytest.raises(PolicyError, match=message):
             Policy.from_json(text)
+
+
+def test_a_read_only_root_inside_a_writable_one_cannot_be_kept_read_only(tmp_path: Path) -> None:
+    outer, inner = tmp_path / "work", tmp_path / "work" / "reference"
+    inner.mkdir(parents=True)
+    roots = [(str(outer), False), (str(inner), True)]
+    with pytest.raises(SandboxError, match=r"cannot keep the read-only root .*reference read-only"):
+        make_plan(tmp_path, [sys.executable, "-c", ""], roots=roots, level="roots")
+    granted, _ = make_plan(
+        tmp_path, [sys.executable, "-c", ""], roots=[(str(outer), True), (str(inner), False)]
+    )
+    assert str(outer) not in granted, "the files level grants no root, nested or not"
+
+
+def test_a_root_inside_what_the_server_must_read_is_said(tmp_path: Path) -> None:
+    _, notes = make_plan(tmp_path, [sys.executable, "-c", ""], roots=[("/usr/share", True)])
+    assert any("the root /usr/share lies inside /usr" in note for note in notes)
