@@ -10,6 +10,11 @@ stdout and exits (0: the tool succeeded, 1: it reported an error, 2: anything
 else); without, it serves until the server ends the connection or the process
 receives SIGINT or SIGTERM. Consent for paths not pre-approved with ``--allow``
 is asked on the terminal when stdin is one, and refused otherwise.
+
+What the server says (its stderr, over stdio, and its MCP log messages) is
+shown on stderr, one line each, prefixed with the connection's name and made
+safe for a terminal; ``--quiet`` keeps only log messages of level warning and
+above.
 """
 
 from __future__ import annotations
@@ -17,20 +22,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
 from .core.broker import Broker
 from .core.config import BrokerConfig
 from .core.consent import Consenter, DenyingConsenter
 from .core.errors import BrokerError
+from .core.serverlog import LEVELS, LogEntry
 from .core.specs import apply_specs, split_header
-from .protocol.client import ServerConnection, connect
+from .protocol.client import ServerConnection
+from .protocol.connector import connect
 from .widgets.terminal import TerminalConsenter
+from .widgets.text import printable
 
 __all__ = ["main"]
 
@@ -78,7 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--header", action="append", default=[], metavar="'NAME: VALUE'", help="an HTTP header (repeatable)"
     )
     c.add_argument(
-        "--name", help="the connection's name in prompts and the audit log (default: from the server)"
+        "--name",
+        help="the connection's name in prompts and the audit log (default: the name the server gives itself)",
+    )
+    c.add_argument(
+        "--advertise-read-only-roots",
+        action="store_true",
+        help="list read-only roots in roots/list too (marked readOnly); by default they are only "
+        "reachable through files/*, because a server that reads the disk itself would get write "
+        "access to them",
+    )
+    c.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="do not show the server's stderr, nor its log messages below warning",
     )
     c.add_argument("--call", metavar="TOOL", help="call TOOL, print its result as JSON and exit")
     c.add_argument("--args", default="{}", metavar="JSON", help="the tool's arguments (default {})")
@@ -111,9 +131,10 @@ async def _run_connect(args: argparse.Namespace) -> int:
         raise UsageError("--args must be a JSON object")
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
-    name = args.name or (urlsplit(args.url).netloc if args.url else os.path.basename(command[0]))
-
-    broker = Broker(BrokerConfig(audit_path=args.audit))
+    echo = _ServerEcho(quiet=args.quiet)
+    broker = Broker(
+        BrokerConfig(audit_path=args.audit, advertise_read_only_roots=args.advertise_read_only_roots)
+    )
     consenter, terminal = _make_consenter()
     conn: ServerConnection | None = None
     try:
@@ -126,22 +147,58 @@ async def _run_connect(args: argparse.Namespace) -> int:
             raise UsageError("; ".join(str(problem) for problem in problems))
         conn = await connect(
             broker,
-            name,
+            args.name,
             command=command[0] if command else None,
             args=command[1:],
             url=args.url,
             headers=headers,
             consenter=consenter,
+            on_log=echo,
         )
+        echo.start(conn.name)
         if args.call:
             return await _call(conn, args.call, tool_args, args.timeout)
         return await _serve(conn)
     finally:
+        echo.start(args.name or "server")  # connecting failed: show what the server said
         if conn is not None:
             await conn.aclose()
         broker.close()
         if terminal is not None:
             terminal.close()
+
+
+class _ServerEcho:
+    """Shows the server's log on stderr: one safe line per entry, prefixed with the connection's name.
+
+    Entries that come before the name is known (the server names itself in the
+    handshake) wait for :meth:`start`.
+    """
+
+    def __init__(self, *, quiet: bool) -> None:
+        self.quiet = quiet
+        self._name: str | None = None
+        self._early: list[LogEntry] = []
+
+    def start(self, name: str) -> None:
+        """Show the entries held so far, and every later one at once, under *name*."""
+        if self._name is None:
+            self._name = name
+            for entry in self._early:
+                self(entry)
+            self._early.clear()
+
+    def __call__(self, entry: LogEntry) -> None:
+        if self._name is None:
+            self._early.append(entry)
+            return
+        if self.quiet and (entry.source == "stderr" or entry.severity < LEVELS.index("warning")):
+            return
+        if entry.source == "stderr":
+            text = entry.text
+        else:
+            text = f"{entry.level}: " + (f"{entry.logger}: " if entry.logger else "") + entry.text
+        print(f"[{printable(self._name)}] {printable(text)}", file=sys.stderr, flush=True)
 
 
 async def _call(conn: ServerConnection, tool: str, arguments: dict[str, Any], timeout: float) -> int:

@@ -79,7 +79,14 @@ __all__ = ["Broker"]
 log = logging.getLogger(__name__)
 
 #: Settings a running broker keeps: they name folders and files it opened, or sized its pools.
-_FIXED_SETTINGS = ("trash_dir", "lock_dir", "audit_path", "audit_capacity", "workers")
+_FIXED_SETTINGS = (
+    "trash_dir",
+    "lock_dir",
+    "audit_path",
+    "audit_capacity",
+    "workers",
+    "advertise_read_only_roots",
+)
 
 
 class Broker(Closeable):

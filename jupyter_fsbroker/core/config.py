@@ -50,6 +50,12 @@ class BrokerConfig:
     workers
         Threads that run requests for :meth:`Connection.ahandle
         <jupyter_fsbroker.core.connection.Connection.ahandle>`.
+    advertise_read_only_roots
+        List read-only roots in ``roots/list`` (marked ``_meta.readOnly``).
+        Off by default: a server that reads the roots and opens files itself
+        (the official filesystem server does) would get the operating
+        system's access to them, writes included; ``files/*`` reaches them
+        either way, under the same grants.
 
     Raises
     ------
@@ -67,6 +73,7 @@ class BrokerConfig:
     audit_capacity: int = 2000
     coalesce: float = 0.05
     workers: int = 32
+    advertise_read_only_roots: bool = False
 
     def __post_init__(self) -> None:
         """Validate the fields that may change at run time; see the class's *Raises* section."""

@@ -34,15 +34,16 @@ from __future__ import annotations
 
 import argparse
 import csv
+import inspect
 import io
 import math
 import posixpath
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -51,6 +52,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from jupyter_fsbroker.protocol.server import FilesClient, enable_files, files, run_stdio
 
 __all__ = ["CsvProfiler", "build_server", "main", "render_report", "report_path"]
+
+_Tool = TypeVar("_Tool", bound=Callable[..., Any])
 
 #: Values counted as missing (besides the empty string), compared case-insensitively.
 MISSING = frozenset({"na", "n/a", "nan", "null", "none", "-"})
@@ -313,7 +316,11 @@ def build_server(*, require_brokering: bool = False) -> MCPServer[Any]:
     )
     enable_files(server, require=require_brokering)
 
-    @server.tool()
+    def tool(fn: _Tool) -> _Tool:
+        # mcp takes the docstring as it is, indentation and all: clients show it cleaned.
+        return server.tool(description=inspect.cleandoc(fn.__doc__ or ""))(fn)
+
+    @tool
     async def profile_csv(path: str, ctx: Context) -> dict[str, Any]:
         """Per-column statistics of a CSV file of any size, read in chunks.
 
@@ -324,7 +331,7 @@ def build_server(*, require_brokering: bool = False) -> MCPServer[Any]:
         async with fs:
             return await profile(fs, path)
 
-    @server.tool()
+    @tool
     async def write_report(path: str, ctx: Context) -> dict[str, Any]:
         """Profile a CSV and write a Markdown report next to it (sales.csv -> sales.report.md)."""
         report = report_path(path)
@@ -339,7 +346,7 @@ def build_server(*, require_brokering: bool = False) -> MCPServer[Any]:
             written = await fs.write_text(report, render_report(stats))
         return {"report": report, "bytes": written.bytes_written, "rows": stats["rows"]}
 
-    @server.tool()
+    @tool
     async def atomic_increment(path: str, ctx: Context) -> dict[str, Any]:
         """Add one to the integer in a counter file (created at 0), under an exclusive lock."""
         fs = files(ctx, consent_message=f"Update the counter {path}", consent_operations=("read", "write"))
@@ -349,7 +356,7 @@ def build_server(*, require_brokering: bool = False) -> MCPServer[Any]:
             await fs.write_text(path, f"{value}\n", lock_id=lock_id)
         return {"path": path, "value": value}
 
-    @server.tool()
+    @tool
     async def watch_changes(path: str, ctx: Context, seconds: float = 5.0) -> dict[str, Any]:
         """Watch a file or folder (recursively) for a few seconds; report the changes seen."""
         seconds = max(0.0, min(float(seconds), 300.0))

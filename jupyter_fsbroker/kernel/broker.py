@@ -33,7 +33,7 @@ import os
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO, Unpack
+from typing import Any, Unpack
 
 from ..core.broker import Broker
 from ..core.config import BrokerConfig
@@ -43,13 +43,14 @@ from ..core.grants import Grant
 from ..core.locks import LockInfo
 from ..core.roots import Root
 from ..core.specs import apply_specs
-from ..protocol.client import DEFAULT_CONNECT_TIMEOUT, ServerConnection
+from ..protocol.client import ServerConnection
+from ..protocol.connector import DEFAULT_CONNECT_TIMEOUT
 from . import ipykernel_compat as ipk
 from .calls import CallRunner
 from .connection import KernelConnection
 from .consent import CallScope, KernelConsenter
 from .loop import BackgroundLoop, LoopClosedError
-from .servers import ConnectOptions, ServerLogs, ServerTarget
+from .servers import ConnectOptions, ServerTarget
 from .settings import LIVE_TRAITS, FSBroker
 from .views import NotebookViews, widgets_available
 
@@ -112,7 +113,6 @@ class NotebookBroker:
         if widgets is None:  # widgets need a kernel (and a frontend) to show them
             widgets = self._kernel is not None and widgets_available()
         self._lock = threading.RLock()
-        self._server_logs = ServerLogs()
         self._closed = False
         self._connections: dict[str, KernelConnection] = {}
         self._terminal: Any | None = None
@@ -387,13 +387,13 @@ class NotebookBroker:
         target = self._target(
             name, url=url, headers=headers, command=command, env=env, cwd=cwd, timeout=timeout
         )
-        return self._connected(*self._runner.run(self._open(target)))
+        return self._connected(self._runner.run(self._open(target)))
 
     async def aconnect(self, name: str, **options: Unpack[ConnectOptions]) -> KernelConnection:
         """:meth:`connect` for async cells: ``conn = await broker.aconnect(...)``; the same arguments."""
         self._runner.check_thread()
         target = self._target(name, **options)
-        return self._connected(*(await self._runner.run_async(self._open(target))))
+        return self._connected(await self._runner.run_async(self._open(target)))
 
     def _target(self, name: str, **options: Unpack[ConnectOptions]) -> ServerTarget:
         """Check the arguments of :meth:`connect`; close a connection of the same name."""
@@ -406,8 +406,8 @@ class NotebookBroker:
             old.server.close("replaced by a new connection with the same name")
         return target
 
-    async def _open(self, target: ServerTarget) -> tuple[ServerConnection, TextIO | None]:
-        """On the loop: wait for a replaced connection to end, then connect; the server and its log."""
+    async def _open(self, target: ServerTarget) -> ServerConnection:
+        """On the loop: wait for a replaced connection to end, then connect."""
         with self._lock:
             old = self._connections.get(target.name)
         if old is not None:
@@ -415,34 +415,26 @@ class NotebookBroker:
                 await asyncio.wait_for(old.server.wait_closed(), _CLOSE_TIMEOUT)
             except TimeoutError:
                 log.warning("the old connection %r did not close in time", target.name)
-        return await target.open(self.core, self._consenter, self._server_logs)
+        return await target.open(self.core, self._consenter)
 
-    def _connected(self, server: ServerConnection, stderr: TextIO | None) -> KernelConnection:
+    def _connected(self, server: ServerConnection) -> KernelConnection:
         conn = KernelConnection(
-            server,
-            broker=self,
-            runner=self._runner,
-            on_change=self._views.connection_changed,
-            server_log=stderr,
+            server, broker=self, runner=self._runner, on_change=self._views.connection_changed
         )
         with self._lock:
             if self._closed:
                 server.close("the broker was closed")
-                if stderr is not None:
-                    self._server_logs.release(server.name, stderr)
                 raise ClosedError("the broker is closed")
             self._connections[server.name] = conn
         self._views.show_card(conn)
         with contextlib.suppress(ClosedError):  # closing: close() ends the connection
-            self._runner.submit(self._watch(conn, stderr))
+            self._runner.submit(self._watch(conn))
         self._views.refresh()
         return conn
 
-    async def _watch(self, conn: KernelConnection, stderr: TextIO | None) -> None:
-        """On the loop, until the transport is down: then release its log and show the change."""
+    async def _watch(self, conn: KernelConnection) -> None:
+        """On the loop, until the transport is down: then show the change."""
         await conn.server.wait_closed()
-        if stderr is not None:
-            self._server_logs.release(conn.name, stderr)
         self._views.connection_changed(conn)
 
     def disconnect(self, name: str, *, timeout: float = _CLOSE_TIMEOUT) -> None:
@@ -523,7 +515,6 @@ class NotebookBroker:
                 waiter.result(_CLOSE_TIMEOUT + 1.0)
             except (LoopClosedError, concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
                 log.warning("some connections did not close in time")
-        self._server_logs.close()
         prompts = []
         if self._kernel_consenter is not None:
             prompts = [ask.prompt for ask in self._kernel_consenter.asks() if ask.prompt is not None]

@@ -12,16 +12,16 @@ nothing here decides what a server may do (the core does).
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
-import os
 from collections.abc import Callable, Mapping
-from typing import Any, TextIO
+from typing import Any
 
 from ..core.connection import Connection as CoreConnection
 from ..core.errors import ClosedError
 from ..core.grants import Grant
-from ..protocol.client import ConnectionClosedError, ServerConnection
+from ..core.serverlog import ServerLog
+from ..protocol.client import ServerConnection
+from ..protocol.errors import ConnectionClosedError
 from .calls import CallRunner
 from .results import ToolResult
 
@@ -45,9 +45,6 @@ class KernelConnection:
     on_change
         Called (any thread) when the connection's state may have changed, so
         the views can follow.
-    server_log
-        A stdio server's stderr, kept apart from the notebook's; its owner
-        closes it when the connection ends.
 
     Attributes
     ----------
@@ -62,13 +59,11 @@ class KernelConnection:
         broker: Any,
         runner: CallRunner,
         on_change: Callable[[KernelConnection], None],
-        server_log: TextIO | None = None,
     ) -> None:
         self.broker = broker
         self._server = server
         self._runner = runner
         self._on_change = on_change
-        self._server_log = server_log
 
     def __repr__(self) -> str:
         return f"<KernelConnection {self.name!r} {self.transport} {self.state}>"
@@ -104,17 +99,20 @@ class KernelConnection:
         return self._server.target
 
     def server_log(self, lines: int = 50) -> str:
-        """The last *lines* a stdio server wrote to its stderr (empty over HTTP, and once it ended).
+        """The last *lines* the server said, oldest first, one per line with its time.
 
-        A server's stderr is kept apart from the notebook's: otherwise ipykernel
-        would show it in whichever cell happens to run.
+        Its stderr lines (a stdio server: ``12:30:01.123 stderr: …``) and its
+        MCP log messages (any transport: ``12:30:01.456 [warning] db: …``), in
+        the order they came; kept after the connection ended. A server's words
+        are kept apart from the notebook's output: otherwise ipykernel would
+        show them in whichever cell happens to run.
         """
-        stderr = self._server_log
-        if stderr is None or stderr.closed:
-            return ""
-        with open(os.dup(stderr.fileno()), encoding="utf-8", errors="replace", closefd=True) as reader:
-            reader.seek(0)
-            return "".join(collections.deque(reader, maxlen=lines))
+        return self._server.log.text(lines)
+
+    @property
+    def log(self) -> ServerLog:
+        """The server's log itself (see :meth:`server_log`), for views and follow-ups."""
+        return self._server.log
 
     @property
     def protocol_version(self) -> str | None:

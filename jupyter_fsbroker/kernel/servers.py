@@ -1,31 +1,30 @@
-"""How the notebook reaches an MCP server: the target of a connect call, checked, and each stdio server's log.
+"""How the notebook reaches an MCP server: the target of a connect call, checked.
 
 :class:`ServerTarget` is what ``broker.connect(name, url=… | command=…)`` asks
 for, checked before anything starts; :meth:`ServerTarget.open` connects to it on
-the broker's background loop (:func:`jupyter_fsbroker.protocol.client.connect`).
-:class:`ServerLogs` keeps what each stdio server writes on its stderr in an
-anonymous file, away from the notebook's own output (ipykernel would otherwise
-show it in whichever cell happens to run), until the connection ends.
+the broker's background loop (:func:`jupyter_fsbroker.protocol.connector.connect`).
+What a server says (a stdio server's stderr, its MCP log messages) stays in the
+connection's own log (``conn.server_log()``), away from the notebook's output:
+ipykernel would otherwise show it in whichever cell happens to run.
 
-Nothing here decides what a server may do, and nothing stays on disk.
+Nothing here decides what a server may do.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import tempfile
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TextIO, TypedDict, Unpack
+from typing import TypedDict, Unpack
 
 from ..core.broker import Broker
 from ..core.consent import Consenter
 from ..core.errors import ConfigError
-from ..protocol.client import DEFAULT_CONNECT_TIMEOUT, ServerConnection, connect
+from ..protocol.client import ServerConnection
+from ..protocol.connector import DEFAULT_CONNECT_TIMEOUT, connect
 
-__all__ = ["ConnectOptions", "ServerLogs", "ServerTarget"]
+__all__ = ["ConnectOptions", "ServerTarget"]
 
 
 class ConnectOptions(TypedDict, total=False):
@@ -37,43 +36,6 @@ class ConnectOptions(TypedDict, total=False):
     env: Mapping[str, str] | None
     cwd: str | os.PathLike[str] | None
     timeout: float | None
-
-
-class ServerLogs:
-    """Each stdio server's stderr: one anonymous file per connection name, until its connection ends.
-
-    Thread-safe. A new log under a name closes the previous one (its connection
-    was replaced).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._logs: dict[str, TextIO] = {}
-
-    def new(self, name: str) -> TextIO:
-        """A fresh log for the server of connection *name*."""
-        # Anonymous, so nothing stays on disk.
-        stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-        with self._lock:
-            previous = self._logs.get(name)
-            self._logs[name] = stderr
-        if previous is not None:
-            previous.close()
-        return stderr
-
-    def release(self, name: str, stderr: TextIO) -> None:
-        """Close *stderr*, the log of connection *name* (it ended, or never opened)."""
-        with self._lock:
-            if self._logs.get(name) is stderr:
-                del self._logs[name]
-        stderr.close()
-
-    def close(self) -> None:
-        """Close every log."""
-        with self._lock:
-            logs, self._logs = list(self._logs.values()), {}
-        for stderr in logs:
-            stderr.close()
 
 
 @dataclass(frozen=True)
@@ -132,33 +94,23 @@ class ServerTarget:
             timeout=options.get("timeout", DEFAULT_CONNECT_TIMEOUT),
         )
 
-    async def open(
-        self, core: Broker, consenter: Consenter, logs: ServerLogs
-    ) -> tuple[ServerConnection, TextIO | None]:
-        """Connect (on the background loop); return the open connection and its server's log, if any.
+    async def open(self, core: Broker, consenter: Consenter) -> ServerConnection:
+        """Connect (on the background loop); return the open connection.
 
         Raises
         ------
         ConnectError
             The server could not be started or reached, or refused the handshake.
         """
-        errlog = logs.new(self.name) if self.argv else None
-        try:
-            server = await connect(
-                core,
-                self.name,
-                errlog=errlog,
-                command=self.argv[0] if self.argv else None,
-                args=self.argv[1:],
-                env=self.env,
-                cwd=self.cwd,
-                url=self.url,
-                headers=self.headers,
-                consenter=consenter,
-                timeout=self.timeout,
-            )
-        except BaseException:
-            if errlog is not None:
-                logs.release(self.name, errlog)
-            raise
-        return server, errlog
+        return await connect(
+            core,
+            self.name,
+            command=self.argv[0] if self.argv else None,
+            args=self.argv[1:],
+            env=self.env,
+            cwd=self.cwd,
+            url=self.url,
+            headers=self.headers,
+            consenter=consenter,
+            timeout=self.timeout,
+        )

@@ -74,6 +74,13 @@ class FSBroker(Configurable):
         help="Folders shared read-only when the extension loads, as '[NAME=]DIR'.",
     ).tag(config=True)
 
+    advertise_read_only_roots = Bool(
+        False,
+        help="List read-only roots in roots/list too (marked readOnly). Off by default: a server that "
+        "reads the roots and opens files itself would get write access to them from the operating "
+        "system; files/* reaches them either way. Read when the extension loads.",
+    ).tag(config=True)
+
     allow = List(
         Unicode(),
         help="Pre-approvals applied when the extension loads, as 'PATH[:OPS]' with OPS a comma list "
@@ -174,4 +181,5 @@ class FSBroker(Configurable):
             limits=self.make_limits(base.limits),
             permanent_delete=self.permanent_delete,
             audit_path=self.audit_file or base.audit_path,
+            advertise_read_only_roots=self.advertise_read_only_roots,
         )

@@ -1,6 +1,8 @@
 """The protocol layer: the only part of jupyter_fsbroker that imports ``mcp``.
 
-Client side (:mod:`.client`, :mod:`.middleware`): connect a
+Client side (:mod:`.connector`, :mod:`.client`, :mod:`.middleware` and their
+helpers :mod:`.transports`, :mod:`.roots_gate`, :mod:`.voice`, :mod:`.stderr`,
+:mod:`.errors`): connect a
 :class:`~jupyter_fsbroker.core.broker.Broker` to an MCP server over stdio or
 Streamable HTTP and answer the server's ``files/*`` requests through it::
 
@@ -21,18 +23,11 @@ from typing import TYPE_CHECKING
 from .. import _lazy
 
 if TYPE_CHECKING:
-    from .client import (
-        ConnectError,
-        ConnectionClosedError,
-        ConnectionState,
-        ProtocolVersionError,
-        ServerConnection,
-        ServerError,
-        TransportKind,
-        connect,
-        open_connection,
-    )
+    from .client import ConnectionState, ServerConnection, TransportKind
+    from .connector import connect, open_connection
+    from .errors import ConnectError, ConnectionClosedError, ProtocolVersionError, ServerError
     from .middleware import ROOTS_CAPABILITY, BrokerMiddleware
+    from .roots_gate import RootsGrace
 
 __all__ = [
     "ROOTS_CAPABILITY",
@@ -41,6 +36,7 @@ __all__ = [
     "ConnectionClosedError",
     "ConnectionState",
     "ProtocolVersionError",
+    "RootsGrace",
     "ServerConnection",
     "ServerError",
     "TransportKind",
@@ -54,14 +50,15 @@ __getattr__, __dir__ = _lazy.lazy_exports(
     {
         "ROOTS_CAPABILITY": ".middleware",
         "BrokerMiddleware": ".middleware",
-        "ConnectError": ".client",
-        "ConnectionClosedError": ".client",
+        "ConnectError": ".errors",
+        "ConnectionClosedError": ".errors",
         "ConnectionState": ".client",
-        "ProtocolVersionError": ".client",
+        "ProtocolVersionError": ".errors",
+        "RootsGrace": ".roots_gate",
         "ServerConnection": ".client",
-        "ServerError": ".client",
+        "ServerError": ".errors",
         "TransportKind": ".client",
-        "connect": ".client",
-        "open_connection": ".client",
+        "connect": ".connector",
+        "open_connection": ".connector",
     },
 )

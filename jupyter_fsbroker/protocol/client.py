@@ -1,12 +1,23 @@
-"""Connect a broker to an MCP server over stdio or Streamable HTTP.
+"""One live connection to an MCP server: :class:`ServerConnection`.
 
-:func:`connect` starts one connection and returns a :class:`ServerConnection`
-once the handshake is done; :func:`open_connection` is the same as an
-``async with`` block. Each connection owns one broker-side
-:class:`~jupyter_fsbroker.core.broker.Connection` (its own grants, locks,
-watches and staged uploads) created under the name the user gave, so consent
-prompts and the audit log name the connection as the user knows it; what the
-server says about itself is in :attr:`ServerConnection.server_info`.
+Made by :func:`~.connector.connect` (or :func:`~.connector.open_connection`), it
+owns the transport, the middleware that answers ``files/*``, the MCP session,
+and one broker-side :class:`~jupyter_fsbroker.core.broker.Connection` (its own
+grants, locks, watches and staged uploads) named as the user named the
+connection, so consent prompts and the audit log name it as the user knows it;
+what the server says about itself is in :attr:`ServerConnection.server_info`.
+Without a name, the connection takes the server's own (``serverInfo.name``),
+resolved from its answer to ``initialize`` before the server may send any
+request.
+
+What the server says meanwhile (its stderr over stdio, its MCP log messages
+over any transport) goes to :attr:`ServerConnection.log`, in order, and to
+Python logging under ``jupyter_fsbroker.server.<name>`` (:mod:`.voice`).
+
+Roots and the first tool call: a server that reads the roots fetches them
+after the handshake, and nothing in MCP holds tool calls back meanwhile, so a
+call is let through only once the roots are settled (briefly and boundedly:
+see :mod:`.roots_gate`).
 
 Threading
 ---------
@@ -25,20 +36,19 @@ leaks to the layers above.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import math
-import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
-from typing import Any, Literal, TextIO
+from collections.abc import Mapping
+from contextlib import AsyncExitStack, suppress
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import httpx2
 import mcp_types as types
 from mcp.client.session import ClientSession, IncomingMessage
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
@@ -49,20 +59,15 @@ from ..core.broker import Broker
 from ..core.connection import Connection as CoreConnection
 from ..core.consent import Consenter
 from ..core.errors import BrokerError, ClosedError
+from ..core.serverlog import ServerLog
 from ..core.watch import ChangeEvent
-from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware, MessageReader, MessageWriter
+from .errors import ConnectError, ConnectionClosedError, ProtocolVersionError, ServerError
+from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware
+from .roots_gate import RootsGate, RootsGrace
+from .transports import Opener
+from .voice import ServerVoice, clean_name, fallback_name
 
-__all__ = [
-    "ConnectError",
-    "ConnectionClosedError",
-    "ConnectionState",
-    "ProtocolVersionError",
-    "ServerConnection",
-    "ServerError",
-    "TransportKind",
-    "connect",
-    "open_connection",
-]
+__all__ = ["CLIENT_INFO", "ConnectionState", "ServerConnection", "TransportKind"]
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +78,6 @@ ConnectionState = Literal["connecting", "open", "closing", "closed"]
 
 #: How this client introduces itself in ``initialize``.
 CLIENT_INFO = types.Implementation(name="jupyter_fsbroker", version=__version__)
-
-#: Default seconds for the transport to come up and the handshake to complete.
-DEFAULT_CONNECT_TIMEOUT = 30.0
-
-#: Default seconds between keep-alive pings on HTTP connections.
-DEFAULT_KEEPALIVE = 30.0
-
-# The HTTP client's timeouts: connecting and writing are bounded, reading is not
-# (a tools/call's event stream may stay silent for as long as the tool runs;
-# the keep-alive ping notices a server that went away).
-_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=None)
 
 # How long a failed call waits for the connection to finish closing, to name why.
 _CLOSE_REASON_WAIT = 5.0
@@ -96,91 +90,61 @@ _TRANSPORT_NAMES = {"stdio": "stdio", "http": "HTTP"}
 _VERSIONS = ", ".join(HANDSHAKE_PROTOCOL_VERSIONS)
 
 
-# -- errors -------------------------------------------------------------------------------------
-
-
-class ConnectError(BrokerError, RuntimeError):
-    """The connection could not be established (spawn failure, unreachable URL, handshake refused)."""
-
-
-class ProtocolVersionError(ConnectError):
-    """The server cannot speak the handshake era of MCP (protocol versions 2024-11-05 … 2025-11-25).
-
-    Attributes
-    ----------
-    requested
-        The protocol version this client proposed.
-    offered
-        The version(s) the server answered with or said it supports.
-    """
-
-    def __init__(self, message: str, *, requested: str, offered: Sequence[str] = ()) -> None:
-        super().__init__(message)
-        self.requested = requested
-        self.offered = tuple(offered)
-
-
-class ConnectionClosedError(ClosedError):
-    """The connection is closed, or closed while a call was waiting for its answer."""
-
-
-class ServerError(BrokerError, RuntimeError):
-    """The server answered a request with a JSON-RPC error.
-
-    Attributes
-    ----------
-    code, message, data
-        The JSON-RPC error's members.
-    """
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(f"{message} (code {code})")
-        self.code = code
-        self.message = message
-        self.data = data
-
-
 # -- the connection -----------------------------------------------------------------------------
 
 
 class ServerConnection:
     """One live connection from the broker to an MCP server.
 
-    Created by :func:`connect` (or :func:`open_connection`); not meant to be
+    Created by :func:`~.connector.connect` (or :func:`~.connector.open_connection`); not meant to be
     instantiated directly.
 
     Attributes
     ----------
     name
-        The name the user gave the connection; the broker-side connection,
-        consent prompts and audit records use it.
+        The connection's name: the one the user gave, or else the server's own
+        (``serverInfo.name``, cleaned of control characters and cut to 64
+        characters). The broker-side connection, consent prompts and audit
+        records use it.
     transport
         ``"stdio"`` or ``"http"``.
     target
         The command line (stdio) or URL (HTTP, without user info or query), for display.
     broker
         The broker whose files this connection serves.
+    log
+        What the server said: its stderr lines (stdio) and MCP log messages, in order.
     """
 
     def __init__(
         self,
         broker: Broker,
-        name: str,
+        name: str | None,
         *,
         transport: TransportKind,
         target: str,
-        opener: AbstractAsyncContextManager[tuple[MessageReader, MessageWriter]],
+        opener: Opener,
         consenter: Consenter | None,
         keepalive: float | None,
+        roots_grace: RootsGrace | None = None,
     ) -> None:
         self.broker = broker
-        self.name = name
+        #: Whether :attr:`name` came from the server (none was given).
+        self.named_by_server = name is None
+        self.name = name if name is not None else fallback_name(transport, target)
         self.transport: TransportKind = transport
         self.target = target
+        self.log = ServerLog()
         self._opener = opener
         self._keepalive = keepalive
+        self._consenter = consenter
         self._loop = asyncio.get_running_loop()
-        self._core = broker.connect(name, consenter=consenter, notify=self._on_change)
+        self._voice = ServerVoice(self.log, self.name)
+        self._core: CoreConnection | None = None
+        self._core_ready = anyio.Event()
+        if name is not None:
+            self._open_core()
+        self._gate = RootsGate(roots_grace) if roots_grace is not None else None
         self._state: ConnectionState = "connecting"
         self._close_reason: str | None = None
         self._asked_reason: str | None = None  # set by close() before the broker side closes
@@ -223,7 +187,14 @@ class ServerConnection:
     @property
     def connection(self) -> CoreConnection:
         """The broker side of this connection: its grants, locks, watches, uploads."""
+        if self._core is None:
+            raise ConnectionClosedError(f"the connection {self.name!r} has no broker side yet")
         return self._core
+
+    @property
+    def roots_gate(self) -> RootsGate | None:
+        """What holds tool calls back while the server takes in the roots (``None``: nothing does)."""
+        return self._gate
 
     @property
     def server_info(self) -> dict[str, Any]:
@@ -263,6 +234,8 @@ class ServerConnection:
 
         Fetched at connect time and again whenever the server sends
         ``notifications/tools/list_changed``; :meth:`refresh_tools` re-fetches.
+        Descriptions are cleaned of their docstring indentation
+        (``inspect.cleandoc``), as servers often send them raw.
         """
         return self._tools
 
@@ -317,8 +290,20 @@ class ServerConnection:
             *timeout* elapsed.
         ServerError
             The server answered with a JSON-RPC error (unknown tool, bad arguments ...).
+
+        Notes
+        -----
+        Right after connecting, or after the roots changed, the call first waits
+        (briefly, at most ``RootsGrace.limit``) until the server has fetched the
+        roots or shown it does not (see :mod:`.roots_gate`).
         """
         session = self._require_session(f"call tool {name!r}")
+        if self._gate is not None:
+            # A root changed just before, by this thread: its notification is queued on the
+            # loop; let it go first, so that the gate knows.
+            await anyio.lowlevel.checkpoint()
+            if self._gate.armed:
+                await self._gate.wait()
         try:
             result = await session.call_tool(
                 name, dict(arguments) if arguments is not None else None, read_timeout_seconds=timeout
@@ -351,14 +336,14 @@ class ServerConnection:
         ``broker.close()``) has the same effect.
         """
         self._asked_reason = self._asked_reason or reason
-        self._core.close()
+        self._close_core()
         with suppress(RuntimeError):  # a closed loop: nothing left to tear down
             self._loop.call_soon_threadsafe(self._request_close, reason)
 
     async def aclose(self, reason: str = "closed by the user") -> None:
         """Close the connection (see :meth:`close`) and wait until the transport is down."""
         self._asked_reason = self._asked_reason or reason
-        self._core.close()
+        self._close_core()
         self._request_close(reason)
         await self.wait_closed()
 
@@ -374,14 +359,21 @@ class ServerConnection:
 
     # -- the connection's task ----------------------------------------------------------------
 
-    async def _start(self, timeout: float | None) -> None:
+    async def start(self, timeout: float | None) -> None:
+        """Start the connection's task; wait until the handshake is done (what ``connect`` does).
+
+        Raises
+        ------
+        ConnectError
+            As :func:`.connector.connect`.
+        """
         if timeout is not None:
             self._scope.deadline = anyio.current_time() + timeout
         self._task = self._loop.create_task(self._run(timeout), name=f"fsbroker-connection-{self.name}")
         try:
             await asyncio.shield(self._ready)
         except asyncio.CancelledError:
-            self._core.close()
+            self._close_core()
             self._request_close("connecting was cancelled")
             with anyio.CancelScope(shield=True):  # the teardown is bounded (stdio: a few seconds at most)
                 await self._done.wait()
@@ -404,20 +396,26 @@ class ServerConnection:
 
     async def _serve(self) -> None:
         async with AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(self._opener)
+            read, write = await stack.enter_async_context(self._opener(self._voice.stderr))
             middleware = BrokerMiddleware(
                 read,
                 write,
-                handle_files=self._core.ahandle,
+                handle_files=self._handle_files,
                 list_roots=self._list_roots,
                 on_transport_closed=self._transport_closed,
                 label=f"connection {self.name!r}",
+                roots_gate=self._gate,
+                on_initialize_result=self._on_initialize_result,
             )
             session_read, session_write = await stack.enter_async_context(middleware.attach())
             self._middleware = middleware
             session = await stack.enter_async_context(
                 ClientSession(
-                    session_read, session_write, client_info=CLIENT_INFO, message_handler=self._on_message
+                    session_read,
+                    session_write,
+                    client_info=CLIENT_INFO,
+                    message_handler=self._on_message,
+                    logging_callback=self._voice.message,
                 )
             )
             await self._handshake(session, middleware)
@@ -497,10 +495,10 @@ class ServerConnection:
         self._state = "closed"
         self._session = None
         self._middleware = None
-        self._core.close()
+        self._close_core()
         error: BaseException | None = None
         if not self._ready.done():
-            error = self._connect_error(timeout)
+            error = self._quote_stderr(self._connect_error(timeout))
         if self._close_reason is None:
             if error is not None:
                 self._close_reason = str(error)
@@ -513,6 +511,14 @@ class ServerConnection:
             self._ready.set_exception(error)
             self._ready.exception()  # retrieved here, so an abandoned connect never warns
         self._done.set()
+
+    def _quote_stderr(self, error: BaseException) -> BaseException:
+        """*error*, quoting the last lines the server wrote on its stderr (they often say why)."""
+        lines = [e.text for e in self.log.entries() if e.source == "stderr" and e.text.strip()]
+        if type(error) is not ConnectError or not lines:
+            return error
+        tail = " | ".join(_short(line) for line in lines[-3:])
+        return ConnectError(f"{error}; its stderr ended with: {tail}")
 
     def _connect_error(self, timeout: float | None) -> BaseException:
         failure = self._failure
@@ -580,13 +586,52 @@ class ServerConnection:
 
     def _connections_changed(self) -> None:
         """Any thread: a broker-side connection opened or closed; if it is ours, end the transport."""
-        if self._core.closed and not self._done.is_set():
+        if self._core is not None and self._core.closed and not self._done.is_set():
             reason = self._asked_reason or "the broker closed the connection"
             with suppress(RuntimeError):  # a closed loop: nothing left to tear down
                 self._loop.call_soon_threadsafe(self._request_close, reason)
 
-    def _list_roots(self) -> list[dict[str, str]]:
-        return [{"uri": root.uri, "name": root.name} for root in self.broker.roots.snapshot()]
+    def _list_roots(self) -> list[dict[str, Any]]:
+        """The ``roots/list`` items: read-only roots marked, and listed only if the broker says so."""
+        advertise_read_only = self.broker.config.advertise_read_only_roots
+        items: list[dict[str, Any]] = []
+        for root in self.broker.roots.snapshot():
+            if not root.read_only:
+                items.append({"uri": root.uri, "name": root.name})
+            elif advertise_read_only:
+                items.append({"uri": root.uri, "name": root.name, "_meta": {"readOnly": True}})
+        return items
+
+    # -- the broker side, opened once the name is known ----------------------------------------
+
+    def _open_core(self) -> None:
+        self._core = self.broker.connect(self.name, consenter=self._consenter, notify=self._on_change)
+        self._core_ready.set()
+
+    def _close_core(self) -> None:
+        if self._core is not None:
+            self._core.close()
+        self._core_ready.set()  # a files/* request waiting for it is answered (closed)
+
+    async def _handle_files(self, method: str, params: Any) -> dict[str, Any]:
+        if self._core is None:
+            # A server that asks before the handshake ended: wait for the name.
+            await self._core_ready.wait()
+        if self._core is None:
+            raise ClosedError(f"the connection {self.name!r} is closed")
+        return await self._core.ahandle(method, params)
+
+    def _on_initialize_result(self, result: dict[str, Any]) -> None:
+        """On the loop, before the session sees the answer: name the connection after the server."""
+        if self._core is not None or self._core_ready.is_set():
+            return
+        info = result.get("serverInfo")
+        raw = info.get("name") if isinstance(info, dict) else None
+        name = clean_name(raw) if isinstance(raw, str) else ""
+        if name:
+            self.name = name
+            self._voice.rename(name)
+        self._open_core()
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
@@ -657,180 +702,30 @@ class ServerConnection:
         )
 
 
-# -- entry points -------------------------------------------------------------------------------
-
-
-async def connect(
-    broker: Broker,
-    name: str,
-    *,
-    command: str | None = None,
-    args: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-    cwd: str | None = None,
-    url: str | None = None,
-    headers: Mapping[str, str] | None = None,
-    consenter: Consenter | None = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
-    keepalive: float | None = DEFAULT_KEEPALIVE,
-    errlog: TextIO | None = None,
-) -> ServerConnection:
-    """Connect *broker* to an MCP server and complete the handshake.
-
-    Give either *command* (stdio: the server is started as a subprocess) or
-    *url* (Streamable HTTP). The connection always uses the handshake era of
-    MCP (it proposes protocol version 2025-11-25 and accepts 2024-11-05 …
-    2025-11-25) and advertises ``roots.filesystemBrokering``.
-
-    Must be awaited on the asyncio event loop that will run the connection.
-
-    Parameters
-    ----------
-    broker
-        The broker whose roots and files the server may use.
-    name
-        The user's name for the connection: the broker-side connection,
-        consent prompts and audit records carry it.
-    command, args, env, cwd
-        stdio: the executable, its arguments, extra environment variables
-        (merged over a minimal safe environment: ``HOME``, ``PATH``, ...), and
-        its working directory.
-    url, headers
-        Streamable HTTP: the endpoint and extra HTTP headers (``Authorization``
-        ...). Server-sent events have no size cap, so 2 MiB chunks fit.
-    consenter
-        Answers ``files/consent``; default: refuse everything not pre-approved.
-    timeout
-        Seconds for the transport to come up and the handshake to complete
-        (``None``: no limit).
-    keepalive
-        HTTP only: seconds between pings that notice a server that went away
-        (``None``: never ping). stdio notices an exited server at once.
-    errlog
-        stdio: where the server's stderr goes (default: the process's stderr).
-
-    Returns
-    -------
-    ServerConnection
-        Open, with its tool list fetched.
-
-    Raises
-    ------
-    ProtocolVersionError
-        The server cannot speak the handshake era.
-    ConnectError
-        The command cannot be started, the URL cannot be reached, the server
-        refused the handshake, or *timeout* elapsed.
-    ValueError
-        Neither or both of *command* and *url*, or a URL that is not http(s).
-    """
-    if (command is None) == (url is None):
-        raise ValueError("give either command (stdio) or url (Streamable HTTP)")
-    opener: AbstractAsyncContextManager[tuple[MessageReader, MessageWriter]]
-    if command is not None:
-        parameters = StdioServerParameters(
-            command=command, args=list(args), env=dict(env) if env is not None else None, cwd=cwd
-        )
-        stderr = errlog if errlog is not None else (sys.__stderr__ or sys.stderr)
-        opener = stdio_client(parameters, errlog=stderr)
-        conn = ServerConnection(
-            broker,
-            name,
-            transport="stdio",
-            target=" ".join([command, *args]),
-            opener=opener,
-            consenter=consenter,
-            keepalive=None,
-        )
-    else:
-        assert url is not None
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        conn = ServerConnection(
-            broker,
-            name,
-            transport="http",
-            target=_display_url(url),
-            opener=_http_transport(url, dict(headers or {})),
-            consenter=consenter,
-            keepalive=keepalive,
-        )
-    await conn._start(timeout)
-    return conn
-
-
-@asynccontextmanager
-async def open_connection(
-    broker: Broker,
-    name: str,
-    *,
-    command: str | None = None,
-    args: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-    cwd: str | None = None,
-    url: str | None = None,
-    headers: Mapping[str, str] | None = None,
-    consenter: Consenter | None = None,
-    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
-    keepalive: float | None = DEFAULT_KEEPALIVE,
-    errlog: TextIO | None = None,
-) -> AsyncIterator[ServerConnection]:
-    """``async with open_connection(broker, name, ...) as conn``: :func:`connect`, closed at the end.
-
-    Takes the same arguments as :func:`connect`; leaving the block closes the
-    connection (see :meth:`ServerConnection.aclose`).
-    """
-    conn = await connect(
-        broker,
-        name,
-        command=command,
-        args=args,
-        env=env,
-        cwd=cwd,
-        url=url,
-        headers=headers,
-        consenter=consenter,
-        timeout=timeout,
-        keepalive=keepalive,
-        errlog=errlog,
-    )
-    try:
-        yield conn
-    finally:
-        await conn.aclose()
-
-
-@asynccontextmanager
-async def _http_transport(
-    url: str, headers: dict[str, str]
-) -> AsyncIterator[tuple[MessageReader, MessageWriter]]:
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT) as client,
-        streamable_http_client(url, http_client=client, max_sse_event_size=None) as streams,
-    ):
-        yield streams
-
-
 async def _list_tools(session: ClientSession) -> tuple[dict[str, Any], ...]:
     tools: list[dict[str, Any]] = []
     cursor: str | None = None
     for _ in range(1000):  # a server whose cursor never ends cannot hang us
         params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
         page = await session.list_tools(params=params)
-        tools.extend(tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in page.tools)
+        tools.extend(_tool_dict(tool) for tool in page.tools)
         cursor = page.next_cursor
         if cursor is None:
             break
     return tuple(tools)
 
 
-def _display_url(url: str) -> str:
-    """*url* for messages and logs: no user info, no query (either may hold a secret)."""
-    try:
-        parsed = httpx2.URL(url)
-        return str(parsed.copy_with(username=None, password=None, query=None, fragment=None))
-    except (httpx2.InvalidURL, TypeError, ValueError):
-        return url.split("?", 1)[0].split("#", 1)[0].rpartition("@")[2]
+def _tool_dict(tool: types.Tool) -> dict[str, Any]:
+    dumped: dict[str, Any] = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+    description = dumped.get("description")
+    if isinstance(description, str):
+        dumped["description"] = inspect.cleandoc(description)
+    return dumped
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _supported_versions(data: Any) -> tuple[str, ...]:

@@ -24,7 +24,15 @@ passes as a plain ``SessionMessage``::
   that :func:`~jupyter_fsbroker.core.errors.to_jsonrpc_error` builds; anything
   else is logged here and answered ``-32603`` with a summary. A server's
   ``notifications/cancelled`` for one of them stops the task and nothing is sent.
-* ``roots/list`` is answered from a callable returning ``{"uri", "name"}`` items.
+* ``roots/list`` is answered from a callable returning ``{"uri", "name"}`` items
+  (and ``_meta`` where a root carries it).
+* A :class:`~.roots_gate.RootsGate`, if given, is told when roots are offered
+  (``initialized`` and ``roots/list_changed`` going out), when the server
+  speaks, asks ``roots/list`` and gets its answer; the client awaits it before
+  tool calls, so that a call does not race the server's fetch of the roots.
+* The server's answer to ``initialize`` is shown to ``on_initialize_result``
+  before the session sees it, so the client can prepare (name the connection)
+  before ``notifications/initialized`` lets the server send requests.
 * :meth:`BrokerMiddleware.notify` / :meth:`BrokerMiddleware.notify_threadsafe`
   queue client→server notifications (``notifications/roots/list_changed``,
   ``notifications/files/changed``); the thread-safe form only schedules a
@@ -57,6 +65,7 @@ from mcp_types import (
 )
 
 from ..core.errors import FilesError, InternalError, to_jsonrpc_error
+from .roots_gate import RootsGate
 
 __all__ = [
     "CHANGED_NOTIFICATION",
@@ -84,8 +93,8 @@ ROOTS_CAPABILITY: dict[str, Any] = {"listChanged": True, "filesystemBrokering": 
 #: Answers one ``files/*`` request: ``(method, params) -> result``, raising ``FilesError``.
 FilesHandler = Callable[[str, Any], Awaitable[dict[str, Any]]]
 
-#: Returns the current roots as ``[{"uri": ..., "name": ...}, ...]``.
-RootsProvider = Callable[[], list[dict[str, str]]]
+#: Returns the current roots as ``[{"uri": ..., "name": ..., "_meta"?: {...}}, ...]``.
+RootsProvider = Callable[[], list[dict[str, Any]]]
 
 
 class MessageReader(Protocol):
@@ -109,6 +118,7 @@ _OUTBOX_SIZE = 10_000
 
 _Stream = MemoryObjectSendStream[SessionMessage | Exception]
 _INITIALIZED = "notifications/initialized"
+_ROOTS_CHANGED = "notifications/roots/list_changed"
 _ClosedErrors = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
 
@@ -132,6 +142,11 @@ class BrokerMiddleware:
         Names the connection in log messages.
     max_in_flight
         How many ``files/*`` requests of this connection are handled at once.
+    roots_gate
+        Told about the roots' exchange (see :mod:`.roots_gate`).
+    on_initialize_result
+        Called on the event loop with the raw result of ``initialize`` before
+        the session sees it.
 
     Notes
     -----
@@ -151,6 +166,8 @@ class BrokerMiddleware:
         on_transport_closed: Callable[[], None] | None = None,
         label: str = "",
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        roots_gate: RootsGate | None = None,
+        on_initialize_result: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
@@ -161,6 +178,8 @@ class BrokerMiddleware:
         self._on_transport_closed = on_transport_closed
         self._label = label
         self._max_in_flight = max_in_flight
+        self._gate = roots_gate
+        self._on_initialize_result = on_initialize_result
         self._slots: anyio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -241,6 +260,8 @@ class BrokerMiddleware:
             return False
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return False
+        if method == _ROOTS_CHANGED:
+            self._roots_offered()  # from now on, not once written: a call queued next must see it
         return True
 
     def notify_threadsafe(self, method: str, params: dict[str, Any] | None = None) -> None:
@@ -258,8 +279,11 @@ class BrokerMiddleware:
         try:
             async with to_session:
                 async for item in self._read:
-                    if isinstance(item, SessionMessage) and self._intercept(item.message):
-                        continue
+                    if isinstance(item, SessionMessage):
+                        if self._gate is not None:
+                            self._gate.activity()
+                        if self._intercept(item.message):
+                            continue
                     try:
                         await to_session.send(item)
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -280,11 +304,15 @@ class BrokerMiddleware:
                 self._start(message)
                 return True
             if message.method == "roots/list":
+                if self._gate is not None:
+                    self._gate.asked()
                 self._start(message)
                 return True
         elif isinstance(message, JSONRPCResponse) and message.id == self._initialize_id:
             version = message.result.get("protocolVersion")
             self.answered_version = version if isinstance(version, str) else None
+            if self._on_initialize_result is not None:
+                self._on_initialize_result(message.result)
         elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
             request_id = (message.params or {}).get("requestId")
             if isinstance(request_id, str | int) and not isinstance(request_id, bool):
@@ -305,6 +333,8 @@ class BrokerMiddleware:
             with scope:
                 reply = await self._reply_to(request)
                 await self._send(reply)
+                if request.method == "roots/list" and self._gate is not None:
+                    self._gate.answered()
         finally:
             if self._in_flight.get(request.id) is scope:
                 del self._in_flight[request.id]
@@ -349,6 +379,7 @@ class BrokerMiddleware:
                     await self._write.send(item)
                     if isinstance(message, JSONRPCNotification) and message.method == _INITIALIZED:
                         self._initialized = True
+                        self._roots_offered()
         except _ClosedErrors:
             pass
 
@@ -371,3 +402,7 @@ class BrokerMiddleware:
                     await self._write.send(item)
         except _ClosedErrors:
             pass
+
+    def _roots_offered(self) -> None:
+        if self._gate is not None:
+            self._gate.offered(bool(self._list_roots()))

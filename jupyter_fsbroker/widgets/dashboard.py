@@ -1,4 +1,4 @@
-"""The dashboard: roots, connections, grants, locks, changes and activity, with the user's controls.
+"""The dashboard: roots, connections, grants, locks, changes, activity and server logs, with controls.
 
 A :class:`Dashboard` observes one :class:`~jupyter_fsbroker.core.broker.Broker`
 and the kernel's connections. Its buttons only call public methods: the
@@ -33,6 +33,7 @@ from ..core.broker import Broker
 from ..core.connection import Connection
 from ..core.errors import BrokerError, ClosedError, FilesError
 from ..core.locks import LockInfo
+from ..core.serverlog import LogEntry, ServerLog
 from ..core.watch import ChangeEvent
 from .closing import close_parts, close_tree
 from .markup import (
@@ -45,6 +46,7 @@ from .markup import (
     lock_html,
     muted,
     roots_html,
+    server_log_html,
     totals_html,
 )
 from .text import ENDED_STATES, ConnectionView, grant_holder
@@ -119,6 +121,10 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         The change feed, newest first (DOM class ``fsbroker-changes``).
     activity_html
         The activity log, newest first (DOM class ``fsbroker-activity``).
+    server_log_html
+        What the servers said (their stderr and MCP log messages), newest
+        first (DOM class ``fsbroker-server-log``): a view of each connection's
+        ``log``, for the views that have one.
     renders
         How many refreshes ran (for tests and diagnostics).
 
@@ -135,6 +141,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         *,
         max_changes: int = 50,
         max_activity: int = 50,
+        max_server_log: int = 50,
         refresh_interval: float = 0.2,
         render_with: Callable[[Dashboard, Callable[[], None]], object] | None = None,
     ) -> None:
@@ -158,6 +165,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self._conn_views: dict[int, ConnectionView] = {}
         self._grant_rows: dict[str, _Row] = {}
         self._lock_rows: dict[str, _Row] = {}
+        self._max_server_log = max(1, max_server_log)
+        self._followed: dict[int, tuple[ServerLog, Callable[[], None]]] = {}
         self.renders = 0
 
         self.header = widgets.HTML()
@@ -176,6 +185,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self.changes_html.add_class("fsbroker-changes")
         self.activity_html = widgets.HTML(layout=widgets.Layout(**scroll))
         self.activity_html.add_class("fsbroker-activity")
+        self.server_log_html = widgets.HTML(layout=widgets.Layout(**scroll))
+        self.server_log_html.add_class("fsbroker-server-log")
         self._empty = {
             "connections": widgets.HTML(muted("No connections.")),
             "grants": widgets.HTML(
@@ -188,6 +199,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             for name in ("Shared folders", "Connections", "Grants", "Locks", "Bytes per server", "Changes")
         }
         titles["Activity"] = widgets.HTML("<b>Activity</b>")
+        titles["Server log"] = widgets.HTML("<b>Server log</b>")
         self.children = (
             self.header,
             self.message,
@@ -206,6 +218,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             self.changes_html,
             titles["Activity"],
             self.activity_html,
+            titles["Server log"],
+            self.server_log_html,
         )
         self.add_class("fsbroker-dashboard")
         self.layout.border = "1px solid #bbb"
@@ -378,6 +392,23 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self._set(self.totals_html, totals_html(totals))
         self._set(self.changes_html, changes_html([(c.server, c.event) for c in changes]))
         self._set(self.activity_html, activity_html(activity))
+        self._set(self.server_log_html, server_log_html(self._server_log(views)))
+
+    def _server_log(self, views: tuple[ConnectionView, ...]) -> list[tuple[str, LogEntry]]:
+        """The last entries of every connection's log, merged in time order; follows new logs."""
+        merged: list[tuple[str, LogEntry]] = []
+        for view in views:
+            server_log = getattr(view, "log", None)
+            if not isinstance(server_log, ServerLog):
+                continue
+            key = id(server_log)
+            with self._state:
+                if not self._closed and key not in self._followed:
+                    self._followed[key] = (server_log, server_log.follow(self._on_event))
+            name = str(view.name)
+            merged.extend((name, entry) for entry in server_log.entries(self._max_server_log))
+        merged.sort(key=lambda item: item[1].time)
+        return merged[-self._max_server_log :]
 
     @staticmethod
     def _set(widget: Any, value: str) -> None:
@@ -611,6 +642,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             timer, self._timer = self._timer, None
             workers = list(self._workers)
             unsubscribe, self._unsubscribe = self._unsubscribe, []
+            unsubscribe += [stop for _, stop in self._followed.values()]
+            self._followed.clear()
             self._state.notify_all()
         for stop in unsubscribe:
             stop()

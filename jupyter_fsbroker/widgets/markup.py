@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ..core.grants import Grant
     from ..core.locks import LockInfo
     from ..core.roots import Root
+    from ..core.serverlog import LogEntry
     from ..core.watch import ChangeEvent
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "lock_html",
     "muted",
     "roots_html",
+    "server_log_html",
     "table",
     "totals_html",
 ]
@@ -193,3 +195,29 @@ def activity_html(activity: Sequence[AuditRecord]) -> str:
             )
         )
     return table(("time", "server", "method", "path", "decision", "error", "bytes"), rows)
+
+
+def server_log_html(entries: Sequence[tuple[str, LogEntry]]) -> str:
+    """What the servers said, newest first: ``(connection name, entry)`` pairs in the order they came.
+
+    Every word is the server's: escaped, and marked as coming from it.
+    """
+    if not entries:
+        return muted("No server has said anything yet.")
+    rows = []
+    for server, entry in reversed(entries):
+        if entry.source == "stderr":
+            kind = '<span style="opacity:0.7">stderr</span>'
+        else:
+            color = "#c62828" if entry.severity >= 4 else "#e65100" if entry.severity == 3 else "inherit"
+            kind = f'<span style="color:{color}">{escape(entry.level or "")}</span>'
+        origin = f"{escape(entry.logger)}: " if entry.logger else ""
+        rows.append(
+            (
+                escape(clock_text(entry.time)),
+                escape(server),
+                kind,
+                f"<code>{origin}{escape(entry.text)}</code>",
+            )
+        )
+    return table(("time", "server", "level", "message"), rows)

@@ -40,6 +40,14 @@ MiB = 1024 * 1024
 Interceptor = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
+class WireError(Exception):
+    """Raised by an interceptor to answer with this raw JSON-RPC ``error`` object, as given."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error.get("message"))
+        self.error = error
+
+
 class RpcError(Exception):
     """A JSON-RPC error answer."""
 
@@ -228,13 +236,15 @@ class RawClient:
                 finally:
                     self.in_flight[method] -= 1
             elif method == "roots/list":
-                result = {"roots": [{"uri": root.uri, "name": root.name} for root in self.broker.roots]}
+                result = {"roots": [_root_item(root) for root in self.broker.roots]}
             elif method == "ping":
                 result = {}
             else:
                 error = {"code": -32601, "message": "Method not found"}
         except FilesError as exc:
             error = to_jsonrpc_error(exc)
+        except WireError as exc:
+            error = exc.error
         answer: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
         if error is not None:
             answer["error"] = error
@@ -292,6 +302,14 @@ class RawClient:
         self.notifications.clear()
         self.max_in_flight.clear()
         self.intercept = None
+
+
+def _root_item(root: Any) -> dict[str, Any]:
+    """A ``roots/list`` item as PROTOCOL.md spells it (``_meta.readOnly`` on read-only roots)."""
+    item: dict[str, Any] = {"uri": root.uri, "name": root.name}
+    if root.read_only:
+        item["_meta"] = {"readOnly": True}
+    return item
 
 
 class StdioClient(RawClient):

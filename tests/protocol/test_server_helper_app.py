@@ -175,6 +175,10 @@ async def op_raw(fs: FilesClient, method: str, params: dict[str, Any] | None = N
     return await fs.request(method, params, **kw)
 
 
+async def op_roots(fs: FilesClient) -> list[dict[str, Any]]:
+    return [dataclasses.asdict(root) for root in await fs.roots()]
+
+
 async def op_write_too_big(fs: FilesClient, path: str) -> Any:
     content = base64.b64encode(bytes(2 * MiB + 1)).decode("ascii")
     return await fs.request("files/write", {"path": path, "content": content, "encoding": "base64"})

@@ -64,6 +64,7 @@ from .errors import (
     FileLocked,
     FilesError,
     FilesUnavailable,
+    IntegrityError,
     InternalError,
     InvalidParams,
     MethodNotFound,
@@ -77,7 +78,17 @@ from .errors import (
     error_from_jsonrpc,
 )
 from .policy import RetryPolicy, Timeouts
-from .results import ChangeEvent, ConsentResult, Created, Deleted, Entry, FileStat, ReadChunk, WriteResult
+from .results import (
+    ChangeEvent,
+    ConsentResult,
+    Created,
+    Deleted,
+    Entry,
+    FileStat,
+    ReadChunk,
+    Root,
+    WriteResult,
+)
 from .stdio import run_stdio, serve_stdio, stdio_streams
 from .watch import Watch
 
@@ -103,6 +114,7 @@ __all__ = [
     "FilesError",
     "FilesMiddleware",
     "FilesUnavailable",
+    "IntegrityError",
     "InternalError",
     "InvalidParams",
     "MethodNotFound",
@@ -113,6 +125,7 @@ __all__ = [
     "ReadChunk",
     "RequestTimeout",
     "RetryPolicy",
+    "Root",
     "Timeouts",
     "TooLarge",
     "Watch",

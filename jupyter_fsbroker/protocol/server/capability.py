@@ -22,6 +22,7 @@ from typing import Any, cast
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from .client import FilesClient
 from .connection import ConnectionFiles
@@ -188,14 +189,16 @@ def files(
     ------
     FilesUnavailable
         The client did not advertise ``filesystemBrokering`` (JSON-RPC -32603
-        with SEP-1708's message), or this transport cannot carry
-        server-to-client requests (stateless or JSON-response HTTP).
+        with SEP-1708's message), it speaks a protocol version of the modern
+        era (2026-07-28), which has no server-to-client requests (the message
+        says so), or this transport cannot carry server-to-client requests
+        (stateless or JSON-response HTTP).
     RuntimeError
         :func:`enable_files` was not called, or this is not inside a request.
     """
     rc, conn = _connection_files(ctx)
     if conn is None or not conn.brokering:
-        raise FilesUnavailable()
+        raise FilesUnavailable(_unavailable_message(rc.session.protocol_version))
     if rc.request_id is None:
         raise RuntimeError("files(ctx) needs the context of a request being handled")
     if not rc.session.can_send_request:
@@ -212,3 +215,14 @@ def files(
         retry=retry,
         timeouts=timeouts,
     )
+
+
+def _unavailable_message(protocol_version: str | None) -> str:
+    """SEP-1708's message, with the real cause when the client's protocol era cannot broker files."""
+    if protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return (
+            f"{MISSING_CAPABILITY_MESSAGE}: this client speaks MCP {protocol_version}, whose era has no "
+            "server-to-client requests, so it cannot broker files whatever it advertises; connect with "
+            f"a protocol version of the handshake era ({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})"
+        )
+    return MISSING_CAPABILITY_MESSAGE

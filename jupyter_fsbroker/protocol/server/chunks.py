@@ -18,21 +18,9 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 from .errors import EncodingError, InternalError, PreconditionFailed, TooLarge
 from .results import ReadChunk
-from .wire import decode_base64
+from .wire import CHUNK_SAFE_CODECS, decode_base64
 
 __all__ = ["ChunkStream"]
-
-#: Codecs whose chunks, split at any character boundary, decode independently.
-_CHUNK_SAFE_CODECS = frozenset(
-    {
-        "utf-8",
-        "ascii",
-        "latin-1",
-        "iso8859-1",
-        *(f"iso8859-{i}" for i in range(2, 17)),
-        *(f"cp125{i}" for i in range(9)),
-    }
-)
 
 T = TypeVar("T", bytes, str)
 
@@ -195,7 +183,7 @@ class ChunkStream(Generic[T]):
         wire = self.encoding
         if text:
             codec = codecs.lookup(self.encoding)
-            if codec.name not in _CHUNK_SAFE_CODECS:
+            if codec.name not in CHUNK_SAFE_CODECS:
                 decoder, wire = codec.incrementaldecoder("strict"), "base64"
         step = self.chunk_size
         first, payload = await self._fetch(0, step, wire)

@@ -13,7 +13,7 @@ import base64
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any, Literal, cast, overload
+from typing import Any, Literal, TypedDict, Unpack, cast, overload
 
 import mcp_types
 from mcp.server.session import ServerSession
@@ -25,12 +25,31 @@ from .errors import NotFound, PermissionDenied
 from .locks import hold_lock, unlock
 from .policy import RetryPolicy, Timeouts
 from .requester import Requester
-from .results import ConsentResult, Created, Deleted, Entry, FileStat, ReadChunk, WriteResult
+from .results import ConsentResult, Created, Deleted, Entry, FileStat, ReadChunk, Root, WriteResult
 from .uploads import AtomicWrite, ContentCap, WriteOptions
 from .watch import Watch
 from .wire import compact_params, get_opt_str, get_str
 
-__all__ = ["FilesClient"]
+__all__ = ["FilesClient", "ListKeywords", "WriteKeywords"]
+
+
+class WriteKeywords(TypedDict, total=False):
+    """The keyword parameters of :meth:`FilesClient.write_bytes` and :meth:`FilesClient.write_text`."""
+
+    create: bool
+    exclusive: bool
+    if_match: str | None
+    keep_locked: bool
+    lock_id: str | None
+    chunk_size: int
+
+
+class ListKeywords(TypedDict, total=False):
+    """The keyword parameters of :meth:`FilesClient.iter_dir` and :meth:`FilesClient.list_dir`."""
+
+    recursive: bool
+    include_hidden: bool
+    page_size: int | None
 
 
 class FilesClient:
@@ -123,6 +142,22 @@ class FilesClient:
         """
         return await self._requester.request(method, params, nbytes=nbytes, timeout=timeout, retry=retry)
 
+    # -- roots ---------------------------------------------------------------------------------
+
+    async def roots(self) -> tuple[Root, ...]:
+        """The client's roots (``roots/list``), each with its ``read_only`` flag.
+
+        The roots say where the user's files are; the client's grants still
+        decide what may be read or written there, and a read-only root refuses
+        every change whatever was granted.
+
+        Returns
+        -------
+        tuple of Root
+            In the client's order; items without a URI are skipped.
+        """
+        return await self._requester.roots()
+
     # -- consent -------------------------------------------------------------------------------
 
     async def consent(
@@ -182,7 +217,7 @@ class FilesClient:
         )
         nbytes = DEFAULT_CHUNK_BYTES if length is None else length
         result = await self._requester.op("files/read", request, op="read", paths=[path], nbytes=nbytes)
-        return ReadChunk.from_result(result, encoding)
+        return ReadChunk.from_result(result, encoding, offset)
 
     @overload
     def iter_chunks(  # type: ignore[overload-overlap]
@@ -312,13 +347,7 @@ class FilesClient:
         self,
         path: str,
         data: bytes | bytearray | memoryview | AsyncIterable[bytes],
-        *,
-        create: bool = True,
-        exclusive: bool = False,
-        if_match: str | None = None,
-        keep_locked: bool = False,
-        lock_id: str | None = None,
-        chunk_size: int = DEFAULT_CHUNK_BYTES,
+        **options: Unpack[WriteKeywords],
     ) -> WriteResult:
         """Write *data* as the file's whole content, atomically.
 
@@ -333,7 +362,7 @@ class FilesClient:
         data
             The content, or an async iterable of its pieces in order.
         create
-            Create the file if missing (else NOT_FOUND).
+            Create the file if missing (else NOT_FOUND); default true.
         exclusive
             Fail with ALREADY_EXISTS if the file exists.
         if_match
@@ -343,38 +372,38 @@ class FilesClient:
         lock_id
             A lock this connection holds on the file.
         chunk_size
-            Bytes per request (at most 2 MiB).
+            Bytes per request (at most 2 MiB; default 1 MiB).
         """
-        options = WriteOptions(create, exclusive, if_match, keep_locked, lock_id)
-        return await AtomicWrite(self._requester, self._cap, path, options).write_bytes(data, chunk_size)
+        write, chunk_size = self._atomic_write(path, options)
+        return await write.write_bytes(data, chunk_size)
 
     async def write_text(
-        self,
-        path: str,
-        text: str,
-        encoding: str = "utf-8",
-        *,
-        create: bool = True,
-        exclusive: bool = False,
-        if_match: str | None = None,
-        keep_locked: bool = False,
-        lock_id: str | None = None,
-        chunk_size: int = DEFAULT_CHUNK_BYTES,
+        self, path: str, text: str, encoding: str = "utf-8", **options: Unpack[WriteKeywords]
     ) -> WriteResult:
         """Write *text* encoded in *encoding* as the file's whole content, atomically.
 
         Small text travels as text; larger text is encoded here and staged in
-        chunks (see :meth:`write_bytes`). Parameters as :meth:`write_bytes`.
+        chunks (see :meth:`write_bytes`). Keyword parameters as :meth:`write_bytes`.
 
         Raises
         ------
         EncodingError
             *text* cannot be encoded in *encoding*.
         """
-        options = WriteOptions(create, exclusive, if_match, keep_locked, lock_id)
-        return await AtomicWrite(self._requester, self._cap, path, options).write_text(
-            text, encoding, chunk_size
+        write, chunk_size = self._atomic_write(path, options)
+        return await write.write_text(text, encoding, chunk_size)
+
+    def _atomic_write(self, path: str, options: WriteKeywords) -> tuple[AtomicWrite, int]:
+        """The write of *path* that *options* ask for, and its chunk size."""
+        wanted = WriteOptions(
+            create=options.get("create", True),
+            exclusive=options.get("exclusive", False),
+            if_match=options.get("if_match"),
+            keep_locked=options.get("keep_locked", False),
+            lock_id=options.get("lock_id"),
         )
+        write = AtomicWrite(self._requester, self._cap, path, wanted)
+        return write, options.get("chunk_size", DEFAULT_CHUNK_BYTES)
 
     # -- directories and metadata --------------------------------------------------------------
 
@@ -388,7 +417,16 @@ class FilesClient:
     ) -> AsyncIterator[Entry]:
         """The entries of a directory, page by page (following ``nextCursor``).
 
-        Parameters as :meth:`list_dir`.
+        Parameters
+        ----------
+        path
+            The directory.
+        recursive
+            Descend into subdirectories.
+        include_hidden
+            Include names starting with a dot.
+        page_size
+            ``maxEntries`` per request (the client's default if ``None``).
         """
         cursor: str | None = None
         while True:
@@ -408,33 +446,9 @@ class FilesClient:
             if not cursor:
                 return
 
-    async def list_dir(
-        self,
-        path: str,
-        *,
-        recursive: bool = False,
-        include_hidden: bool = False,
-        page_size: int | None = None,
-    ) -> list[Entry]:
-        """All entries of a directory (every page of ``files/list``).
-
-        Parameters
-        ----------
-        path
-            The directory.
-        recursive
-            Descend into subdirectories.
-        include_hidden
-            Include names starting with a dot.
-        page_size
-            ``maxEntries`` per request (the client's default if ``None``).
-        """
-        return [
-            entry
-            async for entry in self.iter_dir(
-                path, recursive=recursive, include_hidden=include_hidden, page_size=page_size
-            )
-        ]
+    async def list_dir(self, path: str, **options: Unpack[ListKeywords]) -> list[Entry]:
+        """All entries of a directory (every page of ``files/list``); parameters as :meth:`iter_dir`."""
+        return [entry async for entry in self.iter_dir(path, **options)]
 
     async def stat(self, path: str) -> FileStat:
         """``files/stat``: type, size, mtime, etag, MIME type, and whether it is locked."""

@@ -16,6 +16,7 @@
         ├── InvalidParams            JSON-RPC             -32602
         ├── MethodNotFound           JSON-RPC             -32601
         ├── InternalError            JSON-RPC             -32603
+        │   └── IntegrityError       the answer contradicts itself or the request
         ├── RequestTimeout           mcp                  -32001
         └── ConnectionClosed         mcp                  -32000
     MCPError (mcp)
@@ -24,6 +25,11 @@
 The names and codes are copies of PROTOCOL.md's (the core's error tree is the
 other side; a test keeps the two equal). :func:`error_from_jsonrpc` is the one
 place that turns a JSON-RPC error answer into one of these classes.
+
+:class:`IntegrityError` is raised here, not answered: a client whose answer
+cannot be true (a ``bytesRead`` that is not the content's length, a chunk from
+another offset, invalid base64) has broken the contract, and a tool must fail
+rather than compute from data that is not the file's.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ __all__ = [
     "FileLocked",
     "FilesError",
     "FilesUnavailable",
+    "IntegrityError",
     "InternalError",
     "InvalidParams",
     "MethodNotFound",
@@ -211,6 +218,18 @@ class InternalError(FilesError):
     default_code = INTERNAL_ERROR
 
 
+class IntegrityError(InternalError):
+    """The client's answer contradicts itself or the request; its data cannot be trusted.
+
+    Raised by the helper (never sent by a client): for instance a ``files/read``
+    answer whose ``bytesRead`` is not the byte length of its ``content``, or
+    whose ``offset`` is not the one asked for.
+    """
+
+    def __str__(self) -> str:
+        return f"the client's answer cannot be trusted: {self.message}"
+
+
 class RequestTimeout(FilesError):
     """No answer within the request's timeout (mcp's -32001); a cancellation was sent."""
 
@@ -260,8 +279,10 @@ _BY_CODE: dict[int, type[FilesError]] = {cls.default_code: cls for cls in (*_NAM
 def error_from_jsonrpc(code: int, message: str, data: Any = None, *, method: str | None = None) -> FilesError:
     """Return the typed exception for a JSON-RPC error answer.
 
-    ``data.error`` (the PROTOCOL.md name) decides the class; the code decides
-    when there is no name. Unknown codes give a plain :class:`FilesError`.
+    ``data.error`` (the PROTOCOL.md name) decides the class; without it, a
+    message that is exactly such a name does (SEP-1708's reference client
+    answers ``{"code": -32602, "message": "PERMISSION_DENIED"}``); otherwise
+    the code decides. Unknown codes give a plain :class:`FilesError`.
 
     Parameters
     ----------
@@ -273,6 +294,8 @@ def error_from_jsonrpc(code: int, message: str, data: Any = None, *, method: str
     mapping = cast("Mapping[str, Any]", data) if isinstance(data, Mapping) else {}
     name = mapping.get("error")
     cls = _BY_NAME.get(name) if isinstance(name, str) else None
+    if cls is None and not isinstance(name, str):
+        cls = _BY_NAME.get(message.strip()) if isinstance(message, str) else None
     if cls is None:
         cls = _BY_CODE.get(code, FilesError)
     return cls(message, code=code, data=mapping, method=method)

@@ -1,5 +1,13 @@
 """Sending the ``files/*`` requests of one tool call: timeouts, retries, consent when a grant is missing.
 
+Which refusals consent may cure is decided here (:func:`consent_may_cure`):
+PROTOCOL.md's PERMISSION_DENIED ``not_granted``, any PERMISSION_DENIED without
+a more specific reason, and a bare ``-32602`` without a reason (SEP-1708's
+reference client answers a path that is not granted that way). Each is cured
+by one ``files/consent`` per paths and operation and one repetition; a
+refusal that comes back after that is raised as it is (a real ``-32602`` for
+bad params stays :class:`~.errors.InvalidParams`).
+
 Requests go out through the public ``ServerSession.send_request`` with a
 generic request model and ``related_request_id`` set to the tool call's id, so
 over Streamable HTTP they ride the tool call's own SSE stream; the raw result
@@ -22,12 +30,12 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import RootModel
 
 from .contract import NOT_GRANTED
-from .errors import FilesError, PermissionDenied, error_from_jsonrpc
+from .errors import FilesError, InvalidParams, PermissionDenied, error_from_jsonrpc
 from .policy import RetryPolicy, Timeouts
-from .results import ConsentResult
+from .results import ConsentResult, Root
 from .wire import compact_params
 
-__all__ = ["Policies", "Requester"]
+__all__ = ["Policies", "Requester", "consent_may_cure"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +44,22 @@ _RawRequest = mcp_types.Request[dict[str, Any], str]
 
 class _RawResult(RootModel[dict[str, Any]]):
     """A result taken as it came: a JSON object."""
+
+
+def consent_may_cure(error: FilesError) -> bool:
+    """Whether *error* is a refusal that a ``files/consent`` may cure.
+
+    PERMISSION_DENIED with reason ``not_granted`` or with no reason at all, and
+    a plain ``-32602`` that gives no reason (no ``data.reason``, no
+    ``data.expectedOffset``): what a client following SEP-1708's reference
+    code sends for a path not granted. Every other reason (``outside_roots``,
+    ``read_only``, ``sensitive`` ...) is final.
+    """
+    if isinstance(error, PermissionDenied):
+        return error.reason in (None, NOT_GRANTED)
+    if type(error) is InvalidParams:
+        return error.reason is None and "expectedOffset" not in error.data
+    return False
 
 
 class Policies(Protocol):
@@ -120,16 +144,16 @@ class Requester:
         nbytes: int = 0,
         retry: RetryPolicy | None = None,
     ) -> dict[str, Any]:
-        """:meth:`request` for operation *op* on *paths*, asking consent once on ``not_granted``.
+        """:meth:`request` for operation *op* on *paths*, asking consent once on a curable refusal.
 
         Consent is asked only when a consent message was configured, and once
-        per paths and operation for this tool call; approved, the request is
-        repeated once.
+        per paths and operation for this tool call (see
+        :func:`consent_may_cure`); approved, the request is repeated once.
         """
         try:
             return await self.request(method, params, nbytes=nbytes, retry=retry)
-        except PermissionDenied as exc:
-            if exc.reason != NOT_GRANTED or self._consent_message is None:
+        except FilesError as exc:
+            if self._consent_message is None or not consent_may_cure(exc):
                 raise
             if not await self._auto_consent(tuple(paths), op):
                 raise
@@ -146,7 +170,16 @@ class Requester:
             operations=None if operations is None else list(operations),
         )
         result = await self.request("files/consent", request, timeout=self.timeouts.consent)
-        return ConsentResult.from_result(result)
+        return ConsentResult.from_result(result, wanted, operations)
+
+    async def roots(self) -> tuple[Root, ...]:
+        """Ask the client for its roots (``roots/list``)."""
+        result = await self.request("roots/list", None)
+        items = result.get("roots")
+        if not isinstance(items, list):
+            return ()
+        found = (Root.from_result(item) for item in items if isinstance(item, Mapping))
+        return tuple(root for root in found if root is not None)
 
     async def _send(self, method: str, params: Mapping[str, Any] | None, timeout: float) -> dict[str, Any]:
         request = _RawRequest(method=method, params=dict(params or {}))

@@ -4,16 +4,26 @@ Each value is built by one ``from_result`` (or ``from_params``) from the client'
 raw JSON; nothing here sends anything. :class:`ChangeEvent` mirrors the wire
 shape of ``notifications/files/changed`` (a copy of the contract; a test keeps
 it equal to the core's).
+
+Lenient in what is missing, strict about what is there: clients that follow the
+SEP-1708 draft's examples rather than PROTOCOL.md leave members out (a consent
+without ``operations``, a read with only ``content``, ``size`` and
+``mimeType``); those are derived from what the request asked and what the
+answer carries. A member that is present but cannot be true (a ``bytesRead``
+that is not the content's length, an ``offset`` that was not asked for) raises
+:class:`~.errors.IntegrityError`: a wrong number must never reach a tool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
+from urllib.parse import unquote, urlsplit
 
-from .errors import InternalError
-from .wire import decode_base64, get_int, get_opt_str, get_str, get_strs
+from .contract import OPERATIONS
+from .errors import IntegrityError
+from .wire import byte_length, decode_base64, get_int, get_opt_str, get_str, get_strs
 
 __all__ = [
     "ChangeEvent",
@@ -23,6 +33,7 @@ __all__ = [
     "Entry",
     "FileStat",
     "ReadChunk",
+    "Root",
     "WriteResult",
 ]
 
@@ -49,12 +60,29 @@ class ConsentResult:
     expires_at: str | None = None
 
     @classmethod
-    def from_result(cls, result: Mapping[str, Any]) -> ConsentResult:
-        """Read the raw ``files/consent`` result."""
+    def from_result(
+        cls,
+        result: Mapping[str, Any],
+        asked_paths: Sequence[str] = (),
+        asked_operations: Sequence[str] | None = None,
+    ) -> ConsentResult:
+        """Read the raw ``files/consent`` result of a request for *asked_paths* and *asked_operations*.
+
+        A grant without ``operations`` approves the operations asked for (all
+        four when the request named none), and one without ``approvedPaths``
+        the paths asked for: SEP-1708's own example answers
+        ``{"granted": true, "approvedPaths": [...]}``. A refusal approves nothing.
+        """
+        granted = result.get("granted") is True
+        if not granted:
+            return cls(False, (), (), None)
+        asked_ops = tuple(OPERATIONS if asked_operations is None else asked_operations)
+        has_paths = isinstance(result.get("approvedPaths"), list)
+        has_operations = isinstance(result.get("operations"), list)
         return cls(
-            granted=result.get("granted") is True,
-            approved_paths=get_strs(result, "approvedPaths"),
-            operations=get_strs(result, "operations"),
+            granted=True,
+            approved_paths=get_strs(result, "approvedPaths") if has_paths else tuple(asked_paths),
+            operations=get_strs(result, "operations") if has_operations else asked_ops,
             expires_at=get_opt_str(result, "expiresAt"),
         )
 
@@ -78,18 +106,48 @@ class ReadChunk:
     lock_id: str | None = None
 
     @classmethod
-    def from_result(cls, result: Mapping[str, Any], encoding: str) -> ReadChunk:
-        """Read the raw ``files/read`` result of a request for *encoding*."""
+    def from_result(cls, result: Mapping[str, Any], encoding: str, offset: int = 0) -> ReadChunk:
+        """Read the raw ``files/read`` result of a request for *encoding* at *offset*.
+
+        Missing ``offset``, ``bytesRead`` and ``eof`` are derived: the offset
+        asked for, the byte length of ``content`` as it travels, and whether
+        the chunk reaches ``size``.
+
+        Raises
+        ------
+        IntegrityError
+            No ``content`` or ``size``; an ``offset`` other than the one asked
+            for; a ``bytesRead`` other than the content's byte length.
+        """
         content = result.get("content")
         if not isinstance(content, str):
-            raise InternalError("files/read answered without content", method="files/read")
+            raise _broken("files/read answered without content")
+        size = _opt_int(result, "size")
+        if size is None or size < 0:
+            raise _broken("files/read answered without the file's size")
+        answered_offset = _opt_int(result, "offset")
+        if answered_offset is not None and answered_offset != offset:
+            raise _broken(f"files/read at offset {offset} was answered for offset {answered_offset}")
+        wire_encoding = get_str(result, "encoding", encoding)
+        measured = byte_length(content, wire_encoding)
+        claimed = _opt_int(result, "bytesRead")
+        if claimed is not None and measured is not None and claimed != measured:
+            raise _broken(
+                f"files/read claims {claimed} bytes read but its content holds {measured}"
+                f" (offset {offset}, encoding {wire_encoding})"
+            )
+        if claimed is None:
+            claimed = measured if measured is not None else len(content.encode(wire_encoding, "replace"))
+        if claimed < 0:
+            raise _broken(f"files/read claims {claimed} bytes read")
+        eof = result.get("eof")
         return cls(
             content=content,
-            encoding=get_str(result, "encoding", encoding),
-            size=get_int(result, "size"),
-            offset=get_int(result, "offset"),
-            bytes_read=get_int(result, "bytesRead"),
-            eof=result.get("eof") is True,
+            encoding=wire_encoding,
+            size=size,
+            offset=offset,
+            bytes_read=claimed,
+            eof=eof if isinstance(eof, bool) else offset + claimed >= size,
             mime_type=get_opt_str(result, "mimeType"),
             etag=get_opt_str(result, "etag"),
             lock_id=get_opt_str(result, "lockId"),
@@ -131,7 +189,8 @@ class WriteResult:
         """Read the raw result of a write's last ``files/write``, which took *chunks* requests."""
         return cls(
             bytes_written=bytes_written,
-            size=get_int(result, "size"),
+            # The write replaced the whole content: without ``size`` it is what was written.
+            size=get_int(result, "size", bytes_written),
             etag=get_str(result, "etag"),
             lock_id=get_opt_str(result, "lockId"),
             chunks=chunks,
@@ -236,3 +295,61 @@ class ChangeEvent:
         if not (isinstance(watch_id, str) and isinstance(path, str) and isinstance(event, str)):
             return None
         return cls(watch_id, path, event, get_str(params, "timestamp"), get_opt_str(params, "oldPath"))
+
+
+@dataclass(frozen=True)
+class Root:
+    """One of the client's roots (``roots/list``), as :meth:`~.client.FilesClient.roots` returns it.
+
+    Attributes
+    ----------
+    uri
+        The ``file://`` URI, as the client sent it.
+    name
+        The root's name: the first segment of root-relative paths (``data`` in
+        ``data/sales.csv``); ``None`` if the client gave none.
+    path
+        The folder on the client's machine, decoded from a ``file://`` URI with
+        an empty or ``localhost`` host; ``None`` for anything else. A remote
+        server cannot open it: it names the folder, for messages.
+    read_only
+        ``_meta.readOnly`` (PROTOCOL.md): the client refuses every write,
+        create, delete and rename under this root.
+    """
+
+    uri: str
+    name: str | None = None
+    path: str | None = None
+    read_only: bool = False
+
+    @classmethod
+    def from_result(cls, item: Mapping[str, Any]) -> Root | None:
+        """Read one raw item of ``roots``; ``None`` if it has no URI."""
+        uri = item.get("uri")
+        if not isinstance(uri, str) or not uri:
+            return None
+        meta = item.get("_meta")
+        read_only = isinstance(meta, Mapping) and cast("Mapping[str, Any]", meta).get("readOnly") is True
+        return cls(uri, get_opt_str(item, "name"), _local_path(uri), read_only)
+
+
+def _local_path(uri: str) -> str | None:
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return None
+    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+        return None
+    try:
+        return unquote(parts.path, errors="strict") or "/"
+    except UnicodeDecodeError:
+        return None
+
+
+def _opt_int(result: Mapping[str, Any], key: str) -> int | None:
+    value = result.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _broken(message: str) -> IntegrityError:
+    return IntegrityError(message, method="files/read")

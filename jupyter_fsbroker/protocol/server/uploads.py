@@ -21,10 +21,10 @@ from typing import Any
 import anyio.lowlevel
 
 from .contract import MAX_CHUNK_BYTES, REQUEST_TOO_LARGE
-from .errors import EncodingError, TooLarge
+from .errors import EncodingError, IntegrityError, TooLarge
 from .requester import Requester
 from .results import WriteResult
-from .wire import get_int
+from .wire import byte_length
 
 __all__ = ["AtomicWrite", "ContentCap", "WriteOptions"]
 
@@ -135,12 +135,32 @@ class AtomicWrite:
         content = base64.b64encode(data).decode("ascii")
         params = self._options.params(self._path, content, "base64", first=True, final=True)
         result = await self._send(params, len(data))
-        return WriteResult.from_result(result, get_int(result, "bytesWritten", len(data)), 1)
+        return WriteResult.from_result(result, self._written(result, len(data)), 1)
 
     async def _single_text(self, text: str, encoding: str) -> WriteResult:
         params = self._options.params(self._path, text, encoding, first=True, final=True)
         result = await self._send(params, len(text))
-        return WriteResult.from_result(result, get_int(result, "bytesWritten"), 1)
+        # SEP-1708's reference client reports the characters it wrote: accepted too.
+        sent = byte_length(text, encoding)
+        return WriteResult.from_result(result, self._written(result, sent, also=len(text)), 1)
+
+    def _written(self, result: dict[str, Any], sent: int | None, *, also: int | None = None) -> int:
+        """The bytes a whole-content write wrote: ``bytesWritten``, checked against *sent* when known.
+
+        A count that is neither *sent* nor *also* means the client did not
+        write what it was given (or cannot count): :class:`IntegrityError`.
+        """
+        claimed = result.get("bytesWritten")
+        if not isinstance(claimed, int) or isinstance(claimed, bool):
+            return sent if sent is not None else 0
+        if claimed == also and sent is not None:
+            return sent
+        if sent is not None and claimed != sent:
+            raise IntegrityError(
+                f"files/write of {sent} bytes to {self._path} answered bytesWritten {claimed}",
+                method="files/write",
+            )
+        return claimed
 
     async def _staged(self, pieces: AsyncIterator[bytes]) -> WriteResult:
         offset = 0

@@ -3,19 +3,43 @@
 The brokering client is a peer the server does not control. A member of the
 wrong type reads as its default here instead of failing deep inside a tool;
 the only reader that raises is :func:`decode_base64`, for content that cannot
-be decoded at all.
+be decoded at all. :func:`byte_length` measures content as it travels, so that
+answers can be checked against what they claim (see :mod:`.results`).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InternalError
+from .errors import IntegrityError
 
-__all__ = ["compact_params", "decode_base64", "get_int", "get_opt_str", "get_str", "get_strs"]
+__all__ = [
+    "CHUNK_SAFE_CODECS",
+    "byte_length",
+    "compact_params",
+    "decode_base64",
+    "get_int",
+    "get_opt_str",
+    "get_str",
+    "get_strs",
+]
+
+#: Codecs whose chunks, split at any character boundary, decode independently and
+#: re-encode to exactly the bytes they came from.
+CHUNK_SAFE_CODECS = frozenset(
+    {
+        "utf-8",
+        "ascii",
+        "latin-1",
+        "iso8859-1",
+        *(f"iso8859-{i}" for i in range(2, 17)),
+        *(f"cp125{i}" for i in range(9)),
+    }
+)
 
 
 def compact_params(**values: Any) -> dict[str, Any]:
@@ -54,10 +78,38 @@ def decode_base64(content: str) -> bytes:
 
     Raises
     ------
-    InternalError
+    IntegrityError
         The client sent something that is not base64.
     """
     try:
         return base64.b64decode(content, validate=True)
     except (binascii.Error, ValueError):
-        raise InternalError("the client sent invalid base64", method="files/read") from None
+        raise IntegrityError("the client sent invalid base64", method="files/read") from None
+
+
+def byte_length(content: str, encoding: str) -> int | None:
+    """How many bytes *content*, as it travels in *encoding*, stands for; ``None`` if not exactly knowable.
+
+    ``base64`` is measured from its length and padding (an invalid string is
+    caught when it is decoded); the codecs of :data:`CHUNK_SAFE_CODECS` are
+    exact. For other codecs (UTF-16 without its BOM in a later chunk,
+    ISO-2022 ...) the encoded length of a piece is not the length it was read
+    from, so nothing is claimed.
+    """
+    if encoding == "base64":
+        if len(content) % 4:
+            return None
+        padding = 2 if content.endswith("==") else 1 if content.endswith("=") else 0
+        return len(content) // 4 * 3 - padding
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        return None
+    if name not in CHUNK_SAFE_CODECS:
+        return None
+    if name == "utf-8":
+        try:
+            return len(content.encode("utf-8"))
+        except UnicodeEncodeError:  # lone surrogates: not what any file decodes to
+            return None
+    return len(content)  # one byte per character

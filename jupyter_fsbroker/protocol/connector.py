@@ -1,0 +1,187 @@
+"""Connect a broker to an MCP server: :func:`connect`, and :func:`open_connection` for ``async with``.
+
+The entry points of the client: they check what they are given, pick the
+transport (:mod:`.transports`) and start a
+:class:`~.client.ServerConnection`, which owns everything from then on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TextIO, TypedDict, Unpack
+
+from mcp.client.stdio import StdioServerParameters
+
+from ..core.broker import Broker
+from ..core.consent import Consenter
+from ..core.serverlog import LogEntry
+from .client import ServerConnection
+from .roots_gate import RootsGrace
+from .transports import display_url, http_transport, stdio_transport
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_KEEPALIVE",
+    "DEFAULT_ROOTS_GRACE",
+    "ConnectOptions",
+    "connect",
+    "open_connection",
+]
+
+#: Default seconds for the transport to come up and the handshake to complete.
+DEFAULT_CONNECT_TIMEOUT = 30.0
+
+#: Default seconds between keep-alive pings on HTTP connections.
+DEFAULT_KEEPALIVE = 30.0
+
+#: How long tool calls may wait, by default, for the server to fetch the roots.
+DEFAULT_ROOTS_GRACE = RootsGrace()
+
+
+class ConnectOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`connect` (and :func:`open_connection`)."""
+
+    command: str | None
+    args: Sequence[str]
+    env: Mapping[str, str] | None
+    cwd: str | None
+    url: str | None
+    headers: Mapping[str, str] | None
+    consenter: Consenter | None
+    timeout: float | None
+    keepalive: float | None
+    errlog: TextIO | None
+    roots_grace: RootsGrace | None
+    on_log: Callable[[LogEntry], object] | None
+
+
+async def connect(
+    broker: Broker,
+    name: str | None,
+    *,
+    command: str | None = None,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    url: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    consenter: Consenter | None = None,
+    timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+    keepalive: float | None = DEFAULT_KEEPALIVE,
+    errlog: TextIO | None = None,
+    roots_grace: RootsGrace | None = DEFAULT_ROOTS_GRACE,
+    on_log: Callable[[LogEntry], object] | None = None,
+) -> ServerConnection:
+    """Connect *broker* to an MCP server and complete the handshake.
+
+    Give either *command* (stdio: the server is started as a subprocess) or
+    *url* (Streamable HTTP). The connection always uses the handshake era of
+    MCP (it proposes protocol version 2025-11-25 and accepts 2024-11-05 …
+    2025-11-25) and advertises ``roots.filesystemBrokering``.
+
+    Must be awaited on the asyncio event loop that will run the connection.
+
+    Parameters
+    ----------
+    broker
+        The broker whose roots and files the server may use.
+    name
+        The user's name for the connection: the broker-side connection,
+        consent prompts and audit records carry it. ``None``: the server's
+        own name (``serverInfo.name``), known from its answer to
+        ``initialize`` (before it may send any request); until then, and if
+        it gives none, the command's file name or the URL's host.
+    command, args, env, cwd
+        stdio: the executable, its arguments, extra environment variables
+        (merged over a minimal safe environment: ``HOME``, ``PATH``, ...), and
+        its working directory.
+    url, headers
+        Streamable HTTP: the endpoint and extra HTTP headers (``Authorization``
+        ...). Server-sent events have no size cap, so 2 MiB chunks fit.
+    consenter
+        Answers ``files/consent``; default: refuse everything not pre-approved.
+    timeout
+        Seconds for the transport to come up and the handshake to complete
+        (``None``: no limit).
+    keepalive
+        HTTP only: seconds between pings that notice a server that went away
+        (``None``: never ping). stdio notices an exited server at once.
+    errlog
+        stdio: a file to give the server as its stderr instead. By default
+        each line it writes goes to :attr:`ServerConnection.log` (and Python
+        logging), and the last lines are quoted when connecting fails.
+    roots_grace
+        How long a tool call may wait for the server to fetch the roots right
+        after connecting or after they changed (see :mod:`.roots_gate`);
+        ``None``: never wait.
+    on_log
+        Called with each :class:`~jupyter_fsbroker.core.serverlog.LogEntry` of
+        the connection's log from the start (stderr lines, log messages), on
+        the event loop; it must not block.
+
+    Returns
+    -------
+    ServerConnection
+        Open, with its tool list fetched.
+
+    Raises
+    ------
+    ProtocolVersionError
+        The server cannot speak the handshake era.
+    ConnectError
+        The command cannot be started, the URL cannot be reached, the server
+        refused the handshake, or *timeout* elapsed.
+    ValueError
+        Neither or both of *command* and *url*, or a URL that is not http(s).
+    """
+    if (command is None) == (url is None):
+        raise ValueError("give either command (stdio) or url (Streamable HTTP)")
+    if command is not None:
+        parameters = StdioServerParameters(
+            command=command, args=list(args), env=dict(env) if env is not None else None, cwd=cwd
+        )
+        conn = ServerConnection(
+            broker,
+            name,
+            transport="stdio",
+            target=" ".join([command, *args]),
+            opener=lambda on_line: stdio_transport(parameters, errlog, on_line),
+            consenter=consenter,
+            keepalive=None,
+            roots_grace=roots_grace,
+        )
+    else:
+        assert url is not None
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        conn = ServerConnection(
+            broker,
+            name,
+            transport="http",
+            target=display_url(url),
+            opener=lambda on_line: http_transport(url, dict(headers or {})),
+            consenter=consenter,
+            keepalive=keepalive,
+            roots_grace=roots_grace,
+        )
+    if on_log is not None:
+        conn.log.follow(on_log)
+    await conn.start(timeout)
+    return conn
+
+
+@asynccontextmanager
+async def open_connection(
+    broker: Broker, name: str | None, **options: Unpack[ConnectOptions]
+) -> AsyncIterator[ServerConnection]:
+    """``async with open_connection(broker, name, ...) as conn``: :func:`connect`, closed at the end.
+
+    Takes the same arguments as :func:`connect`; leaving the block closes the
+    connection (see :meth:`ServerConnection.aclose`).
+    """
+    conn = await connect(broker, name, **options)
+    try:
+        yield conn
+    finally:
+        await conn.aclose()
