@@ -59,3 +59,13 @@ def test_the_launchers_modules_import_nothing_heavy(tmp_path: Path) -> None:
         "fsbroker_sandbox.run",
     ]
     assert not {"subprocess", "shutil", "logging", "asyncio"} & set(loaded)
+
+
+def test_every_public_name_resolves_and_is_documented() -> None:
+    import jupyter_fsbroker.sandbox as sandbox
+
+    assert sorted(sandbox.__all__) == sorted(sandbox._WHERE)
+    for name in sandbox.__all__:
+        value = getattr(sandbox, name)
+        assert (value.__doc__ or "").strip(), name
+        assert not value.__doc__.startswith(f"{name}("), f"{name} has only the generated dataclass docstring"
