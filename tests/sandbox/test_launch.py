@@ -144,3 +144,57 @@ def test_node_starts_and_runs_under_the_sandbox(tmp_path: Path) -> None:
         done = run_launch(launch)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == '{"shadow":"EACCES","cpus":true,"tmp":true,"crypto":36}'
+
+
+@pytest.mark.usefixtures("abi")
+def test_an_ordinary_user_is_confined_too() -> None:
+    """CI runs as root, where CAP_SYS_ADMIN would do without no_new_privs: check the ordinary path too."""
+    python, setpriv = shutil.which("python3", path="/usr/bin"), shutil.which("setpriv")
+    if os.geteuid() != 0 or python is None or setpriv is None:
+        pytest.skip("needs root (to become nobody), setpriv and the system's python3")
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version_info >= (3, 11))"], capture_output=True
+    )
+    if version.stdout.strip() != b"True":
+        pytest.skip("the system's python3 is older than 3.11")
+    # Where nobody may enter (pytest's own folder is root's only): a copy of the sandbox, a policy, a secret.
+    shared = Path(tempfile.mkdtemp(prefix="fsbroker-sandbox-test-"))
+    try:
+        _confine_nobody(python, setpriv, shared)
+    finally:
+        shutil.rmtree(shared)
+
+
+def _confine_nobody(python: str, setpriv: str, shared: Path) -> None:
+    from jupyter_fsbroker.sandbox import launch as launch_module
+    from jupyter_fsbroker.sandbox.policy import Access, Policy, Rule
+
+    shutil.copytree(Path(launch_module.__file__).parent, shared / "sandbox")
+    private = shared / "private"
+    private.mkdir()
+    os.chown(private, 65534, 65534)
+    (shared / "secret.txt").write_text("x")
+    rules = [Rule(p, Access.READ_EXECUTE) for p in ("/usr", "/lib", "/lib64")]
+    rules += [Rule("/etc/ld.so.cache", Access.READ), Rule("/proc/self", Access.READ)]
+    policy = Policy((*rules, Rule(str(private), Access.READ_WRITE)))
+    (shared / "policy.json").write_text(policy.to_json())
+    shared.chmod(0o755)
+    code = (
+        "import os\n"
+        f"open('{private}/f', 'w').write('x')\n"
+        f"try:\n    open('{shared}/secret.txt').read(); print('read')\nexcept OSError as e: print(e.errno)\n"
+        "status = open('/proc/self/status').read()\n"
+        "print(os.getuid(), status.split('NoNewPrivs:')[1].split()[0])\n"
+    )
+    command = launch_module.launcher_command(str(shared / "policy.json"), [python, "-c", code])
+    command[0], command[5] = python, str(shared / "sandbox")
+    done = subprocess.run(
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["13", "65534", "1"]
+    assert (private / "f").read_text() == "x"
