@@ -157,7 +157,7 @@ def test_an_ordinary_user_is_confined_too() -> None:
     )
     if version.stdout.strip() != b"True":
         pytest.skip("the system's python3 is older than 3.11")
-    # Where nobody may enter (pytest's own folder is root's only): a copy of the sandbox, a policy, a secret.
+    # A folder the user nobody can reach (pytest's are root's only): the sandbox, a policy, a secret.
     shared = Path(tempfile.mkdtemp(prefix="fsbroker-sandbox-test-"))
     try:
         _confine_nobody(python, setpriv, shared)
