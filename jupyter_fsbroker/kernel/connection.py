@@ -22,6 +22,7 @@ from ..core.grants import Grant
 from ..core.serverlog import ServerLog
 from ..protocol.client import ServerConnection
 from ..protocol.errors import ConnectionClosedError
+from ..sandbox import SandboxStatus
 from .calls import CallRunner
 from .results import ToolResult
 
@@ -97,6 +98,15 @@ class KernelConnection:
     def target(self) -> str:
         """The server's command line or URL (without secrets), for display."""
         return self._server.target
+
+    @property
+    def sandbox(self) -> SandboxStatus | None:
+        """Whether a local server runs confined, and how (``None``: over HTTP, it runs elsewhere).
+
+        ``conn.sandbox.describe()`` says it in words: ``sandboxed (files; Landlock ABI 7)``,
+        ``not sandboxed``, or ``not sandboxed (sandbox unavailable: …)``.
+        """
+        return self._server.sandbox
 
     def server_log(self, lines: int = 50) -> str:
         """The last *lines* the server said, oldest first, one per line with its time.
