@@ -192,7 +192,7 @@ def plan(
     command
         The server's command and arguments, as the user gave them.
     env
-        The environment the server will get (``PATH``, ``PYTHONPATH``, ``NODE_PATH`` are read).
+        The environment the server will get (``PATH``, ``PYTHON*``, ``NODE_PATH``, ``LD_LIBRARY_PATH``).
     cwd
         Its working directory (``None``: this process's).
     roots
@@ -237,6 +237,8 @@ def plan(
     _program(builder, command, env, cwd)
     for entry in _split(env.get("NODE_PATH", "")):
         builder.add_own(entry, Access.READ, "NODE_PATH")
+    for entry in _split(env.get("LD_LIBRARY_PATH", "")):
+        builder.add_own(entry, Access.READ_EXECUTE, "LD_LIBRARY_PATH")
 
     for path in paths:
         real = os.path.realpath(os.path.join(cwd, path))
@@ -327,12 +329,12 @@ def _program(builder: _Builder, command: Sequence[str], env: Mapping[str, str], 
     _prefix(builder, exe, "the command's installation")
     name = os.path.basename(interpreter)
     if _PYTHON.match(name):
-        for prefix, entries in [_python_paths(interpreter, _python_env(env), cwd)]:
-            for path in prefix:
-                builder.add_own(path, Access.READ_EXECUTE, "the Python interpreter's prefix")
-            for entry in entries:
-                if entry and os.path.exists(entry):
-                    builder.add_own(entry, Access.READ, "a folder of the Python interpreter's sys.path")
+        prefixes, entries = _python_paths(interpreter, _python_env(env), cwd)
+        for path in prefixes:
+            builder.add_own(path, Access.READ_EXECUTE, "the Python interpreter's prefix")
+        for entry in entries:
+            if os.path.exists(entry):
+                builder.add_own(entry, Access.READ, "a folder of the Python interpreter's sys.path")
     if script is not None:
         _own_files(builder, script)
 
@@ -423,7 +425,7 @@ def _own_files(builder: _Builder, script: str) -> None:
 
 def _python_env(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The part of the environment that decides where Python finds its packages."""
-    keep = {"PATH", "HOME"}
+    keep = {"PATH", "HOME", "LD_LIBRARY_PATH"}
     return tuple(sorted((k, v) for k, v in env.items() if k.startswith("PYTHON") or k in keep))
 
 
