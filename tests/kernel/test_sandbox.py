@@ -44,6 +44,13 @@ def test_the_setting_confines_local_servers_and_files_still_serves_them(kernel: 
     try:
         kernel.run(f"boxed = broker.connect('boxed', command={SNOOPING}, env={ENV})")
         assert str(kernel.value("boxed.sandbox.describe()")).startswith("sandboxed (files; Landlock ABI ")
+        card = kernel.wait_widget("fsbroker-connection")  # the line under the connecting cell says so
+        assert "sandboxed (files; Landlock ABI " in kernel.text_of(card)
+        status = str(kernel.value("broker.status()"))
+        assert [line for line in status.splitlines() if "boxed" in line and "sandboxed (files;" in line]
+        kernel.run("%fsbroker status")
+        dashboard = kernel.wait_widget("fsbroker-dashboard")
+        assert "sandboxed (files; Landlock ABI " in kernel.text_of(dashboard)
         notes = str(kernel.value("os.path.abspath('data/notes.txt')"))
         assert call(kernel, "boxed", "open_directly", notes) == "EACCES"
         kernel.run("broker.allow('data/notes.txt')")
