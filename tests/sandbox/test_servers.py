@@ -184,3 +184,14 @@ async def test_without_landlock_asking_is_an_error_and_a_default_is_a_warning(
 async def test_a_url_cannot_be_sandboxed(broker: Broker) -> None:
     with pytest.raises(ValueError, match="confines local servers"):
         await connect(broker, "remote", url="http://127.0.0.1:9/mcp", sandbox=True)
+
+
+async def test_a_launcher_that_cannot_confine_says_why_in_the_connect_error(broker: Broker) -> None:
+    """Landlock gone between the broker's check and the start: the server never runs, the user reads why."""
+    from jupyter_fsbroker.protocol import ConnectError
+
+    env = {**server_env(), ENV_SIMULATE_UNAVAILABLE: "gone since the check (test)"}
+    with pytest.raises(
+        ConnectError, match=r"jupyter-fsbroker sandbox: Landlock is unavailable, the server was not"
+    ):
+        await connect(broker, "snoop", command=SNOOPING[0], args=SNOOPING[1:], env=env, sandbox=True)
