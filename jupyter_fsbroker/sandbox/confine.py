@@ -42,7 +42,7 @@ from . import landlock
 from .landlock import AccessFS, AccessNet, RestrictFlag, Scope
 from .policy import Access, Policy
 
-__all__ = ["Confinement", "confine", "rights_of"]
+__all__ = ["Confinement", "confine"]
 
 # Rights that apply to a file (a rule on a file may grant no others).
 _FILE_RIGHTS = (
@@ -101,7 +101,7 @@ class Confinement:
     skipped: tuple[str, ...] = ()
 
 
-def rights_of(access: Access, abi: int, *, is_dir: bool) -> AccessFS:
+def _rights_of(access: Access, abi: int, *, is_dir: bool) -> AccessFS:
     """The Landlock rights of *access* on a kernel of *abi*, for a folder or a file."""
     rights = _RIGHTS[access] & landlock.fs_rights(abi)
     return rights if is_dir else rights & _FILE_RIGHTS
@@ -140,7 +140,7 @@ def confine(policy: Policy) -> Confinement:
         try:
             for fd, access in opened:
                 is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
-                landlock.add_path_rule(ruleset, fd, rights_of(access, abi, is_dir=is_dir))
+                landlock.add_path_rule(ruleset, fd, _rights_of(access, abi, is_dir=is_dir))
             for port in policy.connect_ports or ():
                 landlock.add_net_port_rule(ruleset, port, AccessNet.CONNECT_TCP)
             landlock.set_no_new_privs()

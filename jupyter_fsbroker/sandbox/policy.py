@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Access", "Policy", "PolicyError", "Rule"]
@@ -93,17 +93,11 @@ class Policy:
     rules: tuple[Rule, ...]
     connect_ports: tuple[int, ...] | None = None
     level: str = "files"
-    _paths: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for port in self.connect_ports or ():
             if not 0 < port <= 65535:
                 raise PolicyError(f"not a TCP port: {port}")
-        object.__setattr__(self, "_paths", frozenset(rule.path for rule in self.rules))
-
-    def covers(self, path: str) -> bool:
-        """Whether a rule names exactly *path* (the rules name what they cover, not below)."""
-        return path in self._paths
 
     def to_json(self) -> str:
         """The form the launcher reads."""
