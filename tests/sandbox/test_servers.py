@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from jupyter_fsbroker.core.broker import Broker
@@ -195,3 +196,20 @@ async def test_a_launcher_that_cannot_confine_says_why_in_the_connect_error(brok
         ConnectError, match=r"jupyter-fsbroker sandbox: Landlock is unavailable, the server was not"
     ):
         await connect(broker, "snoop", command=SNOOPING[0], args=SNOOPING[1:], env=env, sandbox=True)
+
+
+async def test_the_private_folder_goes_when_the_server_is_killed(broker: Broker) -> None:
+    import signal
+
+    conn = await connect(
+        broker, "snoop", command=SNOOPING[0], args=SNOOPING[1:], env=server_env(), sandbox=True
+    )
+    try:
+        where = (await conn.call_tool("where", {}))["structuredContent"]
+        os.kill(where["pid"], signal.SIGKILL)
+        with anyio.fail_after(30):
+            await conn.wait_closed()
+    finally:
+        await conn.aclose()
+    assert not os.path.exists(where["tmpdir"])
+    assert not os.path.exists(os.path.dirname(where["tmpdir"]))
