@@ -8,7 +8,11 @@ check (:func:`~jupyter_fsbroker.core.paths.resolve`), checks once more right
 before the I/O with the locks held, and takes those locks.
 
 It never caches a decision: every check reads the grant table as it is at
-that moment, so a revocation also stops requests that were already queued.
+that moment, so a revocation also stops requests that were already queued. A
+refusal for a missing grant names the path, the operation and, when known, why
+the grant is missing (``data.cause``: the user denied, narrowed or let the
+consent time out, or revoked it; see :mod:`.refusals`); its ``reason`` stays
+``not_granted``, the one a consent may cure.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from .errors import NotFound, PermissionDenied
 from .locks import Hold
 from .ops import check_if_match, check_writable, is_temp_name
 from .paths import Check, Resolved, parse, resolve
+from .refusals import Refusals, cause_text
 from .rootpath import RootPath
 from .roots import Root
 from .services import BrokerServices
@@ -39,24 +44,37 @@ class Access:
         The connection's id: grants and locks belong to it.
     label
         The server's name, shown to others as ``lockedBy``.
+
+    Attributes
+    ----------
+    refusals
+        What this connection's user did not grant, and why.
     """
 
     def __init__(self, broker: BrokerServices, owner: str, label: str) -> None:
         self.broker = broker
         self.owner = owner
         self.label = label
+        self.refusals = Refusals()
         self._lock = threading.Lock()
         self._closed = False
+        #: Why the connection was closed, for the refusals that follow.
+        self.close_reason = "the connection is closed"
 
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called: every check refuses from then on."""
         return self._closed
 
-    def close(self) -> bool:
-        """Refuse every check from now on; return whether it was open until now."""
+    def close(self, reason: str | None = None) -> bool:
+        """Refuse every check from now on; return whether it was open until now.
+
+        *reason*, in words, ends the message of every refusal that follows.
+        """
         with self._lock:
             was_open = not self._closed
+            if was_open and reason:
+                self.close_reason = f"the connection is closed ({reason})"
             self._closed = True
         return was_open
 
@@ -73,7 +91,7 @@ class Access:
 
         def check(root: Root, parts: tuple[str, ...]) -> None:
             if self._closed:
-                raise PermissionDenied("the connection is closed", reason="connection_closed")
+                raise PermissionDenied(self.close_reason, reason="connection_closed")
             if not broker.roots.is_current(root):
                 raise PermissionDenied("the shared folder was removed", reason="root_removed")
             if operation in ("write", "delete") and root.read_only:
@@ -83,9 +101,25 @@ class Access:
             if broker.grants.find(self.owner, location, operation, sensitive=sensitive) is None:
                 if sensitive:
                     raise PermissionDenied("sensitive files are not shared", reason="sensitive")
-                raise PermissionDenied(f"no {operation} access has been granted here", reason="not_granted")
+                raise self.not_granted(location, operation)
 
         return check
+
+    def not_granted(self, location: RootPath, operation: str) -> PermissionDenied:
+        """The refusal of *operation* on *location* for want of a grant, saying why there is none."""
+        refusal = self.refusals.find(location, operation)
+        cause = refusal.cause if refusal is not None else None
+        if cause is None:
+            lost = self.broker.grants.lost(self.owner, location, operation)
+            cause = lost.why if lost is not None else None
+        if cause is None:
+            return PermissionDenied(
+                f"no {operation} access to {location.rel} has been granted here (ask with files/consent)",
+                reason="not_granted",
+            )
+        return PermissionDenied(
+            f"no {operation} access to {location.rel}: {cause_text(cause)}", reason="not_granted", cause=cause
+        )
 
     def may_list(self, location: RootPath) -> bool:
         """Whether a listing may show *location*: it is not sensitive, or explicitly allowed."""

@@ -68,6 +68,9 @@ class AuditRecord:
         How long the request took, in milliseconds.
     lock_id
         The lockId used or returned, if any.
+    cause
+        Why a grant was missing or a consent granted nothing, when known
+        (``consent_denied``, ``consent_timeout``, ``revoked`` ...).
     """
 
     time: float
@@ -83,14 +86,20 @@ class AuditRecord:
     bytes: int = 0
     duration_ms: float = 0.0
     lock_id: str | None = None
+    cause: str | None = None
+
+    @property
+    def curable(self) -> bool:
+        """A refusal for want of a grant, which a consent may cure (the server may ask next)."""
+        return self.decision == "deny" and self.reason == "not_granted"
 
     def to_json(self) -> dict[str, Any]:
         """Return the record as a JSON-ready dict with camelCase keys.
 
         ``time`` is ISO 8601 UTC with milliseconds (``"2026-11-29T12:30:00.123Z"``).
-        Every key is present; unknown values are ``None``.
+        Every key is present (``cause`` only when known); unknown values are ``None``.
         """
-        return {
+        out: dict[str, Any] = {
             "time": iso_utc(self.time),
             "server": self.server,
             "connectionId": self.connection_id,
@@ -105,6 +114,9 @@ class AuditRecord:
             "durationMs": round(self.duration_ms, 3),
             "lockId": self.lock_id,
         }
+        if self.cause is not None:
+            out["cause"] = self.cause
+        return out
 
 
 @dataclass
@@ -125,6 +137,8 @@ class AuditNote:
     refused
         A refusal that is an answer rather than an error (a consent that was
         not given): the record then says ``deny`` with this reason.
+    cause
+        As in :class:`AuditRecord`.
     """
 
     method: str
@@ -136,6 +150,7 @@ class AuditNote:
     bytes: int = 0
     lock_id: str | None = None
     refused: str | None = None
+    cause: str | None = None
 
     def locate(self, location: RootPath) -> None:
         """Record where the request's path resolved to."""

@@ -252,12 +252,26 @@ class Broker(Closeable):
             include_sensitive=include_sensitive,
         )
 
-    def revoke(self, path: str | None = None, *, connection: Connection | None = None) -> tuple[Grant, ...]:
-        """Revoke grants: of *connection* (or the pre-approvals), on *path* (or all of them)."""
+    def revoke(
+        self,
+        path: str | None = None,
+        *,
+        connection: Connection | None = None,
+        operations: tuple[str, ...] | list[str] | None = None,
+    ) -> tuple[Grant, ...]:
+        """Revoke grants: of *connection* (or the pre-approvals), on *path* (or all of them).
+
+        With *operations*, only those are taken away; a grant left with none goes.
+
+        Returns
+        -------
+        tuple of Grant
+            The grants touched, as they were before.
+        """
         owner = None if connection is None else connection.id
         if path is None:
-            return self.grants.revoke_where(lambda g: g.connection_id == owner)
-        return self.grants.revoke_path(owner, self._parse_for_user(path))
+            return self.grants.revoke_where(lambda g: g.connection_id == owner, operations=operations)
+        return self.grants.revoke_path(owner, self._parse_for_user(path), operations)
 
     def _parse_for_user(self, path: str) -> RootPath:
         try:
@@ -388,7 +402,7 @@ class Broker(Closeable):
             raw_path = p.raw.get("path")
             note.path = raw_path if isinstance(raw_path, str) else None
             if connection.closed:
-                raise PermissionDenied("the connection is closed", reason="connection_closed")
+                raise PermissionDenied(connection.access.close_reason, reason="connection_closed")
             connection.rate.take_op(path=note.path)
             yield handler, p, note
         except FilesError as exc:
@@ -425,6 +439,7 @@ class Broker(Closeable):
                     bytes=note.bytes if error is None else 0,
                     duration_ms=(time.perf_counter() - note.clock) * 1000.0,
                     lock_id=note.lock_id,
+                    cause=note.cause if error is None else error.data.get("cause", note.cause),
                 )
             )
         except Exception:  # pragma: no cover - the audit never breaks a request

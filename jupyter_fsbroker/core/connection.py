@@ -42,7 +42,13 @@ class ConnectionOwner(BrokerServices, Protocol):
         """Decide and perform one request of *connection*, awaitable."""
         ...
 
-    def revoke(self, path: str | None = None, *, connection: Connection | None = None) -> tuple[Grant, ...]:
+    def revoke(
+        self,
+        path: str | None = None,
+        *,
+        connection: Connection | None = None,
+        operations: tuple[str, ...] | None = None,
+    ) -> tuple[Grant, ...]:
         """Revoke grants of *connection*."""
         ...
 
@@ -145,9 +151,9 @@ class Connection(Closeable):
 
     # -- grants ----------------------------------------------------------------------------------
 
-    def revoke(self, path: str | None = None) -> tuple[Grant, ...]:
-        """Revoke this connection's grants on *path* (or all of them)."""
-        return self.broker.revoke(path, connection=self)
+    def revoke(self, path: str | None = None, operations: tuple[str, ...] | None = None) -> tuple[Grant, ...]:
+        """Revoke this connection's grants on *path* (or all of them); only *operations*, when given."""
+        return self.broker.revoke(path, connection=self, operations=operations)
 
     def grants(self) -> tuple[Grant, ...]:
         """The live grants this connection can use (its own and the pre-approvals)."""
@@ -165,10 +171,13 @@ class Connection(Closeable):
 
     # -- the kill switch -------------------------------------------------------------------------
 
-    def close(self) -> None:
+    def close(self, reason: str | None = None) -> None:
         """End the connection: revoke its grants, release its locks, stop its watches,
-        discard its staged uploads, deny its pending consents. Idempotent."""
-        if not self.access.close():
+        discard its staged uploads, deny its pending consents. Idempotent.
+
+        *reason* (``"closed by the user"``) is what later refusals of its requests say.
+        """
+        if not self.access.close(reason):
             return
         self.consent.close()
         broker = self.broker

@@ -9,6 +9,17 @@ timeout and denies when the time is up, so no consenter can hang a request,
 and nothing ever blocks inside a click handler. The decision, narrowed to what
 was asked, becomes the connection's grants.
 
+Paths that live grants of the connection already cover for every operation
+asked are approved at once, without asking anyone (PROTOCOL.md, "Already
+granted"); only the rest is put to the user. A ``requestedPaths`` item may be a
+string (it asks for the request's ``operations``) or ``{"path", "operations"}``
+(PROTOCOL.md, "Per-path operations"); the result then also lists what was
+approved on each path (``approved``).
+
+What the user refused, narrowed or let time out is remembered by the
+connection (:class:`~jupyter_fsbroker.core.refusals.Refusals`), so that the next
+refusal of that path says why.
+
 A consent never grants more than the user approved, never a path outside the
 roots or a sensitive one, and never write or delete in a read-only root.
 """
@@ -17,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import secrets
 import threading
@@ -32,6 +44,7 @@ from .errors import ConfigError, FilesError, InvalidParams
 from .grants import OPERATIONS, normalize_operations
 from .params import Params
 from .paths import parse, resolve
+from .refusals import CONSENT_DENIED, CONSENT_FAILED, CONSENT_NARROWED, CONSENT_TIMEOUT, CONSENT_WITHDRAWN
 from .rootpath import RootPath
 from .timestamps import iso_utc
 
@@ -64,6 +77,9 @@ class ConsentItem:
         Why not (``outside_roots``, ``sensitive``, ...), for the user.
     read_only
         The path lies in a read-only root: only read and watch can be granted.
+    operations
+        The operations asked for this path; empty: those of the request
+        (see :meth:`ConsentRequest.operations_of`).
     """
 
     path: str
@@ -71,11 +87,38 @@ class ConsentItem:
     approvable: bool
     reason: str | None = None
     read_only: bool = False
+    operations: tuple[str, ...] = ()
+
+    def grantable(self, asked: tuple[str, ...]) -> tuple[str, ...]:
+        """The operations of *asked* that can be granted here (no write or delete in a read-only root)."""
+        if not self.approvable:
+            return ()
+        return tuple(op for op in asked if not (self.read_only and op in ("write", "delete")))
 
 
 @dataclass(frozen=True)
 class ConsentRequest:
-    """A server's request for access, as shown to the user."""
+    """A server's request for access, as shown to the user.
+
+    Attributes
+    ----------
+    server, connection_id
+        Who asks: the connection's name and id.
+    message
+        The server's reason, as it wrote it.
+    items
+        The paths put to the user, in request order (those that cannot be
+        approved too, so the user sees everything that was asked).
+    operations
+        Every operation asked for, on any path (their union, in canonical order).
+    timeout
+        Seconds before an unanswered request is refused.
+    already
+        Paths approved at once because live grants already cover them (not asked).
+    detailed
+        The server asked in the per-path form: the result lists what was
+        approved on each path (``approved``).
+    """
 
     server: str
     connection_id: str
@@ -85,6 +128,42 @@ class ConsentRequest:
     timeout: float
     id: str = field(default_factory=lambda: "consent_" + secrets.token_hex(6))
     created_at: float = field(default_factory=time.time)
+    already: tuple[ConsentItem, ...] = ()
+    detailed: bool = False
+
+    def operations_of(self, item: ConsentItem) -> tuple[str, ...]:
+        """The operations asked for *item*: its own, or the request's."""
+        return item.operations or self.operations
+
+    @property
+    def per_path(self) -> bool:
+        """Whether different paths ask for different operations."""
+        return len({self.operations_of(item) for item in self.items if item.approvable}) > 1
+
+    def to_json(self) -> dict[str, Any]:
+        """The request as a JSON-ready dict (camelCase), for views outside the kernel."""
+        return {
+            "id": self.id,
+            "server": self.server,
+            "connectionId": self.connection_id,
+            "message": self.message,
+            "operations": list(self.operations),
+            "items": [
+                {
+                    "path": item.path,
+                    "rel": item.rel,
+                    "approvable": item.approvable,
+                    "reason": item.reason,
+                    "readOnly": item.read_only,
+                    "operations": list(self.operations_of(item)),
+                    "grantable": list(item.grantable(self.operations_of(item))),
+                }
+                for item in self.items
+            ],
+            "already": [item.rel or item.path for item in self.already],
+            "createdAt": iso_utc(self.created_at),
+            "deadline": iso_utc(self.deadline),
+        }
 
     @property
     def deadline(self) -> float:
@@ -107,28 +186,65 @@ class ConsentDecision:
         Requested paths (as the server wrote them) the user approves; a subset
         of the approvable ones (the broker drops anything else).
     operations
-        Operations the user approves; a subset of those requested.
+        Operations the user approves on every approved path; a subset of those
+        requested (each path still gets only what was asked for it).
     duration
         Seconds the grants last; ``None`` for as long as the connection lasts.
+    path_operations
+        ``((path, operations), ...)``: the operations approved on each path,
+        when they differ from path to path; it then overrides *operations*
+        (see :meth:`operations_for` and :meth:`per_path`).
+    cause
+        Why nothing (or less) was approved, when the user did not say it
+        themselves: ``consent_timeout``, ``consent_withdrawn``, ``consent_failed``,
+        ``no_one_to_ask``. ``None`` for the user's own answer.
     """
 
     approved_paths: tuple[str, ...] = ()
     operations: tuple[str, ...] = ()
     duration: float | None = None
+    path_operations: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    cause: str | None = None
 
     @property
     def granted(self) -> bool:
-        return bool(self.approved_paths and self.operations)
+        """Whether anything at all is approved."""
+        return any(self.operations_for(path) for path in self.approved_paths)
+
+    def operations_for(self, path: str) -> tuple[str, ...]:
+        """The operations approved on *path* (as the server wrote it); ``()`` when it is not approved."""
+        if path not in self.approved_paths:
+            return ()
+        if self.path_operations:
+            return dict(self.path_operations).get(path, ())
+        return self.operations
 
     @classmethod
-    def deny(cls) -> ConsentDecision:
-        """A refusal."""
-        return cls()
+    def deny(cls, cause: str | None = None) -> ConsentDecision:
+        """A refusal (*cause*: why, when the user did not answer themselves)."""
+        return cls(cause=cause)
 
     @classmethod
     def approve_all(cls, request: ConsentRequest, *, duration: float | None = None) -> ConsentDecision:
-        """Everything approvable in *request*, for all requested operations."""
+        """Everything approvable in *request*, each path for all operations asked for it."""
+        if request.per_path:
+            return cls.per_path(
+                {item.path: request.operations_of(item) for item in request.items if item.approvable},
+                duration=duration,
+            )
         return cls(request.approvable_paths, request.operations, duration)
+
+    @classmethod
+    def per_path(
+        cls, approved: dict[str, tuple[str, ...]] | dict[str, list[str]], *, duration: float | None = None
+    ) -> ConsentDecision:
+        """A decision with its own operations for each path (``{path: operations}``).
+
+        Paths with no operations are left out.
+        """
+        kept = {path: tuple(ops) for path, ops in approved.items() if ops}
+        union = tuple(op for op in OPERATIONS if any(op in ops for ops in kept.values()))
+        return cls(tuple(kept), union, duration, tuple(kept.items()))
 
 
 @runtime_checkable
@@ -150,7 +266,7 @@ class DenyingConsenter:
 
     def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
         future: Future[ConsentDecision] = Future()
-        future.set_result(ConsentDecision.deny())
+        future.set_result(ConsentDecision.deny(NO_ONE_TO_ASK))
         return future
 
 
@@ -175,6 +291,9 @@ class CallbackConsenter:
             future.set_exception(exc)
         return future
 
+
+#: The cause of a refusal where no one can be asked (a CLI without a terminal).
+NO_ONE_TO_ASK = "no_one_to_ask"
 
 # -- the flow of one connection ------------------------------------------------------------------
 
@@ -217,7 +336,10 @@ class ConsentFlow:
     def prepare(
         self, p: Params, note: AuditNote
     ) -> tuple[ConsentRequest, dict[str, RootPath]] | dict[str, Any]:
-        """Check a consent request and build what the user sees; a refusal when nothing is approvable.
+        """Check a consent request and build what the user sees; or the result to send at once.
+
+        Paths already covered by live grants for everything asked are approved
+        at once; when nothing is left to ask, the result is sent without asking.
 
         Returns
         -------
@@ -231,32 +353,39 @@ class ConsentFlow:
             ``requestedPaths`` or ``operations`` is missing, empty or unknown.
         """
         message = p.get("message", str, "")
-        requested = p.strings("requestedPaths")
-        assert requested is not None
-        if not requested:
-            raise InvalidParams("requestedPaths is empty", reason="bad_value", param="requestedPaths")
         wanted = p.strings("operations", None)
-        try:
-            operations = normalize_operations(OPERATIONS if wanted is None else wanted)
-        except ConfigError as exc:
-            raise InvalidParams(str(exc), reason="bad_value", param="operations") from None
-        if not operations:
-            raise InvalidParams("operations is empty", reason="bad_value", param="operations")
-        note.path = requested[0]
-        items, targets = self._items(list(dict.fromkeys(requested)))
+        operations = _operations(OPERATIONS if wanted is None else wanted, "operations")
+        asked, detailed = _requested(p, operations)
+        note.path = next(iter(asked))
+        items, targets = self._items(asked)
+        already = [item for item in items if item.approvable and self._covered(targets[item.path], item)]
+        for item in already:
+            del targets[item.path]
+        ask_items = [item for item in items if item not in already]
+        union = tuple(op for op in OPERATIONS if any(op in item.operations for item in ask_items))
         access = self._access
         request = ConsentRequest(
             server=access.label,
             connection_id=access.owner,
             message=message,
-            items=tuple(items),
-            operations=operations,
+            items=tuple(_flatten(ask_items, union)),
+            operations=union or operations,
             timeout=access.broker.config.limits.consent_timeout,
+            already=tuple(already),
+            detailed=detailed,
         )
         if not request.approvable_paths:
+            if already:
+                return self._result(request, targets, {}, None, note)
             note.refused = "nothing_approvable"
             return dict(_REFUSAL)
         return request, targets
+
+    def _covered(self, target: RootPath, item: ConsentItem) -> bool:
+        """Whether live grants of this connection already give every grantable operation asked on *target*."""
+        ops = item.grantable(item.operations)
+        grants = self._access.broker.grants
+        return bool(ops) and all(grants.find(self._access.owner, target, op) is not None for op in ops)
 
     def grant(
         self,
@@ -266,50 +395,92 @@ class ConsentFlow:
         note: AuditNote,
     ) -> dict[str, Any]:
         """Turn the user's decision, narrowed to what was asked, into grants and the result."""
-        approved = [path for path in decision.approved_paths if path in targets]
-        ops_ok = [op for op in request.operations if op in decision.operations]
         access = self._access
-        if not approved or not ops_ok or access.closed:
+        approved: dict[str, tuple[str, ...]] = {}
+        if not access.closed:
+            for item in request.items:
+                if item.path not in targets:
+                    continue
+                chosen = decision.operations_for(item.path)
+                ops = tuple(op for op in item.grantable(request.operations_of(item)) if op in chosen)
+                if ops:
+                    approved[item.path] = ops
+        expires = None if decision.duration is None else time.time() + decision.duration
+        self._remember_refusals(request, targets, approved, decision, note)
+        grants = access.broker.grants
+        for path, ops in approved.items():
+            for location in self._spellings(targets[path]):
+                grants.add(
+                    access.owner, location, ops, expires_at=expires, source="consent", server=access.label
+                )
+        return self._result(request, targets, approved, expires, note)
+
+    def _result(
+        self,
+        request: ConsentRequest,
+        targets: dict[str, RootPath],
+        approved: dict[str, tuple[str, ...]],
+        expires: float | None,
+        note: AuditNote,
+    ) -> dict[str, Any]:
+        already = () if self._access.closed else request.already
+        entries = [(item.rel or item.path, item.grantable(item.operations)) for item in already]
+        entries += [(targets[path].rel, ops) for path, ops in approved.items()]
+        if not entries:
             note.refused = "consent_refused"
             return dict(_REFUSAL)
-        expires = None if decision.duration is None else time.time() + decision.duration
-        grants = access.broker.grants
-        for path in approved:
-            target = targets[path]
-            granted_ops = [op for op in ops_ok if not (target.root.read_only and op in ("write", "delete"))]
-            for location in self._spellings(target):
-                grants.add(
-                    access.owner,
-                    location,
-                    granted_ops,
-                    expires_at=expires,
-                    source="consent",
-                    server=access.label,
-                )
+        union = [op for op in OPERATIONS if any(op in ops for _, ops in entries)]
         result: dict[str, Any] = {
             "granted": True,
-            "approvedPaths": [targets[path].rel for path in approved],
-            "operations": ops_ok,
+            "approvedPaths": [path for path, _ in entries],
+            "operations": union,
         }
-        if expires is not None:
+        if request.detailed or any(set(ops) != set(union) for _, ops in entries):
+            result["approved"] = [{"path": path, "operations": list(ops)} for path, ops in entries]
+        if expires is not None and approved:
             result["expiresAt"] = iso_utc(expires)
         return result
+
+    def _remember_refusals(
+        self,
+        request: ConsentRequest,
+        targets: dict[str, RootPath],
+        approved: dict[str, tuple[str, ...]],
+        decision: ConsentDecision,
+        note: AuditNote,
+    ) -> None:
+        """Note what the user did not grant, and why, for the refusals that follow (and the audit)."""
+        refusals = self._access.refusals
+        nothing = not approved
+        cause = decision.cause or (CONSENT_DENIED if nothing else CONSENT_NARROWED)
+        if self._access.closed:
+            cause = CONSENT_WITHDRAWN
+        for item in request.items:
+            if item.path not in targets:
+                continue
+            granted = approved.get(item.path, ())
+            refused = [op for op in item.grantable(request.operations_of(item)) if op not in granted]
+            target = targets[item.path]
+            refusals.forget(target, granted)
+            if refused:
+                refusals.remember(target, refused, cause)
+                note.cause = cause
 
     def ask(self, request: ConsentRequest) -> ConsentDecision:
         """Ask the consenter and wait (blocking) for the answer; deny on timeout or close."""
         future = self._submit(request)
         if future is None:
-            return ConsentDecision.deny()
+            return ConsentDecision.deny(CONSENT_FAILED if not self._closed else CONSENT_WITHDRAWN)
         try:
             return future.result(timeout=request.timeout)
         except concurrent.futures.TimeoutError:
             future.cancel()
-            return ConsentDecision.deny()
+            return ConsentDecision.deny(CONSENT_TIMEOUT)
         except concurrent.futures.CancelledError:
-            return ConsentDecision.deny()
+            return ConsentDecision.deny(_cancelled_cause(request))
         except Exception:
             log.exception("the consenter failed; denying")
-            return ConsentDecision.deny()
+            return ConsentDecision.deny(CONSENT_FAILED)
         finally:
             self._forget(future)
 
@@ -317,19 +488,21 @@ class ConsentFlow:
         """:meth:`ask` awaited on the event loop, holding no thread while the user thinks."""
         future = self._submit(request)
         if future is None:
-            return ConsentDecision.deny()
+            return ConsentDecision.deny(CONSENT_FAILED if not self._closed else CONSENT_WITHDRAWN)
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), request.timeout)
         except TimeoutError:
-            return ConsentDecision.deny()  # wait_for cancelled the future: the prompt withdraws
+            return ConsentDecision.deny(
+                CONSENT_TIMEOUT
+            )  # wait_for cancelled the future: the prompt withdraws
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # the request itself was cancelled (server cancelled, connection closing)
-            return ConsentDecision.deny()  # the consent was withdrawn (connection closed)
+            return ConsentDecision.deny(_cancelled_cause(request))  # withdrawn (connection closed)
         except Exception:
             log.exception("the consenter failed; denying")
-            return ConsentDecision.deny()
+            return ConsentDecision.deny(CONSENT_FAILED)
         finally:
             future.cancel()
             self._forget(future)
@@ -342,21 +515,21 @@ class ConsentFlow:
         for future in pending:
             future.cancel()
 
-    def _items(self, requested: list[str]) -> tuple[list[ConsentItem], dict[str, RootPath]]:
+    def _items(self, requested: dict[str, tuple[str, ...]]) -> tuple[list[ConsentItem], dict[str, RootPath]]:
         items: list[ConsentItem] = []
         targets: dict[str, RootPath] = {}
         broker = self._access.broker
         sensitive = broker.config.sensitive
-        for path in requested:
+        for path, ops in requested.items():
             try:
                 target = parse(path, broker.roots)
             except FilesError as exc:
-                items.append(ConsentItem(path, None, False, exc.reason))
+                items.append(ConsentItem(path, None, False, exc.reason, operations=ops))
                 continue
             if sensitive.matches(target.parts):
-                items.append(ConsentItem(path, target.rel, False, "sensitive", target.root.read_only))
+                items.append(ConsentItem(path, target.rel, False, "sensitive", target.root.read_only, ops))
                 continue
-            items.append(ConsentItem(path, target.rel, True, None, target.root.read_only))
+            items.append(ConsentItem(path, target.rel, True, None, target.root.read_only, ops))
             targets[path] = target
         return items, targets
 
@@ -387,3 +560,50 @@ class ConsentFlow:
     def _forget(self, future: Future[ConsentDecision]) -> None:
         with self._lock:
             self._pending.discard(future)
+
+
+def _operations(ops: object, param: str) -> tuple[str, ...]:
+    if not isinstance(ops, list | tuple) or not all(isinstance(op, str) for op in ops):
+        raise InvalidParams(f"{param} must be a list of strings", reason="wrong_param_type", param=param)
+    try:
+        checked = normalize_operations(ops)
+    except ConfigError as exc:
+        raise InvalidParams(str(exc), reason="bad_value", param=param) from None
+    if not checked:
+        raise InvalidParams(f"{param} is empty", reason="bad_value", param=param)
+    return checked
+
+
+def _requested(p: Params, operations: tuple[str, ...]) -> tuple[dict[str, tuple[str, ...]], bool]:
+    """``requestedPaths`` as ``{path: operations}`` (strings ask for *operations*, objects for their
+    own), and whether any item was an object."""
+    raw = p.get("requestedPaths", list)
+    detailed = False
+    if not raw:
+        raise InvalidParams("requestedPaths is empty", reason="bad_value", param="requestedPaths")
+    asked: dict[str, tuple[str, ...]] = {}
+    for entry in raw:
+        if isinstance(entry, str):
+            path, ops = entry, operations
+        elif isinstance(entry, dict) and isinstance(entry.get("path"), str):
+            detailed = True
+            path = entry["path"]
+            own = entry.get("operations")
+            ops = operations if own is None else _operations(own, "requestedPaths[].operations")
+        else:
+            raise InvalidParams(
+                "requestedPaths items must be strings or objects with a string path",
+                reason="wrong_param_type",
+                param="requestedPaths",
+            )
+        asked[path] = tuple(op for op in OPERATIONS if op in (*asked.get(path, ()), *ops))
+    return asked, detailed
+
+
+def _flatten(items: list[ConsentItem], union: tuple[str, ...]) -> list[ConsentItem]:
+    """Items whose operations are the request's own are written without them (the flat form)."""
+    return [item if item.operations != union else dataclasses.replace(item, operations=()) for item in items]
+
+
+def _cancelled_cause(request: ConsentRequest) -> str:
+    return CONSENT_TIMEOUT if time.time() >= request.deadline - 0.5 else CONSENT_WITHDRAWN

@@ -338,8 +338,7 @@ def build_server(*, require_brokering: bool = False) -> MCPServer[Any]:
         fs = files(
             ctx,
             consent_message=f"Profile {path} and write the report {report}",
-            consent_paths=[path, report],
-            consent_operations=("read", "write"),
+            consent_access={path: ["read"], report: ["write"]},  # never write on the data itself
         )
         async with fs:
             stats = await profile(fs, path)

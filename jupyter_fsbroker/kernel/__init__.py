@@ -5,7 +5,8 @@
 * :mod:`.broker` — :class:`NotebookBroker`: roots, grants and connections, with their views.
 * :mod:`.connection` — :class:`KernelConnection`: one server connection (calls,
   cancellation, grants, the kill switch).
-* :mod:`.results` — :class:`ToolResult`: a tool's result.
+* :mod:`.results` — :class:`ToolResult` (a tool's result), :class:`ToolError` (a failed tool),
+  :class:`Tools` and :class:`Tool` (a server's tools, for people).
 * :mod:`.servers` — the target of a connect call, checked; each stdio server's log.
 * :mod:`.calls` — how a cell waits for work on the background loop; the frame of each tool call.
 * :mod:`.consent` — where consent prompts appear while a cell runs.
@@ -30,14 +31,17 @@ if TYPE_CHECKING:
     from .connection import KernelConnection
     from .current import get_broker
     from .extension import load_ipython_extension, unload_ipython_extension
-    from .results import ToolResult
+    from .results import Tool, ToolError, ToolResult, Tools
     from .settings import FSBroker
 
 __all__ = [
     "FSBroker",
     "KernelConnection",
     "NotebookBroker",
+    "Tool",
+    "ToolError",
     "ToolResult",
+    "Tools",
     "get_broker",
     "load_ipython_extension",
     "unload_ipython_extension",
@@ -50,7 +54,10 @@ __getattr__, __dir__ = _lazy.lazy_exports(
         "FSBroker": ".settings",
         "KernelConnection": ".connection",
         "NotebookBroker": ".broker",
+        "Tool": ".results",
+        "ToolError": ".results",
         "ToolResult": ".results",
+        "Tools": ".results",
         "get_broker": ".current",
         "load_ipython_extension": ".extension",
         "unload_ipython_extension": ".extension",

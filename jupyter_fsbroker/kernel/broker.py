@@ -33,27 +33,28 @@ import os
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core.broker import Broker
 from ..core.config import BrokerConfig
-from ..core.consent import Consenter, DenyingConsenter
+from ..core.consent import ConsentDecision, Consenter, ConsentRequest, DenyingConsenter
 from ..core.errors import ClosedError, ConfigError
 from ..core.grants import Grant
 from ..core.locks import LockInfo
 from ..core.roots import Root
 from ..core.specs import apply_specs
-from ..protocol.client import ServerConnection
-from ..protocol.connector import DEFAULT_CONNECT_TIMEOUT
 from ..sandbox import Sandbox
 from . import ipykernel_compat as ipk
 from .calls import CallRunner
 from .connection import KernelConnection
 from .consent import CallScope, KernelConsenter
 from .loop import BackgroundLoop, LoopClosedError
-from .servers import ConnectOptions, ServerTarget
+from .servers import DEFAULT_CONNECT_TIMEOUT, ConnectOptions, ServerTarget, warm_up
 from .settings import LIVE_TRAITS, FSBroker
 from .views import NotebookViews, widgets_available
+
+if TYPE_CHECKING:  # the MCP client is imported with the first connection (see .servers)
+    from ..protocol.client import ServerConnection
 
 __all__ = ["NotebookBroker"]
 
@@ -119,8 +120,15 @@ class NotebookBroker:
         self._terminal: Any | None = None
         self._base_limits = (config or BrokerConfig()).limits
         self.core = Broker(self.settings.make_config(config))
+        self._kernel_consenter: KernelConsenter | None = None
+        self._warm: concurrent.futures.Future[None] | None = None
+        self._warming = False
         self._views = NotebookViews(
-            self.core, self._connection_list, widgets=widgets, closed=lambda: self._closed
+            self.core,
+            self._connection_list,
+            widgets=widgets,
+            closed=lambda: self._closed,
+            pending=self.pending_consents,
         )
         self._loop = BackgroundLoop(prepare=self._prepare_loop)
         try:
@@ -128,12 +136,22 @@ class NotebookBroker:
         except BaseException:
             self.core.close()
             raise
-        self._kernel_consenter: KernelConsenter | None = None
+        if self._kernel is not None:
+            # %load_ext stays quick: the MCP client and jsonschema (which mcp imports when a tool's
+            # structured result is first checked, ~1-3 s) are imported on a worker thread of the loop
+            # once the loading cell is over (or at the first connect), while the user goes on; the
+            # first consent prompt is shown once that is done, so the answer never waits for an import.
+            self._warm = concurrent.futures.Future()
         self._consenter = consenter if consenter is not None else self._default_consenter()
         self._runner = CallRunner(
             self._loop, new_scope=self._new_scope, consenter=self._kernel_consenter, keep=self._views.keep
         )
         self._apply_specs()
+        self._events = getattr(shell, "events", None)
+        if self._events is not None:
+            self._events.register("post_run_cell", self._after_cell)
+        else:
+            self._warm_up()
         self.settings.observe(self._live_setting_changed, names=list(LIVE_TRAITS))
         self.settings.observe(self._specs_changed, names=list(_SPEC_TRAITS))
         self.settings.observe(self._audit_changed, names=["audit_file"])
@@ -143,13 +161,12 @@ class NotebookBroker:
 
     def _default_consenter(self) -> Consenter:
         if self._kernel is not None:
-            make_prompt = None
-            if self._views.widgets:
-                from ..widgets.consent import ConsentPrompt
-
-                make_prompt = ConsentPrompt
+            make_prompt = _make_prompt if self._views.widgets else None
             self._kernel_consenter = KernelConsenter(
-                make_prompt=make_prompt, place_outside=self._views.place_outside
+                make_prompt=make_prompt,
+                place_outside=self._views.place_outside,
+                on_change=self._views.refresh,
+                ready=self._warm,
             )
             return self._kernel_consenter
         if sys.stdin is not None and sys.stdin.isatty():
@@ -398,6 +415,7 @@ class NotebookBroker:
             The sandbox cannot be set up as asked (a path that contains a root ...).
         """
         self._runner.check_thread()
+        self._warm_up()
         target = self._target(
             name,
             url=url,
@@ -413,6 +431,7 @@ class NotebookBroker:
     async def aconnect(self, name: str, **options: Unpack[ConnectOptions]) -> KernelConnection:
         """:meth:`connect` for async cells: ``conn = await broker.aconnect(...)``; the same arguments."""
         self._runner.check_thread()
+        self._warm_up()
         target = self._target(name, **options)
         return self._connected(await self._runner.run_async(self._open(target)))
 
@@ -488,6 +507,67 @@ class NotebookBroker:
         """The dashboard as text."""
         return self._views.status()
 
+    def snapshot(self) -> dict[str, Any]:
+        """What the dashboard shows, as JSON-ready data (for views outside the notebook's cells).
+
+        See :func:`~jupyter_fsbroker.widgets.snapshot.state_snapshot`: shared
+        folders, connections, grants, kept locks, the consent requests waiting
+        (each with its ``id`` for :meth:`answer_consent`), bytes per server and
+        recent activity.
+        """
+        return self._views.snapshot()
+
+    def pending_consents(self) -> tuple[ConsentRequest, ...]:
+        """The consent requests waiting for an answer, wherever their prompts are shown."""
+        consenter = self._kernel_consenter
+        return tuple(consenter.pending()) if consenter is not None else ()
+
+    def answer_consent(self, request_id: str, decision: ConsentDecision | bool) -> bool:
+        """Answer a waiting consent request from elsewhere than its prompt (the first answer counts).
+
+        Parameters
+        ----------
+        request_id
+            The request's ``id`` (see :meth:`pending_consents`, :meth:`snapshot`).
+        decision
+            ``True`` approves everything approvable as asked, ``False`` denies;
+            or a :class:`~jupyter_fsbroker.core.consent.ConsentDecision`.
+
+        Returns
+        -------
+        bool
+            Whether this answer counted (``False``: unknown, or decided already).
+        """
+        consenter = self._kernel_consenter
+        if consenter is None:
+            return False
+        if isinstance(decision, bool):
+            found = [r for r in consenter.pending() if r.id == request_id]
+            if not found:
+                return False
+            decision = ConsentDecision.approve_all(found[0]) if decision else ConsentDecision.deny()
+        return consenter.answer(request_id, decision)
+
+    def _after_cell(self, *args: object) -> None:
+        """After each cell: start the warm-up (once), print what the views noticed meanwhile."""
+        self._warm_up()
+        for notice in self._views.take_notices():
+            print(notice, file=sys.stderr)
+
+    def _warm_up(self) -> None:
+        """Import what connections and answers need, on a worker thread of the loop (once)."""
+        warm = self._warm
+        with self._lock:
+            if warm is None or self._warming or self._closed:
+                return
+            self._warming = True
+        try:
+            done = self._loop.submit(asyncio.to_thread(warm_up))
+        except LoopClosedError:
+            _finish(warm)
+            return
+        done.add_done_callback(lambda _done: _finish(warm))
+
     def _new_scope(self, connection_id: str) -> CallScope:
         return CallScope(
             connection_id,
@@ -510,21 +590,27 @@ class NotebookBroker:
         """Whether :meth:`close` was called."""
         return self._closed
 
-    def close(self, *, at_exit: bool = False) -> None:
+    def close(self, *, at_exit: bool = False, why: str = "the file broker was closed") -> None:
         """Close every connection, then the broker: no thread, watcher, lock or temp file remains.
 
         Idempotent. Waits a few seconds at most for transports to come down.
+        The dashboard and connection cards stay on the page, marked stale.
 
         Parameters
         ----------
         at_exit
             The process is ending (``atexit``): leave the widgets alone.
+        why
+            What the stale views say happened.
         """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             conns = list(self._connections.values())
+        if self._events is not None:
+            with contextlib.suppress(ValueError):  # never registered, or unregistered already
+                self._events.unregister("post_run_cell", self._after_cell)
         self.settings.unobserve(self._live_setting_changed, names=list(LIVE_TRAITS))
         self.settings.unobserve(self._specs_changed, names=list(_SPEC_TRAITS))
         self.settings.unobserve(self._audit_changed, names=["audit_file"])
@@ -536,6 +622,8 @@ class NotebookBroker:
                 waiter.result(_CLOSE_TIMEOUT + 1.0)
             except (LoopClosedError, concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
                 log.warning("some connections did not close in time")
+        if self._warm is not None:
+            _finish(self._warm)  # requests still waiting for it go to their (closing) views now
         prompts = []
         if self._kernel_consenter is not None:
             prompts = [ask.prompt for ask in self._kernel_consenter.asks() if ask.prompt is not None]
@@ -546,7 +634,7 @@ class NotebookBroker:
                     prompt.close()
                 except Exception:
                     log.debug("could not close a consent prompt", exc_info=True)
-        self._views.close(at_exit=at_exit)
+        self._views.close(at_exit=at_exit, why=why)
         self.core.close()
         self._loop.stop()
         if self._terminal is not None:
@@ -557,6 +645,18 @@ class NotebookBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _make_prompt(request: ConsentRequest, future: concurrent.futures.Future[ConsentDecision]) -> Any:
+    """A consent prompt widget (``ipywidgets`` is imported with the first one, not at ``%load_ext``)."""
+    from ..widgets.consent import ConsentPrompt
+
+    return ConsentPrompt(request, future)
+
+
+def _finish(future: concurrent.futures.Future[None]) -> None:
+    with contextlib.suppress(concurrent.futures.InvalidStateError):  # finished by the other side already
+        future.set_result(None)
 
 
 async def _wait_all(servers: list[ServerConnection], timeout: float) -> None:

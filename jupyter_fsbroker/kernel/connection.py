@@ -14,19 +14,28 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from ..core.connection import Connection as CoreConnection
 from ..core.errors import ClosedError
 from ..core.grants import Grant
 from ..core.serverlog import ServerLog
-from ..protocol.client import ServerConnection
 from ..protocol.errors import ConnectionClosedError
-from ..sandbox import SandboxStatus
 from .calls import CallRunner
-from .results import ToolResult
+from .results import ToolError, ToolResult, Tools
 
-__all__ = ["KernelConnection"]
+if TYPE_CHECKING:  # imported with the first connection (kernel/servers.py), not at %load_ext
+    from ..protocol.client import ServerConnection
+    from ..sandbox import SandboxStatus
+
+__all__ = ["CallOptions", "KernelConnection"]
+
+
+class CallOptions(TypedDict, total=False):
+    """The keyword arguments of :meth:`KernelConnection.call_tool` (``timeout``, ``raise_on_error``)."""
+
+    timeout: float | None
+    raise_on_error: bool
 
 
 class KernelConnection:
@@ -155,9 +164,14 @@ class KernelConnection:
         return self._server.instructions
 
     @property
-    def tools(self) -> tuple[dict[str, Any], ...]:
-        """The server's tools (``name``, ``description``, ``inputSchema`` ...), kept up to date."""
-        return self._server.tools
+    def tools(self) -> Tools:
+        """The server's tools, kept up to date: a tuple that displays as a table.
+
+        Each is a :class:`~.results.Tool` (its wire dict: ``name``,
+        ``description``, ``inputSchema`` ...); ``conn.tools["profile_csv"]``
+        finds one by name.
+        """
+        return Tools(self._server.tools)
 
     @property
     def tool_names(self) -> list[str]:
@@ -177,7 +191,12 @@ class KernelConnection:
     # -- calls ---------------------------------------------------------------------------------
 
     def call_tool(
-        self, tool: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None
+        self,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        raise_on_error: bool = True,
     ) -> ToolResult:
         """Call the server's tool *tool* and wait for its result (for synchronous cells).
 
@@ -193,15 +212,22 @@ class KernelConnection:
             The tool's arguments, a JSON object.
         timeout
             Seconds to wait for the result; ``None`` waits as long as it takes.
+        raise_on_error
+            Raise :class:`~.results.ToolError` when the tool reports a failure
+            (the default); ``False`` returns the result, ``result.is_error``
+            then says so.
 
         Returns
         -------
         ToolResult
-            The result; ``result.is_error`` tells whether the tool failed,
-            ``result.data`` holds its structured content.
+            The result: ``result.data`` holds its structured content (or its
+            text parsed as JSON), ``result.text`` its text; it displays as its data.
 
         Raises
         ------
+        ToolError
+            The tool reported a failure (a refused file access names the path,
+            the operation and why); ``error.result`` is the result.
         ConnectionClosedError
             The connection is closed, or closed during the call.
         ServerError
@@ -217,10 +243,10 @@ class KernelConnection:
                 result: dict[str, Any] = scope.wait(future)
             except concurrent.futures.CancelledError:
                 raise self._cancelled(tool) from None
-        return ToolResult(result)
+        return self._result(tool, result, raise_on_error)
 
     async def acall_tool(
-        self, tool: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None
+        self, tool: str, arguments: Mapping[str, Any] | None = None, **options: Unpack[CallOptions]
     ) -> ToolResult:
         """Call the server's tool *tool* from an async cell: ``await conn.acall_tool(...)``.
 
@@ -230,7 +256,9 @@ class KernelConnection:
         task cancels the call).
         """
         with self._runner.call(self.id) as scope:
-            future = self._runner.submit(self._server.call_tool(tool, arguments, timeout=timeout))
+            future = self._runner.submit(
+                self._server.call_tool(tool, arguments, timeout=options.get("timeout"))
+            )
             try:
                 result: dict[str, Any] = await scope.wait_async(future)
             except asyncio.CancelledError:
@@ -239,7 +267,14 @@ class KernelConnection:
                     # The broker was closed under the call, not this task cancelled.
                     raise self._cancelled(tool) from None
                 raise
-        return ToolResult(result)
+        return self._result(tool, result, options.get("raise_on_error", True))
+
+    def _result(self, tool: str, raw: dict[str, Any], raise_on_error: bool) -> ToolResult:
+        result = ToolResult(raw)
+        result.tool = tool
+        if raise_on_error and result.is_error:
+            raise ToolError(result, tool=tool, connection=self.name)
+        return result
 
     def _cancelled(self, tool: str) -> ConnectionClosedError:
         return ConnectionClosedError(f"the call of {tool!r} on {self.name!r} was cancelled")

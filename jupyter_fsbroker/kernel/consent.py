@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -165,6 +166,7 @@ class CallScope:
                 concurrent.futures.wait(waited, return_when=concurrent.futures.FIRST_COMPLETED)
                 self._service(result, sync=True)
                 if result.done():
+                    self._report_timeouts()
                     return result.result()
         except BaseException:
             result.cancel()
@@ -185,6 +187,7 @@ class CallScope:
                 await asyncio.wait((wrapped, rung), return_when=asyncio.FIRST_COMPLETED)
                 self._service(result, sync=False)
                 if wrapped.done():
+                    self._report_timeouts()
                     return wrapped.result()
         except BaseException:
             result.cancel()
@@ -262,6 +265,20 @@ class CallScope:
             _resolve(ask.future, parse_answer(request, answer))
         print(outcome_text(request, ask.future))
 
+    def _report_timeouts(self) -> None:
+        """One line in the calling cell for each of its consent requests that nobody answered in time."""
+        with self._lock:
+            asks = list(self._asks)
+        for ask in asks:
+            request = ask.request
+            if ask.future.cancelled() and time.time() >= request.deadline - 1.0:
+                paths = ", ".join(item.rel or item.path for item in request.items if item.approvable)
+                print(
+                    f"jupyter_fsbroker: {request.server}'s consent request for {paths} timed out after "
+                    f"{request.timeout:g} s without an answer and was refused",
+                    file=sys.stderr,
+                )
+
     def _withdraw(self) -> None:
         with self._lock:
             asks = list(self._asks)
@@ -299,6 +316,13 @@ class KernelConsenter:
         context; the consenter frees the prompt's comm routing.
     place_outside
         Shows a request that no call in flight can take.
+    on_change
+        Called (any thread) when a request arrives or is decided, so that views
+        outside the prompt (the dashboard's "waiting" line) follow.
+    ready
+        Done once what answering needs is imported (see
+        :func:`~.servers.warm_up`); a request that arrives before is shown when
+        it is done, so the user's answer never waits for an import.
     """
 
     def __init__(
@@ -306,9 +330,13 @@ class KernelConsenter:
         *,
         make_prompt: Callable[[ConsentRequest, Future[ConsentDecision]], Any] | None,
         place_outside: Callable[[Ask], None],
+        on_change: Callable[[], object] | None = None,
+        ready: Future[Any] | None = None,
     ) -> None:
+        self._ready = ready
         self._make_prompt = make_prompt
         self._place_outside = place_outside
+        self._on_change = on_change
         self._lock = threading.Lock()
         self._scopes: dict[str, list[CallScope]] = {}
         self._asks: list[Ask] = []
@@ -329,11 +357,21 @@ class KernelConsenter:
             self._asks = [a for a in self._asks if not (a.future.done() and _gone(a.prompt))]
             self._asks.append(ask)
             scopes = list(self._scopes.get(request.connection_id, ()))
+        if self._on_change is not None:
+            self._on_change()
+            future.add_done_callback(lambda _future: self._changed())
+        ready = self._ready
+        if ready is None or ready.done():
+            self._route(ask, scopes)
+        else:
+            ready.add_done_callback(lambda _ready: self._route(ask, scopes))
+        return future
+
+    def _route(self, ask: Ask, scopes: list[CallScope]) -> None:
         for scope in reversed(scopes):  # the most recent call of the connection
             if scope.offer(ask):
-                return future
+                return
         self._place_outside(ask)
-        return future
 
     # -- calls in flight -----------------------------------------------------------------------
 
@@ -355,6 +393,28 @@ class KernelConsenter:
         """Every request seen whose prompt may still need closing."""
         with self._lock:
             return list(self._asks)
+
+    def pending(self) -> list[ConsentRequest]:
+        """The requests still waiting for an answer, oldest first."""
+        with self._lock:
+            return [ask.request for ask in self._asks if not ask.future.done()]
+
+    def answer(self, request_id: str, decision: ConsentDecision) -> bool:
+        """Answer the waiting request *request_id* from elsewhere (another view); whether it counted.
+
+        The first answer counts, wherever it comes from: the prompt then shows
+        the outcome. ``False`` when the request is unknown or already decided.
+        """
+        with self._lock:
+            found = [ask for ask in self._asks if ask.request.id == request_id]
+        return bool(found) and _resolve(found[0].future, decision)
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            try:
+                self._on_change()
+            except Exception:  # a view must never break the answer
+                log.debug("a consent view could not follow", exc_info=True)
 
     def close(self) -> None:
         """Withdraw every open request."""

@@ -5,7 +5,9 @@ also closes it when the kernel shuts down), registers the ``FSBroker``
 configurable with the shell (so ``%config FSBroker.…`` works; IPython keeps
 values set that way in the shell's config, so they survive ``%reload_ext``) and
 the ``%fsbroker`` magic. It shows nothing. Unloading closes every connection and
-the broker, stops the background loop and removes what loading added. It never
+the broker, stops the background loop and removes what loading added, and
+says so in one line: what was closed, and which shared folders are kept — the
+next load shares them again (so ``%reload_ext`` does not forget them). It never
 keeps a broker of its own beyond the one it created and made current.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 from traitlets import TraitError
 from traitlets.config import Config
 
+from ..core.errors import ConfigError
 from .broker import NotebookBroker
 from .current import clear_current, get_broker, set_current
 from .magics import FSBrokerMagics
@@ -41,6 +44,9 @@ _state: _Loaded | None = None
 _lock = threading.RLock()
 #: The settings' values when the extension was last unloaded: they replace refused values at reload.
 _last_values: dict[str, Any] = {}
+#: The shared folders when the extension was last unloaded, ``(name, folder, read_only)``:
+#: the next load shares them again.
+_kept_roots: list[tuple[str, str, bool]] = []
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -71,6 +77,7 @@ def load_ipython_extension(ipython: Any) -> None:
             raise
         _state = _Loaded(ipython, settings, broker, magics)
         set_current(broker)
+        _restore_roots(broker)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -83,7 +90,24 @@ def unload_ipython_extension(ipython: Any) -> None:
         _teardown(state)
 
 
+def _restore_roots(broker: NotebookBroker) -> None:
+    kept, _kept_roots[:] = list(_kept_roots), []
+    for name, folder, read_only in kept:
+        if broker.core.roots.get(name) is not None:
+            continue  # the settings share it (or another folder under that name)
+        try:
+            broker.add_root(folder, name, read_only=read_only)
+        except ConfigError as exc:
+            print(f"jupyter_fsbroker: the shared folder {name} ({folder}) is not shared again: {exc}")
+
+
 def _teardown(state: _Loaded) -> None:
+    broker = state.broker
+    closing = [conn.name for conn in broker.connections.values() if not conn.closed]
+    roots = (
+        [(root.name, root.given_path, root.read_only) for root in broker.roots] if not broker.closed else []
+    )
+    _kept_roots[:] = roots
     _last_values.clear()
     _last_values.update(
         {name: getattr(state.settings, name) for name in state.settings.trait_names(config=True)}
@@ -98,9 +122,13 @@ def _teardown(state: _Loaded) -> None:
     if configurables is not None and state.settings in configurables:
         configurables.remove(state.settings)
     try:
-        state.broker.close()
+        broker.close(why="the extension was unloaded (%unload_ext / %reload_ext)")
     finally:
-        clear_current(state.broker)
+        clear_current(broker)
+    closed = f"closed {len(closing)} connection{'' if len(closing) == 1 else 's'} ({', '.join(closing)})"
+    kept = f"shared folders kept for the next load: {', '.join(n for n, _, _ in roots)}" if roots else ""
+    said = "; ".join(part for part in (closed if closing else "", kept) if part) or "nothing was open"
+    print(f"jupyter_fsbroker unloaded: {said}.")
 
 
 def _make_settings(shell: Any) -> FSBroker:

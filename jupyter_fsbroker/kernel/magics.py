@@ -228,8 +228,12 @@ class FSBrokerMagics(Magics):
 
     @staticmethod
     def _call(broker: NotebookBroker, name: str, tool: str, arguments: str | None) -> Any:
-        """Call *tool*; return its data (structured content, or its text as JSON, or text)."""
-        result = broker.connection(name).call_tool(tool, _arguments(arguments))
+        """Call *tool*; return its data (structured content, or its text as JSON, or text).
+
+        That is what ``conn.call_tool(...)`` shows too (:class:`~.results.ToolResult`
+        displays its data the way IPython prints it).
+        """
+        result = broker.connection(name).call_tool(tool, _arguments(arguments), raise_on_error=False)
         if result.is_error:
             print(f"{name}: {tool} reported an error: {result.text}", file=sys.stderr)
             return None

@@ -1,14 +1,51 @@
-"""A tool's result as the notebook gets it: the wire's ``CallToolResult``, with shortcuts.
+"""A tool's result and a server's tools as the notebook shows them: :class:`ToolResult`, :class:`ToolError`,
+:class:`Tool` and :class:`Tools`.
 
-A plain value: nothing here talks to a server or changes after it is made.
+:class:`ToolResult` is the wire's ``CallToolResult`` (a dict, as before) with the
+shortcuts a data scientist uses — :attr:`~ToolResult.data` (the structured
+content when the server sent it, else the text parsed as JSON, else the text)
+and :attr:`~ToolResult.text` — and a rich display that shows the data once,
+not the envelope with its JSON text repeated. :class:`ToolError` is what a
+failed call raises by default (``call_tool(..., raise_on_error=False)`` returns
+the result instead). :class:`Tools` is ``conn.tools``: a tuple of the server's
+tool descriptions that displays as a table, each a :class:`Tool` that reads
+like a function's signature.
+
+Plain values: nothing here talks to a server or changes after it is made.
 """
 
 from __future__ import annotations
 
+import html
 import json
+import textwrap
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["ToolResult"]
+from ..core.errors import BrokerError
+
+__all__ = ["Tool", "ToolError", "ToolResult", "Tools", "show_value"]
+
+#: Characters of a value shown in a display before it is cut.
+_SHOWN = 20_000
+
+
+def show_value(value: Any) -> str:
+    """*value* as text for people, as IPython prints it (``str`` for text).
+
+    So a result displays exactly as its data does, and as ``%fsbroker call`` shows it.
+    """
+    if isinstance(value, str):
+        return value
+    try:
+        from IPython.lib.pretty import pretty
+    except ImportError:  # pragma: no cover - IPython is a dependency
+        return repr(value)
+    return str(pretty(value))  # type: ignore[no-untyped-call,unused-ignore]
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + f"\n… ({len(text) - _SHOWN:,} more characters)"
 
 
 class ToolResult(dict[str, Any]):
@@ -16,7 +53,16 @@ class ToolResult(dict[str, Any]):
 
     Keys are the wire's: ``content`` (a list of content blocks), ``isError``,
     and ``structuredContent`` when the server sent it.
+
+    Examples
+    --------
+    >>> result = conn.call_tool("profile_csv", {"path": "data/sales.csv"})   # doctest: +SKIP
+    >>> result.data["rows"]                                                  # doctest: +SKIP
+    4
     """
+
+    #: The tool's name, when known (for displays and errors).
+    tool: str = ""
 
     @property
     def is_error(self) -> bool:
@@ -43,3 +89,164 @@ class ToolResult(dict[str, Any]):
             return json.loads(text)
         except ValueError:
             return text
+
+    @property
+    def images(self) -> list[dict[str, Any]]:
+        """The image content blocks (``data`` base64, ``mimeType``)."""
+        return [b for b in self.get("content") or [] if isinstance(b, dict) and b.get("type") == "image"]
+
+    def summary(self) -> str:
+        """The result for people, as plain text: the data (or the error message), once."""
+        if self.is_error:
+            return f"{self.tool or 'the tool'} reported an error: {self.text or '(no message)'}"
+        return show_value(self.data)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        if cycle:
+            printer.text("ToolResult(...)")
+        elif self.is_error:
+            printer.text(self.summary())
+        else:
+            printer.pretty(self.data)  # what `%fsbroker call` shows: the data, as Python prints it
+
+    def _repr_markdown_(self) -> str:
+        fence = "~~~~" if "~~~" in self.summary() else "~~~"  # a fence the text cannot close
+        return f"{fence}\n{_cut(self.summary())}\n{fence}"
+
+    def _repr_html_(self) -> str:
+        name = html.escape(self.tool or "tool")
+        state = "fsbroker-result-error" if self.is_error else "fsbroker-result-ok"
+        title = f"{name} reported an error" if self.is_error else f"{name} → result"
+        images = "".join(
+            f'<img alt="image" src="data:{html.escape(str(b.get("mimeType", "image/png")))};base64,'
+            f'{html.escape(str(b.get("data", "")))}" style="max-width:100%">'
+            for b in self.images
+        )
+        body = html.escape(_cut(self.text if self.is_error else show_value(self.data)))
+        return (
+            f'<div class="fsbroker-result {state}" style="border-left:3px solid '
+            f"var({'--jp-error-color1' if self.is_error else '--jp-brand-color1'},#888);"
+            'padding:2px 8px;margin:2px 0">'
+            f'<div style="font-size:var(--jp-ui-font-size1,12px);color:var(--jp-ui-font-color2,#666)">'
+            f'{title}</div><pre style="margin:2px 0;white-space:pre-wrap">{body}</pre>{images}</div>'
+        )
+
+
+class ToolError(BrokerError, RuntimeError):
+    """A tool reported a failure (``isError``): what ``call_tool`` raises unless ``raise_on_error=False``.
+
+    Attributes
+    ----------
+    result
+        The tool's :class:`ToolResult` (``result.text`` holds the server's message).
+    tool, connection
+        The tool's name and the connection's name.
+    """
+
+    def __init__(self, result: ToolResult, *, tool: str, connection: str) -> None:
+        message = result.text.strip() or "(no message)"
+        super().__init__(f"{tool} on {connection} failed: {message}")
+        self.result = result
+        self.tool = tool
+        self.connection = connection
+
+
+def _one_line(text: object) -> str:
+    lines = [line.strip() for line in textwrap.dedent(str(text or "")).strip().splitlines()]
+    first = []
+    for line in lines:  # the first paragraph
+        if not line:
+            break
+        first.append(line)
+    return " ".join(first)
+
+
+class Tool(dict[str, Any]):
+    """One of a server's tools: its wire description (a dict), shown like a function's signature.
+
+    Attributes are read from the wire keys: :attr:`name`, :attr:`description`,
+    :attr:`arguments`.
+    """
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return str(self.get("name", ""))
+
+    @property
+    def description(self) -> str:
+        """The description, without the indentation of a docstring."""
+        return textwrap.dedent(str(self.get("description") or "")).strip()
+
+    @property
+    def summary(self) -> str:
+        """The description's first paragraph, on one line."""
+        return _one_line(self.get("description"))
+
+    @property
+    def arguments(self) -> list[tuple[str, str, bool]]:
+        """``(name, type, required)`` of each argument, from the input schema."""
+        schema = self.get("inputSchema") or {}
+        props = schema.get("properties") or {}
+        required = set(schema.get("required") or ())
+        out = []
+        for key, spec in props.items():
+            kind = spec.get("type", "any") if isinstance(spec, dict) else "any"
+            out.append(
+                (str(key), kind if isinstance(kind, str) else "|".join(map(str, kind)), key in required)
+            )
+        return out
+
+    def signature(self) -> str:
+        """``profile_csv(path: string, seconds?: number)``."""
+        args = ", ".join(f"{n}{'' if req else '?'}: {t}" for n, t, req in self.arguments)
+        return f"{self.name}({args})"
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.signature()}>"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.signature() + ("\n\n" + self.description if self.description else ""))
+
+
+class Tools(tuple[Tool, ...]):
+    """A server's tools (``conn.tools``): a tuple of :class:`Tool`, displayed as a table."""
+
+    def __new__(cls, tools: Iterable[dict[str, Any]] = ()) -> Tools:
+        return super().__new__(cls, (t if isinstance(t, Tool) else Tool(t) for t in tools))
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            for tool in self:
+                if tool.name == key:
+                    return tool
+            raise KeyError(key)
+        return super().__getitem__(key)
+
+    @property
+    def names(self) -> list[str]:
+        """The tools' names."""
+        return [tool.name for tool in self]
+
+    def _rows(self) -> list[tuple[str, str, str]]:
+        return [
+            (t.name, t.summary, ", ".join(f"{n}{'' if r else '?'}: {k}" for n, k, r in t.arguments))
+            for t in self
+        ]
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        if not self:
+            printer.text("(no tools)")
+            return
+        printer.text("\n".join(f"{name}({args})  {summary}" for name, summary, args in self._rows()))
+
+    def _repr_html_(self) -> str:
+        cell = "padding:1px 10px 1px 0;text-align:left;vertical-align:top"
+        rows = "".join(
+            f'<tr><td style="{cell}"><code>{html.escape(n)}</code></td>'
+            f'<td style="{cell}">{html.escape(s)}</td>'
+            f'<td style="{cell}"><code>{html.escape(a)}</code></td></tr>'
+            for n, s, a in self._rows()
+        )
+        head = "".join(f'<th style="{cell}">{h}</th>' for h in ("tool", "description", "arguments"))
+        return f'<table class="fsbroker-tools"><tr>{head}</tr>{rows}</table>'

@@ -16,16 +16,48 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from ..core.broker import Broker
 from ..core.consent import Consenter
 from ..core.errors import ConfigError
-from ..protocol.client import ServerConnection
-from ..protocol.connector import DEFAULT_CONNECT_TIMEOUT, connect
 from ..sandbox import Sandbox, SandboxChoice, choose
 
-__all__ = ["ConnectOptions", "ServerTarget"]
+if TYPE_CHECKING:  # the MCP client is imported when the first connection is made, not at %load_ext
+    from ..protocol.client import ServerConnection
+
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "ConnectOptions", "ServerTarget", "warm_up"]
+
+#: Seconds for a server to start and complete the handshake (the protocol layer's default too).
+DEFAULT_CONNECT_TIMEOUT = 30.0
+
+#: What a first connection and a first tool call need, imported ahead by :func:`warm_up`: the MCP
+#: client (~0.6 s), the widgets the first connection shows, and jsonschema, which mcp imports on the
+#: first call of a tool with an output schema (~1-3 s, on the loop that a consent answer must cross).
+_WARM_MODULES = (
+    "jupyter_fsbroker.protocol.connector",
+    "ipywidgets",
+    "jupyter_fsbroker.widgets.consent",
+    "jupyter_fsbroker.widgets.places",
+    "jupyter_fsbroker.widgets.dashboard",
+    "jupyter_fsbroker.widgets.progress",
+    "jsonschema",
+)
+
+
+def warm_up() -> None:
+    """Import what the first connection and tool call need (call it on a thread of its own).
+
+    Python's import lock makes a cell that connects meanwhile wait for the
+    import in progress instead of repeating it.
+    """
+    import importlib
+
+    for name in _WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # pragma: no cover - a dependency of mcp that is missing shows at connect
+            return
 
 
 #: A target that was not checked by :meth:`ServerTarget.check` is not confined.
@@ -126,6 +158,8 @@ class ServerTarget:
         ConnectError
             The server could not be started or reached, or refused the handshake.
         """
+        from ..protocol.connector import connect
+
         return await connect(
             core,
             self.name,

@@ -7,6 +7,16 @@ that arrives while no call of its connection is in flight goes to the dashboard
 when the user has shown it, else to its connection's card, else (with a warning)
 to the dashboard, which ``%fsbroker status`` shows.
 
+The views are honest about their own state. When the broker closes, the
+dashboard and the connection cards stay on the page marked stale, their
+buttons disabled (:meth:`~jupyter_fsbroker.widgets.dashboard.Dashboard.retire`).
+When a frontend closes a view's comm under it (Notebook 7's file browser tab
+cannot open widgets of a notebook made with *Files → New*, and closes them:
+from then on the kernel answers their clicks with "No such comm"), the view is
+dropped, the next :meth:`NotebookViews.dashboard` builds a fresh one, and a
+notice (:meth:`NotebookViews.take_notices`) tells the user in the next cell's
+output that those buttons cannot work, and what always does.
+
 Where there are no widgets (a terminal IPython, a script) the views are text.
 The dashboard and its rows are built in a context detached from the running
 cell, with their comm routing freed (:mod:`.ipykernel_compat`), so that its
@@ -16,13 +26,17 @@ consenter). This module never decides what a server may do, and never blocks.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.broker import Broker
+from ..core.consent import ConsentRequest
 from ..core.errors import ClosedError
+from ..widgets.snapshot import state_snapshot
 from ..widgets.text import TextView, status_text
 from . import ipykernel_compat as ipk
 from .connection import KernelConnection
@@ -37,14 +51,12 @@ log = logging.getLogger(__name__)
 
 
 def widgets_available() -> bool:
-    """Whether ``ipywidgets`` and the widget views import."""
+    """Whether ``ipywidgets`` is installed (found, not imported: the views import it when first shown,
+    or the kernel's warm-up does, so ``%load_ext`` does not pay for it)."""
     try:
-        import ipywidgets  # type: ignore[import-untyped,unused-ignore]  # noqa: F401
-
-        from ..widgets import consent, dashboard, places, progress  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("ipywidgets") is not None
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 def _render_detached(dashboard: Any, render: Callable[[], None]) -> None:
@@ -67,6 +79,9 @@ class NotebookViews:
         Whether to show widgets; otherwise the views are text.
     closed
         Returns whether the notebook broker is closed: then nothing new is shown.
+    pending
+        Returns the consent requests waiting for an answer (for the dashboard's
+        summary line and the status).
     """
 
     def __init__(
@@ -76,11 +91,14 @@ class NotebookViews:
         *,
         widgets: bool,
         closed: Callable[[], bool],
+        pending: Callable[[], Sequence[ConsentRequest]] = tuple,
     ) -> None:
         self.widgets = widgets
         self._core = core
         self._connections = connections
         self._closed = closed
+        self._pending = pending
+        self._notices: list[str] = []
         self._lock = threading.RLock()
         self._dashboard: Any | None = None
         self._dashboard_shelf: PromptShelf | None = None
@@ -108,8 +126,55 @@ class NotebookViews:
         return dash
 
     def status(self) -> str:
-        """The dashboard as text."""
-        return status_text(self._core, self._connections)
+        """The dashboard as text (with the consent requests waiting)."""
+        text = status_text(self._core, self._connections)
+        waiting = self._pending()
+        if waiting:
+            text += "\nWaiting for consent:\n" + "\n".join(
+                f"  {r.server}: {r.message or '(no message)'}  "
+                f"(refused in {max(0, round(r.deadline - time.time()))} s)  [{r.id}]"
+                for r in waiting
+            )
+        return text
+
+    def snapshot(self) -> dict[str, Any]:
+        """The dashboard's state as JSON-ready data.
+
+        See :func:`~jupyter_fsbroker.widgets.snapshot.state_snapshot`.
+        """
+        return state_snapshot(self._core, self._connections, pending=self._pending())
+
+    # -- notices -------------------------------------------------------------------------------
+
+    def notice(self, text: str) -> None:
+        """Queue a one-line notice for the next cell's output (any thread)."""
+        log.warning("%s", text)
+        with self._lock:
+            self._notices.append(text)
+
+    def take_notices(self) -> list[str]:
+        """The notices queued since the last call (the kernel prints them after a cell)."""
+        with self._lock:
+            notices, self._notices = self._notices, []
+        return notices
+
+    def _lost(self, view: Any, what: str) -> None:
+        """A frontend closed *view*'s comm: forget it (so a fresh one can be made) and say so."""
+        with self._lock:
+            if view is self._dashboard:
+                self._dashboard, self._dashboard_shelf = None, None
+                self._dashboard_shown = False
+            self._cards = {key: card for key, card in self._cards.items() if card[0] is not view}
+        try:
+            view.mark_lost()
+            view.retire("a frontend cut this view off from the kernel")  # what still shows says so
+        except Exception:
+            log.debug("could not retire a lost view", exc_info=True)
+        self.notice(
+            f"jupyter_fsbroker: a frontend closed the widgets of {what} (another tab of this notebook "
+            "could not open them?), so their buttons no longer reach the kernel. broker.dashboard() shows "
+            "a working one; %fsbroker disconnect NAME and conn.close() always work."
+        )
 
     def _ensure_dashboard(self) -> Any:
         with self._lock:
@@ -117,11 +182,15 @@ class NotebookViews:
                 raise ClosedError("the broker is closed (%reload_ext jupyter_fsbroker starts a new one)")
             if self._dashboard is not None:
                 return self._dashboard
+            from ..widgets.closing import watch_comm_closed
             from ..widgets.dashboard import Dashboard
             from ..widgets.places import PromptShelf
 
-            dash = ipk.run_detached(Dashboard, self._core, self._connections, render_with=_render_detached)
+            dash = ipk.run_detached(
+                Dashboard, self._core, self._connections, render_with=_render_detached, pending=self._pending
+            )
             ipk.free_routing(dash)
+            watch_comm_closed(dash, lambda: self._lost(dash, "the dashboard"))
             self._dashboard = dash
             self._dashboard_shelf = PromptShelf(dash)
             return dash
@@ -145,11 +214,13 @@ class NotebookViews:
         try:
             from IPython.display import display
 
+            from ..widgets.closing import watch_comm_closed
             from ..widgets.places import ConnectionCard, PromptShelf
 
             card = ConnectionCard(conn)
             with self._lock:
                 self._cards[conn.id] = (card, PromptShelf(card))
+            watch_comm_closed(card, lambda: self._lost(card, f"the card of connection {conn.name!r}"))
             display(card)  # type: ignore[no-untyped-call,unused-ignore]
         except Exception:
             log.exception("could not show the connection card")
@@ -196,16 +267,27 @@ class NotebookViews:
 
     # -- lifetime ------------------------------------------------------------------------------
 
-    def close(self, *, at_exit: bool = False) -> None:
-        """Close every view (unless the process is ending: then leave the widgets alone). Idempotent."""
+    def close(self, *, at_exit: bool = False, why: str = "the file broker was closed") -> None:
+        """End every view. Idempotent.
+
+        The call panels are closed; the dashboard and the connection cards stay
+        on the page, marked stale with *why* and their buttons disabled, so the
+        page never shows a live-looking view that does nothing. When the process
+        is ending the widgets are left alone.
+        """
         with self._lock:
             dash, self._dashboard, self._dashboard_shelf = self._dashboard, None, None
             cards, self._cards = [card for card, _ in self._cards.values()], {}
             kept, self._kept = self._kept, []
         if at_exit:
             return
-        for widget in [*kept, *cards, *([dash] if dash is not None else [])]:
+        for widget in kept:
             try:
                 widget.close()
             except Exception:
                 log.debug("could not close a view", exc_info=True)
+        for view in [*cards, *([dash] if dash is not None else [])]:
+            try:
+                view.retire(why)
+            except Exception:
+                log.debug("could not retire a view", exc_info=True)

@@ -342,14 +342,14 @@ class ServerConnection:
         ``broker.close()``) has the same effect.
         """
         self._asked_reason = self._asked_reason or reason
-        self._close_core()
+        self._close_core(reason)
         with suppress(RuntimeError):  # a closed loop: nothing left to tear down
             self._loop.call_soon_threadsafe(self._request_close, reason)
 
     async def aclose(self, reason: str = "closed by the user") -> None:
         """Close the connection (see :meth:`close`) and wait until the transport is down."""
         self._asked_reason = self._asked_reason or reason
-        self._close_core()
+        self._close_core(reason)
         self._request_close(reason)
         await self.wait_closed()
 
@@ -614,9 +614,9 @@ class ServerConnection:
         self._core = self.broker.connect(self.name, consenter=self._consenter, notify=self._on_change)
         self._core_ready.set()
 
-    def _close_core(self) -> None:
+    def _close_core(self, reason: str | None = None) -> None:
         if self._core is not None:
-            self._core.close()
+            self._core.close(reason)  # later refusals of its requests say why
         self._core_ready.set()  # a files/* request waiting for it is answered (closed)
 
     async def _handle_files(self, method: str, params: Any) -> dict[str, Any]:

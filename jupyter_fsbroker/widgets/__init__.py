@@ -7,6 +7,8 @@
 * :mod:`.places` — where prompts show outside the dashboard: a call's panel, a
   connection's card, the shelf that keeps the last few decided.
 * :mod:`.closing` — closing a widget and everything it is made of.
+* :mod:`.style` — the views' style sheet, in JupyterLab's CSS variables.
+* :mod:`.snapshot` — the dashboard's state as JSON, for views outside the cells.
 * :mod:`.text` — the dashboard as text and the helpers every view shares;
   :mod:`.consent_text` — a consent request as a text question and its answers;
   :mod:`.terminal` — :class:`TerminalConsenter`, the terminal prompt.
@@ -22,7 +24,11 @@ Stable DOM classes, for tests and users' CSS: ``fsbroker-consent``,
 ``fsbroker-approve``, ``fsbroker-deny``, ``fsbroker-dashboard``,
 ``fsbroker-disconnect``, ``fsbroker-revoke``, ``fsbroker-force-unlock``,
 ``fsbroker-changes``, ``fsbroker-activity``, ``fsbroker-progress``,
-``fsbroker-connection``, ``fsbroker-call``.
+``fsbroker-connection``, ``fsbroker-call``; in the prompt ``fsbroker-consent-row``,
+``fsbroker-consent-path``, ``fsbroker-consent-op`` with ``fsbroker-op-<operation>``,
+``fsbroker-consent-all-op``, ``fsbroker-finished``; in the dashboard ``fsbroker-section``,
+``fsbroker-section-<name>``, ``fsbroker-stale``; ``fsbroker-result``, ``fsbroker-tools``; and the
+button colours ``fsbroker-mod-accept``, ``fsbroker-mod-warn``, ``fsbroker-mod-reject``.
 """
 
 from __future__ import annotations

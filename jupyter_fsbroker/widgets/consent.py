@@ -30,6 +30,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest
 from .closing import close_parts
 from .consent_text import item_label
+from .style import ACCEPT, REJECT, style_html
 from .text import decision_text, printable, reason_text
 
 __all__ = ["DURATION_CHOICES", "ConsentPrompt"]
@@ -43,6 +44,14 @@ _TIMEOUT_SLACK = 1.0
 
 class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
     """One consent request, answerable with Approve or Deny (DOM class ``fsbroker-consent``).
+
+    Each requested path is a row: a checkbox for the path (``fsbroker-consent-path``)
+    and one checkbox per operation asked for it (``fsbroker-consent-op``, with
+    ``fsbroker-op-read`` … ``fsbroker-op-watch``), so the user can grant, say,
+    read on the data and write on the report only. When several paths can be
+    approved, a row of checkboxes "all paths" (:attr:`op_toggles`) sets an
+    operation on every path at once. Once answered, the prompt shrinks to its
+    one-line outcome (DOM class ``fsbroker-finished``).
 
     Parameters
     ----------
@@ -63,8 +72,13 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
     checkboxes
         One checkbox per requested path, in request order; those of paths that
         cannot be approved are disabled and unchecked.
+    path_ops
+        ``path_ops[i][op]``: the checkbox of operation *op* on the *i*-th path
+        (only the operations asked for that path; those that cannot be granted
+        there, like write in a read-only folder, are disabled and unchecked).
     op_toggles
-        One toggle per requested operation; the user can only narrow them.
+        One checkbox per requested operation, for all paths at once; the user
+        can only narrow.
     duration
         The duration choice (values from :data:`DURATION_CHOICES`).
     approve_button, deny_button
@@ -97,6 +111,9 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         self._stop = threading.Event()
         self._finished = False
         self._closed = False
+        self._syncing = False
+        self._answering: int | None = None  # the thread resolving the future from a click
+        self._outcome_plain = ""
         self._ticker: threading.Thread | None = None
 
         message = html.escape(printable(request.message)) if request.message else "<i>(no message)</i>"
@@ -104,6 +121,7 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
             f"<b>{html.escape(printable(request.server))}</b> asks for access to your files: {message}"
         )
         self.checkboxes: list[Any] = []
+        self.path_ops: list[dict[str, Any]] = []
         path_rows: list[Any] = []
         for item in request.items:
             box = widgets.Checkbox(
@@ -116,16 +134,20 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
             )
             box.add_class("fsbroker-consent-path")
             self.checkboxes.append(box)
-            path_rows.append(widgets.HBox([box, widgets.HTML(self._item_note(item, request.operations))]))
-        self.op_toggles: dict[str, Any] = {
-            op: widgets.ToggleButton(
-                value=True,
-                description=op,
-                tooltip=f"Allow {op} (untoggle to refuse it)",
-                layout=widgets.Layout(width="auto"),
-            )
-            for op in request.operations
-        }
+            asked = request.operations_of(item)
+            grantable = item.grantable(asked)
+            ops = {op: self._op_box(op, op in grantable) for op in asked}
+            self.path_ops.append(ops)
+            note = widgets.HTML(self._item_note(item, asked))
+            note.add_class("fsbroker-note")
+            row = widgets.HBox([box, note, *ops.values()])
+            row.add_class("fsbroker-consent-row")
+            path_rows.append(row)
+        self.op_toggles: dict[str, Any] = {op: self._op_box(op, True) for op in request.operations}
+        for op, toggle in self.op_toggles.items():
+            toggle.remove_class("fsbroker-consent-op")
+            toggle.add_class("fsbroker-consent-all-op")
+            toggle.tooltip = f"Allow {op} on every path (uncheck to refuse it)"
         choices = {seconds for _, seconds in DURATION_CHOICES}
         initial = 0 if default_duration is None else int(default_duration)
         self.duration = widgets.ToggleButtons(
@@ -134,25 +156,46 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
             style={"button_width": "auto"},
         )
         self.approve_button = widgets.Button(
-            description="Approve", button_style="success", icon="check", tooltip="Grant what is checked"
+            description="Approve", icon="check", tooltip="Grant what is checked"
         )
         self.approve_button.add_class("fsbroker-approve")
-        self.deny_button = widgets.Button(description="Deny", button_style="danger", icon="times")
+        self.approve_button.add_class(ACCEPT)
+        self.deny_button = widgets.Button(description="Deny", icon="times", tooltip="Grant nothing")
         self.deny_button.add_class("fsbroker-deny")
+        self.deny_button.add_class(REJECT)
         self.countdown = widgets.HTML()
         self.countdown.add_class("fsbroker-countdown")
         self.outcome = widgets.HTML()
         self.outcome.add_class("fsbroker-consent-outcome")
-        ops_row = widgets.HBox([widgets.HTML("Operations:&nbsp;"), *self.op_toggles.values()])
+        approvable = sum(1 for item in request.items if item.approvable)
+        ops_row = widgets.HBox([widgets.HTML("All paths:&nbsp;"), *self.op_toggles.values()])
+        ops_row.add_class("fsbroker-consent-all")
+        if approvable < 2 or request.per_path:  # one path, or each its own operations: the rows say it all
+            ops_row.layout.display = "none"
         duration_row = widgets.HBox([widgets.HTML("For:&nbsp;"), self.duration])
         buttons_row = widgets.HBox([self.approve_button, self.deny_button, self.countdown])
-        self.children = (self.header, *path_rows, ops_row, duration_row, buttons_row, self.outcome)
+        already = ""
+        if request.already:
+            shown = ", ".join(html.escape(printable(i.rel or i.path)) for i in request.already)
+            already = f"Already granted (not asked again): {shown}"
+        self.already = widgets.HTML(already, layout=widgets.Layout(display=None if already else "none"))
+        self.already.add_class("fsbroker-note")
+        self._style = widgets.HTML(style_html(), layout=widgets.Layout(display="none"))
+        self.children = (
+            self.header,
+            *path_rows,
+            ops_row,
+            self.already,
+            duration_row,
+            buttons_row,
+            self.outcome,
+            self._style,
+        )
         self.add_class("fsbroker-consent")
-        self.layout.border = "1px solid #c9a227"
-        self.layout.padding = "4px 8px"
-        self.layout.margin = "4px 0"
 
-        for control in (*self.checkboxes, *self.op_toggles.values()):
+        for toggle in self.op_toggles.values():
+            toggle.observe(self._all_changed, names="value")
+        for control in (*self.checkboxes, *(b for ops in self.path_ops for b in ops.values())):
             control.observe(self._selection_changed, names="value")
         self._selection_changed()
         self._show_countdown()
@@ -169,6 +212,21 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
     # -- what the user chose ---------------------------------------------------------------
 
     @staticmethod
+    def _op_box(op: str, enabled: bool) -> Any:
+        box = widgets.Checkbox(
+            value=enabled,
+            disabled=not enabled,
+            description=op,
+            indent=False,
+            layout=widgets.Layout(width="auto"),
+            style={"description_width": "initial"},
+        )
+        box.add_class("fsbroker-consent-op")
+        box.add_class(f"fsbroker-op-{op}")
+        box.add_class("fsbroker-op")
+        return box
+
+    @staticmethod
     def _item_note(item: ConsentItem, operations: tuple[str, ...]) -> str:
         if not item.approvable:
             return f"&nbsp;<i>cannot be approved: {html.escape(reason_text(item.reason))}</i>"
@@ -180,19 +238,28 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         return ""
 
     def selected_decision(self) -> ConsentDecision:
-        """The decision the checked paths, toggled operations and duration stand for.
+        """The decision the checked paths, checked operations and duration stand for.
 
         Paths that cannot be approved are never included, whatever their checkbox says;
-        operations are limited to those requested.
+        each path gets only operations asked for it. When every checked path gets
+        the same operations (or all it can get of them) the decision is written
+        in the flat form; otherwise per path.
         """
-        paths = tuple(
-            item.path
-            for item, box in zip(self.request.items, self.checkboxes, strict=True)
-            if item.approvable and box.value
-        )
-        ops = tuple(op for op in self.request.operations if self.op_toggles[op].value)
+        chosen: dict[str, tuple[str, ...]] = {}
+        for item, box, ops in zip(self.request.items, self.checkboxes, self.path_ops, strict=True):
+            if item.approvable and box.value:
+                chosen[item.path] = tuple(op for op in self.request.operations if op in ops and ops[op].value)
         seconds = int(self.duration.value or 0)
-        return ConsentDecision(paths, ops, None if seconds <= 0 else float(seconds))
+        duration = None if seconds <= 0 else float(seconds)
+        union = tuple(op for op in self.request.operations if any(op in got for got in chosen.values()))
+        flat = all(
+            set(got) == set(union) & set(item.grantable(self.request.operations))
+            for item in self.request.items
+            if (got := chosen.get(item.path)) is not None
+        )
+        if flat:
+            return ConsentDecision(tuple(p for p, got in chosen.items() if got), union, duration)
+        return ConsentDecision.per_path(chosen, duration=duration)
 
     @property
     def done(self) -> bool:
@@ -204,11 +271,36 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         """Whether :meth:`close` was called (the prompt is gone from every view)."""
         return self._closed
 
+    def _all_changed(self, change: Any) -> None:
+        """An "all paths" checkbox: set that operation on every path where it can be granted."""
+        with self._lock:
+            if self._syncing or self._finished:
+                return
+            self._syncing = True
+            try:
+                for ops in self.path_ops:
+                    box = ops.get(change["owner"].description)
+                    if box is not None and not box.disabled:
+                        box.value = bool(change["new"])
+            finally:
+                self._syncing = False
+        self._selection_changed()
+
     def _selection_changed(self, change: object = None) -> None:
         del change
         with self._lock:
-            if not self._finished:
-                self.approve_button.disabled = not self.selected_decision().granted
+            if self._finished:
+                return
+            if not self._syncing:  # an "all paths" box shows whether any path has its operation
+                self._syncing = True
+                try:
+                    for op, toggle in self.op_toggles.items():
+                        on = any(ops[op].value for ops in self.path_ops if op in ops and not ops[op].disabled)
+                        if toggle.value != on:
+                            toggle.value = on
+                finally:
+                    self._syncing = False
+            self.approve_button.disabled = not self.selected_decision().granted
 
     # -- answers -----------------------------------------------------------------------------
 
@@ -227,11 +319,21 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         # it is resolved outside our lock so that its callbacks can never deadlock with it.
         if self.future.done():
             return
-        # Answered, timed out or withdrawn meanwhile: the first one counts.
-        with contextlib.suppress(InvalidStateError):
-            self.future.set_result(decision)
+        # The future's callbacks run in the order they were added, and this prompt's came first:
+        # while this thread answers, the prompt's own (comm-heavy) update waits until the broker's
+        # loop has been told, so the server gets its answer without waiting for the widgets.
+        self._answering = threading.get_ident()
+        try:
+            with contextlib.suppress(InvalidStateError):  # answered, timed out or withdrawn meanwhile
+                self.future.set_result(decision)
+        finally:
+            self._answering = None
+        if self.future.done():
+            self._on_done(self.future)
 
     def _on_done(self, future: Future[ConsentDecision]) -> None:
+        if self._answering == threading.get_ident():
+            return  # _answer shows the outcome once every other callback has run
         text = self._outcome_text(future)
         with self._lock:
             if self._finished:
@@ -240,12 +342,26 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
             self._stop.set()
             if self._closed:
                 return
-            for control in (*self.checkboxes, *self.op_toggles.values(), self.duration):
+            for control in (
+                *self.checkboxes,
+                *self.op_toggles.values(),
+                *(box for ops in self.path_ops for box in ops.values()),
+                self.duration,
+            ):
                 control.disabled = True
             self.approve_button.disabled = True
             self.deny_button.disabled = True
             self.countdown.value = ""
-            self.outcome.value = f"<b>{html.escape(printable(text))}</b>"
+            self._outcome_plain = text
+            who = html.escape(printable(self.request.server))
+            self.outcome.value = (
+                f'<span class="fsbroker-note">{who}: </span><b>{html.escape(printable(text))}</b>'
+            )
+            # Shrunk to its one-line outcome: the rest stays (disabled) but is hidden.
+            for child in self.children:
+                if child is not self.outcome and child is not self._style:
+                    child.layout.display = "none"
+            self.add_class("fsbroker-finished")
 
     def _outcome_text(self, future: Future[ConsentDecision]) -> str:
         if future.cancelled():
@@ -261,8 +377,7 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
     @property
     def outcome_text(self) -> str:
         """What was decided, as plain text; empty while the request is open."""
-        value = str(self.outcome.value)
-        return html.unescape(value.removeprefix("<b>").removesuffix("</b>"))
+        return self._outcome_plain
 
     # -- countdown ---------------------------------------------------------------------------
 

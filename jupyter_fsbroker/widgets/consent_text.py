@@ -8,9 +8,9 @@ and accept the same answers:
 =====================  ==========================================================
 answer                 decision
 =====================  ==========================================================
-``y``, ``yes``         every approvable path, for every requested operation
-``r``, ``read``        every approvable path, for reading only (when reading
-                       was requested; otherwise a refusal)
+``y``, ``yes``         every approvable path, for every operation asked for it
+``r``, ``read``        every approvable path asked for reading, for reading
+                       only (when reading was requested; otherwise a refusal)
 ``n``, ``no``, empty   a refusal (so is anything else: only a clear yes approves)
 =====================  ==========================================================
 
@@ -79,14 +79,17 @@ def question_text(request: ConsentRequest, *, now: float | None = None) -> str:
     """
     message = printable(request.message) if request.message else "(no message)"
     lines = [f"{printable(request.server)} asks for access to your files: {message}"]
+    per_path = request.per_path
     for item in request.items:
         if item.approvable:
             note = "  (read-only folder)" if item.read_only else ""
-            lines.append(f"  + {item_label(item)}{note}")
+            ops = f": {', '.join(request.operations_of(item))}" if per_path else ""
+            lines.append(f"  + {item_label(item)}{ops}{note}")
         else:
             reason = f"{reason_text(item.reason)} [{item.reason or 'not_allowed'}]"
             lines.append(f"  - {item_label(item)}  (cannot be approved: {reason})")
-    lines.append(f"  operations: {', '.join(request.operations)}")
+    if not per_path:
+        lines.append(f"  operations: {', '.join(request.operations)}")
     left = max(0, round(request.deadline - (time.time() if now is None else now)))
     read = " / [r]ead only" if _offers_read_only(request) else ""
     lines.append(f"Approve? [y]es{read} / [N]o (denied in {left} s): ")
@@ -113,6 +116,9 @@ def parse_answer(request: ConsentRequest, answer: str) -> ConsentDecision:
     if word in APPROVE_ANSWERS:
         return ConsentDecision.approve_all(request)
     if word in READ_ANSWERS and "read" in request.operations:
+        if request.per_path:
+            reading = [i.path for i in request.items if i.approvable and "read" in request.operations_of(i)]
+            return ConsentDecision(tuple(reading), ("read",))
         return ConsentDecision(request.approvable_paths, ("read",))
     return ConsentDecision.deny()
 
@@ -135,4 +141,7 @@ def outcome_text(request: ConsentRequest, future: Future[ConsentDecision]) -> st
     decision = future.result()
     if not decision.granted:
         return "(denied)"
+    if decision.path_operations:
+        parts = "; ".join(f"{', '.join(ops)} on {path}" for path, ops in decision.path_operations)
+        return printable(f"(approved {parts})")
     return printable(f"(approved {', '.join(decision.operations)} on {', '.join(decision.approved_paths)})")

@@ -12,6 +12,13 @@ most one per ``refresh_interval`` by a short-lived timer thread, and rendering
 is serialised by a lock. A Disconnect runs the connection's ``close()`` on a
 short-lived thread so a click handler never blocks. :meth:`Dashboard.close`
 unsubscribes everything and joins every thread it started.
+
+Look: one summary line, then collapsible sections in JupyterLab's style
+(:mod:`.style`), each titled with its count; a section opens when it gets its
+first row and closes when it empties. :meth:`Dashboard.retire` leaves a
+dashboard on the page but inert, saying why (the broker was closed), and
+:attr:`Dashboard.lost` tells whether a frontend closed its comm (then its
+buttons no longer reach the kernel; see :func:`.closing.watch_comm_closed`).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 from ..core.audit import AuditRecord
 from ..core.broker import Broker
 from ..core.connection import Connection
+from ..core.consent import ConsentRequest
 from ..core.errors import BrokerError, ClosedError, FilesError
 from ..core.locks import LockInfo
 from ..core.serverlog import LogEntry, ServerLog
@@ -49,6 +57,7 @@ from .markup import (
     server_log_html,
     totals_html,
 )
+from .style import REJECT, WARN, style_html
 from .text import ENDED_STATES, ConnectionView, grant_holder, sandbox_text
 
 __all__ = ["Dashboard"]
@@ -63,6 +72,24 @@ _JOIN_TIMEOUT = 5.0
 class _Change:
     server: str
     event: ChangeEvent
+
+
+@dataclass
+class _Section:
+    """One collapsible part of the dashboard: its title, its body, whether it was empty."""
+
+    title: str
+    accordion: Any
+    empty: bool = True
+
+    def show(self, count: int) -> None:
+        title = f"{self.title} ({count})" if count else self.title
+        if tuple(self.accordion.titles) != (title,):
+            self.accordion.titles = (title,)
+        empty = count == 0
+        if empty != self.empty:  # opens with its first row, closes when it empties; else the user decides
+            self.accordion.selected_index = None if empty else 0
+            self.empty = empty
 
 
 @dataclass
@@ -98,6 +125,11 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         constructor). A kernel uses it to render in a context detached from the
         running cell and to free the new rows' comm routing. Default: call the
         function.
+    pending
+        Returns every consent request waiting for an answer, wherever its
+        prompt is (a blocked cell's output too), so the summary line shows a
+        forgotten prompt; default: those in :attr:`consent_area`. Call
+        :meth:`schedule_refresh` when it changes.
 
     Attributes
     ----------
@@ -144,9 +176,11 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         max_server_log: int = 50,
         refresh_interval: float = 0.2,
         render_with: Callable[[Dashboard, Callable[[], None]], object] | None = None,
+        pending: Callable[[], Sequence[ConsentRequest]] | None = None,
     ) -> None:
         super().__init__()
         self.broker = broker
+        self._pending = pending
         self._render_with = render_with
         self._connections: Callable[[], Sequence[ConnectionView]] = connections or tuple
         self._interval = max(0.0, float(refresh_interval))
@@ -187,6 +221,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self.activity_html.add_class("fsbroker-activity")
         self.server_log_html = widgets.HTML(layout=widgets.Layout(**scroll))
         self.server_log_html.add_class("fsbroker-server-log")
+        self.lost = False
+        self._retired = False
         self._empty = {
             "connections": widgets.HTML(muted("No connections.")),
             "grants": widgets.HTML(
@@ -194,36 +230,31 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             ),
             "locks": widgets.HTML(muted("No kept locks.")),
         }
-        titles = {
-            name: widgets.HTML(f"<b>{escape(name)}</b>")
-            for name in ("Shared folders", "Connections", "Grants", "Locks", "Bytes per server", "Changes")
+        bodies = {
+            "folders": ("Shared folders", self.roots_html),
+            "connections": ("Connections", self.connections_box),
+            "grants": ("Grants", self.grants_box),
+            "locks": ("Kept locks", self.locks_box),
+            "bytes": ("Bytes per server", self.totals_html),
+            "changes": ("Changes", self.changes_html),
+            "activity": ("Activity", self.activity_html),
+            "serverlog": ("Server log", self.server_log_html),
         }
-        titles["Activity"] = widgets.HTML("<b>Activity</b>")
-        titles["Server log"] = widgets.HTML("<b>Server log</b>")
+        self._sections: dict[str, _Section] = {}
+        for key, (title, body) in bodies.items():
+            accordion = widgets.Accordion(children=[body], titles=(title,), selected_index=None)
+            accordion.add_class("fsbroker-section")
+            accordion.add_class(f"fsbroker-section-{key}")
+            self._sections[key] = _Section(title, accordion)
+        self._style = widgets.HTML(style_html(), layout=widgets.Layout(display="none"))
         self.children = (
+            self._style,
             self.header,
             self.message,
             self.consent_area,
-            titles["Shared folders"],
-            self.roots_html,
-            titles["Connections"],
-            self.connections_box,
-            titles["Grants"],
-            self.grants_box,
-            titles["Locks"],
-            self.locks_box,
-            titles["Bytes per server"],
-            self.totals_html,
-            titles["Changes"],
-            self.changes_html,
-            titles["Activity"],
-            self.activity_html,
-            titles["Server log"],
-            self.server_log_html,
+            *(section.accordion for section in self._sections.values()),
         )
         self.add_class("fsbroker-dashboard")
-        self.layout.border = "1px solid #bbb"
-        self.layout.padding = "4px 8px"
 
         # Subscribe first, then read what is there: nothing appended in between is lost.
         self._unsubscribe: list[Callable[[], None]] = [
@@ -360,6 +391,15 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         totals = broker.audit.totals()
         servers = {conn.id: conn.server for conn in broker.connections()}
         waiting = sum(1 for child in self.consent_area.children if not getattr(child, "done", True))
+        oldest: ConsentRequest | None = None
+        if self._pending is not None:
+            try:
+                asks = tuple(self._pending())
+            except Exception:
+                log.exception("the dashboard could not list the consent requests")
+                asks = ()
+            waiting = len(asks)
+            oldest = min(asks, key=lambda r: r.deadline, default=None)
 
         self._set(
             self.header,
@@ -371,6 +411,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                 totals=totals,
                 waiting=waiting,
                 closed=broker.closed,
+                oldest=oldest,
             ),
         )
         self._set(self.roots_html, roots_html(roots))
@@ -392,7 +433,20 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self._set(self.totals_html, totals_html(totals))
         self._set(self.changes_html, changes_html([(c.server, c.event) for c in changes]))
         self._set(self.activity_html, activity_html(activity))
-        self._set(self.server_log_html, server_log_html(self._server_log(views)))
+        log_entries = self._server_log(views)
+        self._set(self.server_log_html, server_log_html(log_entries))
+        counts = {
+            "folders": len(roots),
+            "connections": len(views),
+            "grants": len(grants),
+            "locks": len(locks),
+            "bytes": len(totals),
+            "changes": len(changes),
+            "activity": len(activity),
+            "serverlog": len(log_entries),
+        }
+        for key, section in self._sections.items():
+            section.show(counts[key])
 
     def _server_log(self, views: tuple[ConnectionView, ...]) -> list[tuple[str, LogEntry]]:
         """The last entries of every connection's log, merged in time order; follows new logs."""
@@ -443,10 +497,9 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     @staticmethod
     def _row(text: str, label: str, css: str, style: str, tooltip: str) -> _Row:
-        button = widgets.Button(
-            description=label, button_style=style, tooltip=tooltip, layout=widgets.Layout(width="auto")
-        )
+        button = widgets.Button(description=label, tooltip=tooltip, layout=widgets.Layout(width="auto"))
         button.add_class(css)
+        button.add_class(style)
         text_widget = widgets.HTML(text)
         box = widgets.HBox([button, text_widget], layout=widgets.Layout(align_items="center"))
         return _Row(box, text_widget, button)
@@ -482,7 +535,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     def _make_connection_row(self, key: int) -> _Row:
         view = self._conn_views[key]
-        row = self._row("", "Disconnect", "fsbroker-disconnect", "danger", "End this connection now")
+        row = self._row("", "Disconnect", "fsbroker-disconnect", WARN, "End this connection now")
         row.button.on_click(lambda _button: self._disconnect(view))
         return row
 
@@ -522,7 +575,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
     # grants
 
     def _make_grant_row(self, grant_id: str) -> _Row:
-        row = self._row("", "Revoke", "fsbroker-revoke", "warning", "Revoke this grant now")
+        row = self._row("", "Revoke", "fsbroker-revoke", REJECT, "Revoke this grant now")
         row.button.on_click(lambda _button: self._revoke(grant_id))
         return row
 
@@ -541,7 +594,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
     # locks
 
     def _make_lock_row(self, lock_id: str) -> _Row:
-        row = self._row("", "Force release", "fsbroker-force-unlock", "warning", "Release this lock now")
+        row = self._row("", "Force release", "fsbroker-force-unlock", REJECT, "Release this lock now")
         row.button.on_click(lambda _button: self._force_unlock(lock_id))
         return row
 
@@ -627,15 +680,39 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
+        """Whether :meth:`close` (or :meth:`retire`) was called."""
         return self._closed
 
-    def close(self) -> None:
-        """Unsubscribe from the broker, stop and join every thread, close the widgets. Idempotent.
+    @property
+    def retired(self) -> bool:
+        """Whether :meth:`retire` left the dashboard on the page, inert."""
+        return self._retired
 
-        A Disconnect still running is waited for a few seconds; consent prompts
-        in :attr:`consent_area` are left to their owner.
+    def mark_lost(self) -> None:
+        """A frontend closed this dashboard's comm: its buttons no longer reach the kernel (any thread)."""
+        self.lost = True
+
+    def retire(self, why: str) -> None:
+        """Stop following the broker but stay on the page, saying *why* and with every button disabled.
+
+        For a broker that closes (``%unload_ext``, ``%reload_ext``): the page
+        keeps showing the last state, marked stale, instead of a view that looks
+        alive and does nothing. Threads are joined as in :meth:`close`; the
+        widgets stay open until :meth:`close`.
         """
+        with self._render_lock:
+            for rows in (self._conn_rows, self._grant_rows, self._lock_rows):
+                for row in rows.values():
+                    row.button.disabled = True
+        self._stop_following()
+        self._retired = True
+        self.header.value = (
+            f'<span class="fsbroker-banner">Stale: {escape(why)} — this view no longer updates and its '
+            "buttons do nothing.</span> " + str(self.header.value)
+        )
+        self.add_class("fsbroker-stale")
+
+    def _stop_following(self) -> tuple[bool, threading.Thread | None]:
         with self._state:
             already = self._closed
             self._closed = True
@@ -655,7 +732,17 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         for worker in workers:
             if worker is not current:
                 worker.join(_JOIN_TIMEOUT)
-        if not already:
+        return already, timer
+
+    def close(self) -> None:
+        """Unsubscribe from the broker, stop and join every thread, close the widgets. Idempotent.
+
+        A Disconnect still running is waited for a few seconds; consent prompts
+        in :attr:`consent_area` are left to their owner.
+        """
+        already, _ = self._stop_following()
+        if not already or self._retired:
+            self._retired = False
             with self._render_lock:
                 for rows in (self._conn_rows, self._grant_rows, self._lock_rows):
                     for row in rows.values():

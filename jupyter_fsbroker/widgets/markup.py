@@ -14,6 +14,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..core.refusals import cause_text
 from .text import (
     clock_text,
     expiry_text,
@@ -27,6 +28,7 @@ from .text import (
 
 if TYPE_CHECKING:
     from ..core.audit import AuditRecord
+    from ..core.consent import ConsentRequest
     from ..core.grants import Grant
     from ..core.locks import LockInfo
     from ..core.roots import Root
@@ -37,6 +39,7 @@ __all__ = [
     "activity_html",
     "changes_html",
     "connection_html",
+    "decision_html",
     "escape",
     "grant_html",
     "header_html",
@@ -68,7 +71,7 @@ def table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def muted(text: str) -> str:
     """*text* in grey italics: what an empty section says."""
-    return f'<span style="opacity:0.7"><i>{escape(text)}</i></span>'
+    return f'<span class="fsbroker-muted" style="opacity:0.7"><i>{escape(text)}</i></span>'
 
 
 def header_html(
@@ -80,8 +83,14 @@ def header_html(
     totals: Mapping[str, Mapping[str, int]],
     waiting: int,
     closed: bool,
+    oldest: ConsentRequest | None = None,
 ) -> str:
-    """The dashboard's one-line summary: counts, bytes moved, consent requests waiting."""
+    """The dashboard's one-line summary: counts, bytes moved, consent requests waiting.
+
+    With *oldest* (the waiting request refused first), the line also says who
+    asks and when it will be refused, so a prompt forgotten in a scrolled-away
+    cell shows here too.
+    """
     read = sum(t["read"] for t in totals.values())
     written = sum(t["written"] for t in totals.values())
     parts = [
@@ -95,6 +104,12 @@ def header_html(
     summary = " · ".join(escape(part) for part in parts)
     if waiting:
         summary += f" · <b>{escape(plural(waiting, 'consent request'))} waiting</b>"
+        if oldest is not None:
+            summary += (
+                f'<br><span class="fsbroker-banner">{escape(oldest.server)} waits for your consent '
+                f"({escape(oldest.message or 'no message')}): answer in the calling cell, or it is refused "
+                f"at {escape(clock_text(oldest.deadline))}</span>"
+            )
     if closed:
         summary += " · <b>broker closed</b>"
     return f"<b>File broker</b> — {summary}"
@@ -175,17 +190,46 @@ def changes_html(changes: Sequence[tuple[str, ChangeEvent]]) -> str:
     return table(("time", "event", "path", "server"), rows)
 
 
+def _asked_later(activity: Sequence[AuditRecord]) -> set[int]:
+    """Indexes of the refusals for want of a grant that their connection followed with a consent."""
+    asked: set[int] = set()
+    waiting: dict[str, list[int]] = {}
+    for index, record in enumerate(activity):
+        if record.curable:
+            waiting.setdefault(record.connection_id, []).append(index)
+        elif record.method == "files/consent":
+            asked.update(waiting.pop(record.connection_id, []))
+    return asked
+
+
+def decision_html(record: AuditRecord, asked: bool) -> str:
+    """The decision cell of one record: allow, deny, or — for the refusal that opens a consent
+    flow (a missing grant the server then asked for) — a soft "asked for consent"."""
+    title = escape(reason_text(record.reason) + (f" ({cause_text(record.cause)})" if record.cause else ""))
+    if record.decision == "allow":
+        return '<span class="fsbroker-decision-allow">allow</span>'
+    if record.curable and record.cause is None:
+        words = "asked for consent" if asked else "not granted yet"
+        return f'<span class="fsbroker-soft" title="deny: {title}; {escape(words)}">{escape(words)}</span>'
+    return f'<span class="fsbroker-decision-deny" title="{title}">deny</span>'
+
+
 def activity_html(activity: Sequence[AuditRecord]) -> str:
-    """The activity log, newest first, from audit records in the order they came."""
+    """The activity log, newest first, from audit records in the order they came.
+
+    A refusal for want of a grant that the server followed with a consent
+    request is the normal start of a consent flow: it is shown softly as
+    "asked for consent" (the audit record itself still says deny, not_granted).
+    """
     if not activity:
         return muted("No activity yet.")
+    asked = _asked_later(activity)
     rows = []
-    for record in reversed(activity):
-        if record.decision == "allow":
-            decision = '<span style="color:#2e7d32">allow</span>'
-        else:
-            decision = f'<span style="color:#c62828" title="{escape(reason_text(record.reason))}">deny</span>'
-        detail = ": ".join(escape(part) for part in (record.error, record.reason) if part)
+    for index in range(len(activity) - 1, -1, -1):
+        record = activity[index]
+        decision = decision_html(record, index in asked)
+        parts = (record.error, record.reason, cause_text(record.cause) if record.cause else None)
+        detail = ": ".join(escape(part) for part in parts if part)
         rows.append(
             (
                 escape(clock_text(record.time)),

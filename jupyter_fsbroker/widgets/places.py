@@ -173,16 +173,31 @@ class ConnectionCard(widgets.VBox):  # type: ignore[misc]
         self.connection = connection
         self.line = line
         self.prompts = prompts
+        self.lost = False
         self._lock = threading.Lock()
         self._closed = False
+        self._retired = False
         self.add_class("fsbroker-connection")
 
     def update(self) -> None:
         """Show the connection's state now (any thread)."""
         text = card_text(self.connection)
         with self._lock:
-            if not self._closed and self.line.value != text:
+            if not self._closed and not self._retired and self.line.value != text:
                 self.line.value = text
+
+    def mark_lost(self) -> None:
+        """A frontend closed the card's comm: nothing sent to it arrives any more."""
+        self.lost = True
+
+    def retire(self, why: str) -> None:
+        """Stay on the page but say that the card no longer follows its connection (*why*)."""
+        with self._lock:
+            if self._closed or self._retired:
+                return
+            self._retired = True
+            self.line.value = f"{card_text(self.connection)} — <i>stale: {escape(why)}</i>"
+            self.add_class("fsbroker-stale")
 
     def add_prompt(self, prompt: Any) -> None:
         """Show a consent prompt below the line (thread-safe)."""

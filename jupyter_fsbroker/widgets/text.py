@@ -215,12 +215,23 @@ def decision_text(request: ConsentRequest, decision: ConsentDecision) -> str:
     str
         ``"Approved read on data/sales for 15 min"`` or ``"Denied"``.
     """
-    shown = {item.path: item.rel or item.path for item in request.items if item.approvable}
-    paths = [shown[path] for path in decision.approved_paths if path in shown]
-    ops = [op for op in request.operations if op in decision.operations]
-    if not paths or not ops:
+    granted: list[tuple[str, tuple[str, ...]]] = []
+    for item in request.items:
+        if item.approvable and item.path in decision.approved_paths:
+            asked = item.grantable(request.operations_of(item))
+            ops = tuple(op for op in request.operations if op in decision.operations_for(item.path))
+            if decision.path_operations:
+                ops = tuple(op for op in ops if op in asked)
+            if ops:
+                granted.append((item.rel or item.path, ops))
+    if not granted:
         return "Denied"
-    return f"Approved {', '.join(ops)} on {', '.join(paths)} {duration_text(decision.duration)}"
+    if len({ops for _, ops in granted}) == 1:
+        ops = granted[0][1]
+        paths = ", ".join(path for path, _ in granted)
+        return f"Approved {', '.join(ops)} on {paths} {duration_text(decision.duration)}"
+    parts = "; ".join(f"{', '.join(ops)} on {path}" for path, ops in granted)
+    return f"Approved {parts} {duration_text(decision.duration)}"
 
 
 def expiry_text(grant: Grant, now: float | None = None) -> str:

@@ -80,9 +80,14 @@ def screenshot_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]:
-    """A running JupyterLab in its own home; stopped afterwards, with a check that no process outlives it."""
-    lab = JupyterLab(tmp_path_factory.mktemp("jupyterlab"))
+def jupyterlab(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[JupyterLab]:
+    """A running JupyterLab in its own home; stopped afterwards, with a check that no process outlives it.
+
+    Parametrize it indirectly with ``{"app": "notebook"}`` for Notebook 7, or ``{"theme": ...}``.
+    """
+    lab = JupyterLab(tmp_path_factory.mktemp("jupyterlab"), **getattr(request, "param", {}))
     lab.start()
     try:
         yield lab

@@ -99,6 +99,10 @@ class JupyterLab:
     ----------
     base
         An empty folder: the server's home, settings and notebook folder go here.
+    app
+        ``"jupyterlab"`` (JupyterLab) or ``"notebook"`` (Notebook 7, the same server with its own pages).
+    theme
+        The JupyterLab theme to start with (``"JupyterLab Light"`` or ``"JupyterLab Dark"``).
 
     Attributes
     ----------
@@ -110,7 +114,8 @@ class JupyterLab:
         The random token every request carries.
     """
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, *, app: str = "jupyterlab", theme: str | None = None) -> None:
+        self.app = app
         self.base = base
         self.root = base / "notebooks"
         self.root.mkdir(parents=True, exist_ok=True)
@@ -121,7 +126,10 @@ class JupyterLab:
         self.proc: subprocess.Popen[bytes] | None = None
         self._seen: dict[tuple[int, int], Proc] = {}
         settings = Path(self.env["JUPYTERLAB_SETTINGS_DIR"])
-        for relative, values in _USER_SETTINGS.items():
+        wanted = dict(_USER_SETTINGS)
+        if theme is not None:
+            wanted["@jupyterlab/apputils-extension/themes.jupyterlab-settings"] = {"theme": theme}
+        for relative, values in wanted.items():
             path = settings / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values), encoding="utf-8")
@@ -134,10 +142,17 @@ class JupyterLab:
         return f"http://127.0.0.1:{self.port}/"
 
     def command(self) -> list[str]:
+        lab_only = [
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+            f"--LabApp.user_settings_dir={self.env['JUPYTERLAB_SETTINGS_DIR']}",
+            f"--LabApp.workspaces_dir={self.env['JUPYTERLAB_WORKSPACES_DIR']}",
+        ]
         return [
             sys.executable,
             "-m",
-            "jupyterlab",
+            self.app,
             "--no-browser",
             "--ServerApp.ip=127.0.0.1",
             "--ServerApp.port=0",  # the server binds a port the OS chooses and writes it down
@@ -148,11 +163,7 @@ class JupyterLab:
             "--ServerApp.allow_root=True",  # containers and CI often run as root
             # A safety net should the test process die without stopping it.
             "--ServerApp.shutdown_no_activity_timeout=600",
-            "--LabApp.news_url=None",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-            "--LabApp.extension_manager=readonly",
-            f"--LabApp.user_settings_dir={self.env['JUPYTERLAB_SETTINGS_DIR']}",
-            f"--LabApp.workspaces_dir={self.env['JUPYTERLAB_WORKSPACES_DIR']}",
+            *(lab_only if self.app == "jupyterlab" else []),
         ]
 
     # -- lifetime ------------------------------------------------------------------------------
@@ -319,6 +330,10 @@ class JupyterLab:
     def lab_url(self, path: str) -> str:
         """The URL that opens *path* in JupyterLab (with the token, so no login page)."""
         return f"{self.url}lab/tree/{path}?token={self.token}"
+
+    def tree_url(self) -> str:
+        """The URL of Notebook 7's file browser (with the token, so no login page)."""
+        return f"{self.url}tree?token={self.token}"
 
     def kernels(self) -> list[dict[str, Any]]:
         """The running kernels (``GET /api/kernels``)."""

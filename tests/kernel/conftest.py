@@ -147,14 +147,15 @@ def http_url() -> Iterator[str]:
         yield server.url
 
 
-#: A cell that asks for consent as a server would, with no call in flight ("between cells").
+#: A cell that asks for consent as a server would, with no call in flight ("between cells"); for an
+#: operation the tests never pre-approve (what is granted already is approved without asking).
 ASK_BETWEEN_CELLS = """
 import threading
 answers = []
 def _ask():
     answers.append(analysis.connection.handle(
         "files/consent",
-        {"message": "between cells", "requestedPaths": ["data/raw"], "operations": ["read"]},
+        {"message": "between cells", "requestedPaths": ["data/raw"], "operations": ["delete"]},
     ))
 asker = threading.Thread(target=_ask)
 asker.start()

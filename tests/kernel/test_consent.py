@@ -15,6 +15,8 @@ from .conftest import connect_stdio, load
 from .harness import Kernel, Widget
 
 PROFILE = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"})'
+#: The same call returning a failure instead of raising ToolError.
+PROFILE_RAW = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"}, raise_on_error=False)'
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +88,7 @@ def test_async_call_is_unblocked_by_a_click_on_the_main_shell(kernel: Kernel) ->
 def test_no_answer_is_denied_at_the_timeout_and_the_cell_returns(kernel: Kernel) -> None:
     kernel.run("%config FSBroker.consent_timeout = 3")
     started = time.monotonic()
-    cell = kernel.submit(f"result = {PROFILE}\nprint(result.is_error, result.text)")
+    cell = kernel.submit(f"result = {PROFILE_RAW}\nprint(result.is_error, result.text)")
     prompt = shown_prompt(kernel)
     kernel.wait(cell, 60).check()  # well before the default timeout (120 s): the configured one applied
     elapsed = time.monotonic() - started
@@ -128,13 +130,13 @@ def test_stdin_answers_where_clicks_cannot_arrive(start_kernel: Callable[..., Ke
 
     # A refusal on stdin, then the next request times out while the text box waits: the cell returns.
     kernel.run("analysis.revoke()")
-    cell = kernel.submit(f"result = {PROFILE}\nprint(result.is_error)", allow_stdin=True)
+    cell = kernel.submit(f"result = {PROFILE_RAW}\nprint(result.is_error)", allow_stdin=True)
     kernel.wait_stdin_request()
     kernel.answer_stdin("n")
     kernel.wait(cell, 30).check()
     assert "(denied)" in cell.stdout and cell.stdout.strip().endswith("True")
     kernel.run("analysis.revoke()\n%config FSBroker.consent_timeout = 4")
-    cell = kernel.submit(f"result = {PROFILE}\nprint(result.is_error)", allow_stdin=True)
+    cell = kernel.submit(f"result = {PROFILE_RAW}\nprint(result.is_error)", allow_stdin=True)
     kernel.wait_stdin_request()
     kernel.wait(cell, 30).check()
     assert "(no answer in time: denied)" in cell.stdout and cell.stdout.strip().endswith("True")

@@ -12,6 +12,7 @@ from .conftest import ASK_BETWEEN_CELLS, STDIO_COMMAND, load
 from .harness import Kernel, Widget
 
 PROFILE = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"})'
+PROFILE_RAW = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"}, raise_on_error=False)'
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +110,7 @@ def test_revoke_takes_effect_for_the_next_operation(kernel: Kernel) -> None:
     )
     error = kernel.run_fail("analysis.connection.handle('files/stat', {'path': 'data/sales.csv'})")
     assert error["ename"] == "PermissionDenied" and "no read access" in error["evalue"]
-    cell = kernel.submit(f"print({PROFILE}.is_error)")  # the server is refused and asks again
+    cell = kernel.submit(f"print({PROFILE_RAW}.is_error)")  # the server is refused and asks again
     kernel.click(kernel.child(displayed_prompt(kernel), "fsbroker-deny"), subshell_id=subshell)
     kernel.wait(cell, 30).check()
     assert cell.stdout.strip() == "True"

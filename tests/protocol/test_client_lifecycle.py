@@ -174,12 +174,17 @@ async def test_a_killed_stdio_server_mid_transfer_releases_everything(broker: Br
         pid = payload(await conn.call_tool("info"))["pid"]
         await hold_everything(conn)
         conn.connection.consenter = held  # the next prompt stays pending
+        conn.connection.revoke("data", ("delete",))  # what is granted already is not asked again
         async with anyio.create_task_group() as tg:
             failure: list[BaseException] = []
 
             async def pending_call() -> None:
                 try:
-                    await send(conn, "files/consent", {"requestedPaths": ["data/sub"], "message": "hold on"})
+                    await send(
+                        conn,
+                        "files/consent",
+                        {"requestedPaths": ["data/sub"], "operations": ["delete"], "message": "hold on"},
+                    )
                 except ConnectionClosedError as exc:
                     failure.append(exc)
 

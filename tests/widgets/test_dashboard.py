@@ -269,7 +269,7 @@ def test_refreshes_are_coalesced(broker: Broker) -> None:
     dash = _dashboard(broker, refresh_interval=1.0)
     before = dash.renders
     for i in range(50):
-        broker.allow("data/sales" if i % 2 else "data/x.csv", ops=("read",))
+        broker.allow(f"data/sales/f{i}" if i % 2 else f"data/x{i}.csv", ops=("read",))  # one grant per path
     assert dash.flush(WAIT)
     assert 1 <= dash.renders - before <= 2
     assert len(dash.revoke_buttons()) == 50

@@ -158,6 +158,7 @@ def files(
     consent_message: str | None = None,
     consent_operations: Sequence[str] = (),
     consent_paths: Sequence[str] = (),
+    consent_access: Mapping[str, Sequence[str]] | None = None,
     retry: RetryPolicy | None = None,
     timeouts: Timeouts | None = None,
 ) -> FilesClient:
@@ -177,6 +178,12 @@ def files(
     consent_paths
         Further paths to ask for in that consent (say the input file and the
         report to write), so one prompt covers what the tool will touch.
+    consent_access
+        ``{path: operations}``: what the tool needs on each path, when it
+        differs from path to path (say ``{data: ["read"], report: ["write"]}``);
+        the consent then asks for exactly that (PROTOCOL.md, "Per-path
+        operations"), so the user can grant write on the report only.
+        Replaces *consent_paths* and *consent_operations*.
     retry, timeouts
         See :class:`RetryPolicy` and :class:`Timeouts`.
 
@@ -212,6 +219,7 @@ def files(
         consent_message=consent_message,
         consent_operations=tuple(consent_operations),
         consent_paths=tuple(consent_paths),
+        consent_access=consent_access,
         retry=retry,
         timeouts=timeouts,
     )

@@ -24,7 +24,7 @@ from .contract import DEFAULT_CHUNK_BYTES, OPERATIONS, WATCH_EVENTS
 from .errors import NotFound, PermissionDenied
 from .locks import hold_lock, unlock
 from .policy import RetryPolicy, Timeouts
-from .requester import Requester
+from .requester import ConsentPaths, Requester
 from .results import ConsentResult, Created, Deleted, Entry, FileStat, ReadChunk, Root, WriteResult
 from .uploads import AtomicWrite, ContentCap, WriteOptions
 from .watch import Watch
@@ -73,10 +73,13 @@ class FilesClient:
         consent_message: str | None = None,
         consent_operations: tuple[str, ...] = (),
         consent_paths: tuple[str, ...] = (),
+        consent_access: Mapping[str, Sequence[str]] | None = None,
         retry: RetryPolicy | None = None,
         timeouts: Timeouts | None = None,
     ) -> None:
         _check_names("operation", consent_operations, OPERATIONS)
+        for ops in (consent_access or {}).values():
+            _check_names("operation", ops, OPERATIONS)
         #: When refused requests are repeated (read at every request).
         self.retry = retry or RetryPolicy()
         #: How long answers are awaited (read at every request).
@@ -88,6 +91,7 @@ class FilesClient:
             consent_message=consent_message,
             consent_operations=consent_operations,
             consent_paths=consent_paths,
+            consent_access=consent_access,
         )
         self._conn = connection
         self._open: set[Watch | ChunkStream[Any]] = set()
@@ -161,7 +165,7 @@ class FilesClient:
     # -- consent -------------------------------------------------------------------------------
 
     async def consent(
-        self, message: str, paths: str | Sequence[str], operations: Sequence[str] | None = None
+        self, message: str, paths: ConsentPaths, operations: Sequence[str] | None = None
     ) -> ConsentResult:
         """Ask the user for access (``files/consent``).
 
@@ -170,19 +174,23 @@ class FilesClient:
         message
             Why, in words the user understands.
         paths
-            Paths to ask for; a directory covers its descendants.
+            Paths to ask for (a directory covers its descendants); or
+            ``{path: operations}`` to ask for different operations on different
+            paths, e.g. ``{"data/sales.csv": ["read"], "data/sales.report.md": ["write"]}``.
         operations
-            Some of ``read``, ``write``, ``delete``, ``watch``; all if ``None``.
+            Some of ``read``, ``write``, ``delete``, ``watch``; all if ``None``
+            (for the paths given without their own).
 
         Returns
         -------
         ConsentResult
-            A refusal is ``granted=False``, not an error.
+            A refusal is ``granted=False``, not an error; an answer that says
+            what was approved on each path is a :class:`PathConsentResult`.
         """
         return await self._requester.consent(message, paths, operations)
 
     async def require_consent(
-        self, message: str, paths: str | Sequence[str], operations: Sequence[str] | None = None
+        self, message: str, paths: ConsentPaths, operations: Sequence[str] | None = None
     ) -> ConsentResult:
         """:meth:`consent`, raising :class:`PermissionDenied` (``consent_refused``) on a refusal."""
         answer = await self.consent(message, paths, operations)

@@ -35,7 +35,10 @@ from .policy import RetryPolicy, Timeouts
 from .results import ConsentResult, Root
 from .wire import compact_params
 
-__all__ = ["Policies", "Requester", "consent_may_cure"]
+__all__ = ["ConsentPaths", "Policies", "Requester", "consent_may_cure"]
+
+#: The paths of a consent: one, several, or ``{path: operations}`` (the per-path form).
+ConsentPaths = str | Sequence[str] | Mapping[str, Sequence[str]]
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +81,7 @@ class Requester:
         The tool call's session and id (its requests ride the call's stream).
     policies
         Read at every request, so a change to them applies to the next one.
-    consent_message, consent_operations, consent_paths
+    consent_message, consent_operations, consent_paths, consent_access
         See :func:`~.capability.files`.
     """
 
@@ -91,6 +94,7 @@ class Requester:
         consent_message: str | None = None,
         consent_operations: tuple[str, ...] = (),
         consent_paths: tuple[str, ...] = (),
+        consent_access: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self._session = session
         self._metadata = ServerMessageMetadata(related_request_id=request_id)
@@ -98,7 +102,9 @@ class Requester:
         self._consent_message = consent_message
         self._consent_operations = consent_operations
         self._consent_paths = consent_paths
+        self._consent_access = {path: tuple(ops) for path, ops in (consent_access or {}).items()}
         self._asked: dict[tuple[tuple[str, ...], str], bool] = {}
+        self._asked_pairs: set[tuple[str, str]] = set()
         self._consent_lock = anyio.Lock()
 
     @property
@@ -147,30 +153,40 @@ class Requester:
         """:meth:`request` for operation *op* on *paths*, asking consent once on a curable refusal.
 
         Consent is asked only when a consent message was configured, and once
-        per paths and operation for this tool call (see
-        :func:`consent_may_cure`); approved, the request is repeated once.
+        per path and operation for this tool call (a path and operation that
+        an earlier consent of the call asked for, granted or not, is not asked
+        again; which refusals count: :func:`consent_may_cure`); then the
+        request is repeated once: approved, it succeeds, and refused, the
+        client's answer says why (denied, narrowed, timed out).
         """
         try:
             return await self.request(method, params, nbytes=nbytes, retry=retry)
         except FilesError as exc:
             if self._consent_message is None or not consent_may_cure(exc):
                 raise
-            if not await self._auto_consent(tuple(paths), op):
-                raise
+            # Granted or not, the request is repeated once: refused again, the answer now says why.
+            await self._auto_consent(tuple(paths), op)
         return await self.request(method, params, nbytes=nbytes, retry=retry)
 
     async def consent(
-        self, message: str, paths: str | Sequence[str], operations: Sequence[str] | None = None
+        self, message: str, paths: ConsentPaths, operations: Sequence[str] | None = None
     ) -> ConsentResult:
         """Send ``files/consent`` (see :meth:`FilesClient.consent`)."""
-        wanted = [paths] if isinstance(paths, str) else list(paths)
+        wanted: list[Any]
+        asked_ops: list[str] | None
+        if isinstance(paths, Mapping):  # the per-path form: each path with its own operations
+            wanted = [{"path": path, "operations": list(ops)} for path, ops in paths.items()]
+            asked, asked_ops = list(paths), list(dict.fromkeys(op for ops in paths.values() for op in ops))
+        else:
+            wanted = asked = [paths] if isinstance(paths, str) else list(paths)
+            asked_ops = None if operations is None else list(operations)
         request = compact_params(
             message=message,
             requestedPaths=wanted,
             operations=None if operations is None else list(operations),
         )
         result = await self.request("files/consent", request, timeout=self.timeouts.consent)
-        return ConsentResult.from_result(result, wanted, operations)
+        return ConsentResult.from_result(result, asked, asked_ops)
 
     async def roots(self) -> tuple[Root, ...]:
         """Ask the client for its roots (``roots/list``)."""
@@ -194,13 +210,29 @@ class Requester:
             raise error_from_jsonrpc(exc.code, exc.message, exc.data, method=method) from None
         return result.root
 
+    def _asked_before(self, paths: tuple[str, ...], op: str) -> bool:
+        return all((path, op) in self._asked_pairs for path in paths)
+
     async def _auto_consent(self, paths: tuple[str, ...], op: str) -> bool:
         assert self._consent_message is not None
         key = (paths, op)
         async with self._consent_lock:
             if key not in self._asked:
-                wanted = tuple(dict.fromkeys((op, *self._consent_operations)))
-                asked = list(dict.fromkeys((*paths, *self._consent_paths)))
-                answer = await self.consent(self._consent_message, asked, wanted)
-                self._asked[key] = answer.granted and op in answer.operations
+                if self._asked_before(paths, op):  # a consent of this call already asked the user
+                    return False
+                answer = await self._ask_for(paths, op)
+                self._asked[key] = answer.granted and op in answer.operations_on(paths)
             return self._asked[key]
+
+    async def _ask_for(self, paths: tuple[str, ...], op: str) -> ConsentResult:
+        assert self._consent_message is not None
+        if self._consent_access:  # each path with the operations the tool needs there
+            access = dict(self._consent_access)
+            for path in paths:
+                access[path] = tuple(dict.fromkeys((*access.get(path, ()), op)))
+            self._asked_pairs.update((path, o) for path, ops in access.items() for o in ops)
+            return await self.consent(self._consent_message, access)
+        wanted = tuple(dict.fromkeys((op, *self._consent_operations)))
+        asked = list(dict.fromkeys((*paths, *self._consent_paths)))
+        self._asked_pairs.update((path, o) for path in asked for o in wanted)
+        return await self.consent(self._consent_message, asked, wanted)

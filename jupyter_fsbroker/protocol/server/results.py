@@ -32,6 +32,7 @@ __all__ = [
     "Deleted",
     "Entry",
     "FileStat",
+    "PathConsentResult",
     "ReadChunk",
     "Root",
     "WriteResult",
@@ -72,6 +73,8 @@ class ConsentResult:
         four when the request named none), and one without ``approvedPaths``
         the paths asked for: SEP-1708's own example answers
         ``{"granted": true, "approvedPaths": [...]}``. A refusal approves nothing.
+        An answer that lists ``approved`` (PROTOCOL.md, "Per-path operations")
+        is a :class:`PathConsentResult`.
         """
         granted = result.get("granted") is True
         if not granted:
@@ -79,12 +82,50 @@ class ConsentResult:
         asked_ops = tuple(OPERATIONS if asked_operations is None else asked_operations)
         has_paths = isinstance(result.get("approvedPaths"), list)
         has_operations = isinstance(result.get("operations"), list)
-        return cls(
-            granted=True,
-            approved_paths=get_strs(result, "approvedPaths") if has_paths else tuple(asked_paths),
-            operations=get_strs(result, "operations") if has_operations else asked_ops,
-            expires_at=get_opt_str(result, "expiresAt"),
-        )
+        paths = get_strs(result, "approvedPaths") if has_paths else tuple(asked_paths)
+        ops = get_strs(result, "operations") if has_operations else asked_ops
+        expires = get_opt_str(result, "expiresAt")
+        entries = result.get("approved")
+        if isinstance(entries, list):
+            approved = tuple(
+                (str(entry["path"]), get_strs(entry, "operations"))
+                for entry in entries
+                if isinstance(entry, Mapping) and isinstance(entry.get("path"), str)
+            )
+            return PathConsentResult(True, paths, ops, expires, approved)
+        return cls(True, paths, ops, expires)
+
+    def operations_on(self, paths: Sequence[str]) -> tuple[str, ...]:
+        """The operations granted on every one of *paths* (as far as the answer tells).
+
+        A flat answer grants its :attr:`operations` on each approved path.
+        """
+        if not self.granted:
+            return ()
+        return self.operations
+
+
+@dataclass(frozen=True)
+class PathConsentResult(ConsentResult):
+    """A ``files/consent`` answer that says what was approved on each path.
+
+    See PROTOCOL.md, "Per-path operations".
+
+    Attributes
+    ----------
+    approved
+        ``((path, operations), ...)``, one entry per approved path (root-relative).
+    """
+
+    approved: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def operations_on(self, paths: Sequence[str]) -> tuple[str, ...]:
+        """The operations granted on every one of *paths* (see :meth:`ConsentResult.operations_on`)."""
+        by_path = dict(self.approved)
+        found = [by_path[path] for path in paths if path in by_path]
+        if len(found) < len(paths):  # spelled otherwise than approved: no better than the flat answer
+            return super().operations_on(paths) if not found else tuple(found[0])
+        return tuple(op for op in found[0] if all(op in ops for ops in found))
 
 
 @dataclass(frozen=True)

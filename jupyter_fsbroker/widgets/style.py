@@ -1,0 +1,88 @@
+"""The views' look: one small style sheet in JupyterLab's own CSS variables, shipped inside the widgets.
+
+JupyterLab themes (light, dark, high contrast) set ``--jp-…`` variables; the
+rules below use only those (with plain fallbacks for other frontends), so the
+consent prompt and the dashboard read well in every theme. Buttons take the
+colours of JupyterLab's own dialogs: accept (the brand colour) for Approve,
+warn for the kill switch, reject (neutral) for Deny, Revoke and Force release.
+Every rule is scoped to an ``fsbroker-…`` class, so nothing else on the page
+changes. Views only: nothing here reads the broker.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ACCEPT", "CSS", "REJECT", "WARN", "style_html"]
+
+#: Button classes, in the manner of JupyterLab's ``jp-mod-accept`` / ``jp-mod-warn`` / ``jp-mod-reject``.
+ACCEPT = "fsbroker-mod-accept"
+WARN = "fsbroker-mod-warn"
+REJECT = "fsbroker-mod-reject"
+
+CSS = """
+.fsbroker-consent, .fsbroker-dashboard {
+  font-family: var(--jp-ui-font-family, sans-serif);
+  font-size: var(--jp-ui-font-size1, 13px);
+  color: var(--jp-ui-font-color1, #222);
+  background: var(--jp-layout-color1, transparent);
+  border: var(--jp-border-width, 1px) solid var(--jp-border-color2, #ccc);
+  border-radius: var(--jp-border-radius, 2px);
+  padding: 4px 8px;
+  margin: 4px 0;
+}
+.fsbroker-consent { border-left: 3px solid var(--jp-warn-color1, #f57c00); }
+.fsbroker-consent.fsbroker-finished { border-left-color: var(--jp-border-color1, #999); padding: 2px 8px; }
+.fsbroker-consent .widget-checkbox, .fsbroker-consent .widget-checkbox input { margin: 0; }
+.fsbroker-consent .widget-checkbox input { margin-right: 4px; }
+.fsbroker-consent .widget-checkbox { margin-right: 6px; }
+.fsbroker-consent .widget-checkbox input { accent-color: var(--jp-brand-color1, #1976d2); }
+.fsbroker-consent-row { align-items: center; gap: 4px; }
+.fsbroker-consent-ops { gap: 8px; margin-left: 12px; }
+.fsbroker-op { width: auto !important; }
+.fsbroker-note { color: var(--jp-ui-font-color2, #666); }
+.fsbroker-countdown { color: var(--jp-ui-font-color2, #666); }
+.fsbroker-muted { color: var(--jp-ui-font-color2, #666); font-style: italic; }
+.fsbroker-soft { color: var(--jp-ui-font-color2, #666); }
+.fsbroker-decision-allow { color: var(--jp-success-color1, #2e7d32); }
+.fsbroker-decision-deny { color: var(--jp-error-color1, #c62828); }
+.fsbroker-dashboard table { border-collapse: collapse; font-size: var(--jp-ui-font-size1, 13px); }
+.fsbroker-dashboard th { color: var(--jp-ui-font-color2, #666); font-weight: normal; text-align: left; }
+.fsbroker-dashboard td, .fsbroker-dashboard th { padding: 0 0.8em 0 0; vertical-align: top; }
+.fsbroker-dashboard code, .fsbroker-consent code {
+  background: var(--jp-layout-color2, #eee); color: var(--jp-content-font-color1, inherit);
+  padding: 0 2px; border-radius: 2px;
+}
+.fsbroker-stale { opacity: 0.6; }
+.fsbroker-banner {
+  color: var(--jp-warn-color0, #e65100);
+  background: var(--jp-warn-color3, #fff3e0);
+  padding: 2px 6px;
+}
+.fsbroker-section .jupyter-widget-Collapse-header, .fsbroker-section .p-Collapse-header {
+  padding: 2px 6px; font-size: var(--jp-ui-font-size1, 13px);
+  background: var(--jp-layout-color2, #f5f5f5); color: var(--jp-ui-font-color1, #222);
+}
+.fsbroker-section .jupyter-widget-Collapse-contents, .fsbroker-section .p-Collapse-contents {
+  padding: 2px 6px; background: var(--jp-layout-color1, transparent);
+}
+.jupyter-widgets.jupyter-button.fsbroker-mod-accept {
+  background: var(--jp-accept-color-normal, var(--jp-brand-color1, #1976d2));
+  color: var(--jp-ui-inverse-font-color1, #fff);
+}
+.jupyter-widgets.jupyter-button.fsbroker-mod-warn {
+  background: var(--jp-warn-color-normal, var(--jp-error-color1, #d32f2f));
+  color: var(--jp-ui-inverse-font-color1, #fff);
+}
+.jupyter-widgets.jupyter-button.fsbroker-mod-reject {
+  background: var(--jp-reject-color-normal, var(--jp-layout-color3, #9e9e9e));
+  color: var(--jp-ui-inverse-font-color1, #fff);
+}
+.jupyter-widgets.jupyter-button.fsbroker-mod-accept:disabled,
+.jupyter-widgets.jupyter-button.fsbroker-mod-warn:disabled,
+.jupyter-widgets.jupyter-button.fsbroker-mod-reject:disabled { opacity: 0.45; }
+.fsbroker-dashboard .jupyter-button, .fsbroker-consent .jupyter-button { height: 24px; line-height: 24px; }
+"""
+
+
+def style_html() -> str:
+    """The style sheet as the value of an ``ipywidgets.HTML`` (which inserts it as given)."""
+    return "<style>" + " ".join(line.strip() for line in CSS.strip().splitlines()) + "</style>"

@@ -1,0 +1,182 @@
+"""What a data scientist meets in a real kernel: per-path consent, refusals that say why, results
+and tools for people, and a lifecycle that says what it did (stale views, lost comms, reload)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.support.env import server_env
+
+from .conftest import STDIO_COMMAND, load
+from .harness import Kernel, Widget
+
+PROFILE = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"})'
+
+
+def connect_stdio(kernel: Kernel) -> None:
+    """The example server over stdio, importing this checkout too (stdio servers get a bare environment)."""
+    env = "{'PYTHONPATH': __import__('os').environ['PYTHONPATH']}"
+    kernel.run(f"analysis = broker.connect('analysis', command={STDIO_COMMAND}, env={env})")
+
+
+@pytest.fixture(scope="module")
+def kernel(start_kernel: Callable[..., Kernel]) -> Iterator[Kernel]:
+    kernel = start_kernel()
+    load(kernel)
+    connect_stdio(kernel)
+    yield kernel
+
+
+@pytest.fixture
+def subshell(kernel: Kernel) -> str:
+    return kernel.create_subshell()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_grants(kernel: Kernel) -> Iterator[None]:
+    kernel.run("analysis.revoke()\n%config FSBroker.consent_timeout = 120")
+    yield
+    kernel.run("analysis.revoke()")
+
+
+def next_prompt(kernel: Kernel, timeout: float = 30.0) -> Widget:
+    """The next consent prompt displayed in a calling cell."""
+
+    def displayed() -> Widget | None:
+        for panel in kernel.find_widgets("fsbroker-call"):
+            for widget in kernel.descendants(panel):
+                if "fsbroker-consent" in widget.classes and widget.comm_id not in kernel.seen:
+                    return widget
+        return None
+
+    prompt: Widget = kernel.wait_for(displayed, timeout, "a consent prompt in the calling cell")
+    kernel.seen.add(prompt.comm_id)
+    return prompt
+
+
+def test_write_is_granted_on_the_report_only(kernel: Kernel, subshell: str) -> None:
+    cell = kernel.submit(
+        "r = analysis.call_tool('write_report', {'path': 'data/sales.csv'})\nprint(r.data['rows'])"
+    )
+    prompt = next_prompt(kernel)
+    boxes = {
+        (kernel.text_of(w), cls)
+        for w in kernel.descendants(prompt)
+        for cls in ("fsbroker-op-read", "fsbroker-op-write")
+        if cls in w.classes and "fsbroker-consent-op" in w.classes
+    }
+    assert boxes == {("read", "fsbroker-op-read"), ("write", "fsbroker-op-write")}  # one per path, as asked
+    kernel.click(kernel.child(prompt, "fsbroker-approve"), subshell_id=subshell)
+    kernel.wait(cell, 60).check()
+    assert cell.stdout.strip() == "4"
+    grants = kernel.value("sorted((g.path, g.operations) for g in analysis.grants())")
+    assert grants == [("data/sales.csv", ("read",)), ("data/sales.report.md", ("write",))]
+    assert kernel.value("open('data/sales.report.md').read().startswith('#')")
+
+
+def test_a_denied_consent_raises_a_tool_error_that_says_so(kernel: Kernel, subshell: str) -> None:
+    cell = kernel.submit(PROFILE)
+    kernel.click(kernel.child(next_prompt(kernel), "fsbroker-deny"), subshell_id=subshell)
+    kernel.wait(cell, 60)
+    failure = cell.failure
+    assert failure is not None and failure["ename"] == "ToolError"
+    assert "data/sales.csv" in failure["evalue"] and "the user denied it" in failure["evalue"]
+
+
+def test_a_timed_out_prompt_says_so_in_the_cell(kernel: Kernel) -> None:
+    kernel.run("%config FSBroker.consent_timeout = 2")
+    cell = kernel.submit(PROFILE)
+    prompt = next_prompt(kernel)
+    kernel.wait(cell, 60)
+    assert cell.failure is not None and "timed out" in cell.failure["evalue"]
+    assert "consent request for data/sales.csv timed out after 2 s" in cell.stderr
+    outcome = kernel.child(prompt, "fsbroker-consent-outcome")
+    assert "Timed out" in kernel.wait_for(lambda: outcome.state.get("value"), 10, "the outcome")
+
+
+def test_results_and_tools_display_for_people(kernel: Kernel) -> None:
+    kernel.run("broker.allow('data/sales.csv', ops=('read',))")
+    try:
+        shown = kernel.run(PROFILE, 60)
+        magic = kernel.run('%fsbroker call analysis profile_csv {"path": "data/sales.csv"}', 60)
+    finally:
+        kernel.run("broker.revoke('data/sales.csv')")
+    assert shown.result is not None
+    assert "'rows': 4" in shown.result["text/plain"]  # what %fsbroker call prints
+    assert "fsbroker-result" in shown.result["text/html"] and "content" not in shown.result["text/plain"]
+    assert magic.result is not None
+
+    def same(text: str) -> list[str]:  # the two calls took different times
+        return [line for line in text.splitlines() if "'seconds'" not in line]
+
+    assert same(magic.result["text/plain"]) == same(shown.result["text/plain"])
+    tools = kernel.run("analysis.tools").result
+    assert (
+        tools is not None and "fsbroker-tools" in tools["text/html"] and "write_report" in tools["text/html"]
+    )
+    assert "profile_csv(path: string)" in tools["text/plain"]
+    assert kernel.value("analysis.tools['profile_csv'].signature()") == "profile_csv(path: string)"
+
+
+def test_a_consent_can_be_answered_from_elsewhere(kernel: Kernel, subshell: str) -> None:
+    cell = kernel.submit(f"print({PROFILE}.data['rows'])")
+    next_prompt(kernel)
+    snapshot = kernel.wait(
+        kernel.submit("print(broker.snapshot()['pending'][0]['server'])", subshell_id=subshell), 30
+    ).check()
+    assert snapshot.stdout.strip() == "analysis"
+    kernel.wait(
+        kernel.submit("broker.answer_consent(broker.pending_consents()[0].id, True)", subshell_id=subshell),
+        30,
+    ).check()
+    kernel.wait(cell, 60).check()
+    assert cell.stdout.strip() == "4"
+
+
+def test_a_dashboard_closed_by_a_frontend_is_noticed_and_replaced(kernel: Kernel) -> None:
+    kernel.run("broker.dashboard()")
+    dash = kernel.wait_widget("fsbroker-dashboard")
+    # What Notebook 7's file browser tab does with a widget it cannot open: it closes its comm.
+    kernel.kc.shell_channel.send(kernel.kc.session.msg("comm_close", {"comm_id": dash.comm_id, "data": {}}))
+    after = kernel.run("1 + 1")
+    assert "a frontend closed the widgets of the dashboard" in after.stderr
+    assert "%fsbroker disconnect NAME" in after.stderr
+    kernel.run("broker.dashboard()")
+    fresh = kernel.wait_widget("fsbroker-dashboard", exclude={dash.comm_id})
+    assert fresh.comm_id != dash.comm_id
+
+
+def test_the_importable_extension_does_not_import_mcp() -> None:
+    code = "import sys, jupyter_fsbroker.kernel.extension\nprint('mcp' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env={**os.environ, **server_env()},
+    )
+    assert out.stdout.strip() == "False"
+
+
+def test_reload_says_what_it_closed_and_keeps_the_folders(start_kernel: Callable[..., Kernel]) -> None:
+    kernel = start_kernel()
+    load(kernel)
+    connect_stdio(kernel)
+    kernel.run("broker.dashboard()")
+    dash = kernel.wait_widget("fsbroker-dashboard")
+    out = kernel.run("%reload_ext jupyter_fsbroker", 60)
+    assert "closed 1 connection (analysis)" in out.stdout
+    assert "shared folders kept for the next load: data" in out.stdout
+    assert kernel.value("[r.name for r in fsb.get_broker().roots]") == ["data"]
+    kernel.wait_for(
+        lambda: any("Stale" in str(w.state.get("value", "")) for w in kernel.descendants(dash)),
+        30,
+        "the old dashboard to say it is stale",
+    )
+    assert not dash.closed  # it stays on the page, marked stale
