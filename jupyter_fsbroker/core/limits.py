@@ -33,6 +33,7 @@ _INT_FIELDS = frozenset(
         "max_uploads",
         "ops_burst",
         "bytes_burst",
+        "memory_budget",
     }
 )
 
@@ -75,6 +76,12 @@ class Limits:
         Bytes a connection may move at once after being idle.
     consent_timeout
         Seconds a consent prompt waits before it counts as denied.
+    memory_budget
+        Bytes that one connection's answers may hold while they are produced
+        and until they are written; past it, new requests wait their turn (or,
+        when too many wait, are answered RATE_LIMITED with ``retryAfterMs``).
+        A connection holds at most about twice this (answers, and requests
+        waiting), whatever a server sends; one request always proceeds alone.
 
     Raises
     ------
@@ -97,6 +104,7 @@ class Limits:
     bytes_per_second: float = 512 * MiB
     bytes_burst: int = 256 * MiB
     consent_timeout: float = 120.0
+    memory_budget: int = 32 * MiB
 
     def __post_init__(self) -> None:
         """Validate every field; see the class's *Raises* section."""

@@ -109,6 +109,10 @@ class FSBroker(Configurable):
         "0: at once).",
     ).tag(config=True)
 
+    memory_budget = Int(None, allow_none=True, help="Bytes one connection's answers may hold (32 MiB).").tag(
+        config=True
+    )
+
     limits = Dict(
         help="Other limits by name (see jupyter_fsbroker.Limits), e.g. {'max_list_entries': 2000}.",
     ).tag(config=True)
@@ -188,7 +192,7 @@ class FSBroker(Configurable):
         """
         changes: dict[str, Any] = dict(self.limits)
         changes["consent_timeout"] = self.consent_timeout
-        for name in ("ops_per_second", "bytes_per_second", "max_watches", "lock_wait"):
+        for name in ("ops_per_second", "bytes_per_second", "max_watches", "lock_wait", "memory_budget"):
             value = getattr(self, name)
             if value is not None:
                 changes[name] = value

@@ -65,6 +65,7 @@ from .errors import ConnectError, ConnectionClosedError, ProtocolVersionError, S
 from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware
 from .roots_gate import RootsGate, RootsGrace
 from .transports import Opener
+from .validation import prepare_output_validation
 from .voice import ServerVoice, clean_name, fallback_name
 
 if TYPE_CHECKING:
@@ -410,6 +411,8 @@ class ServerConnection:
                 list_roots=self._list_roots,
                 on_transport_closed=self._transport_closed,
                 label=f"connection {self.name!r}",
+                memory_budget=lambda: self.broker.config.limits.memory_budget,
+                read_sizes=self._read_sizes,
                 roots_gate=self._gate,
                 on_initialize_result=self._on_initialize_result,
             )
@@ -426,6 +429,8 @@ class ServerConnection:
             )
             await self._handshake(session, middleware)
             self._tools = await self._initial_tools(session)
+            if any("outputSchema" in tool for tool in self._tools):
+                prepare_output_validation()
             self._session = session
             stack.callback(self.broker.roots.subscribe(self._roots_changed))
             stack.callback(self.broker.on_connections(self._connections_changed))
@@ -596,6 +601,10 @@ class ServerConnection:
             reason = self._asked_reason or "the broker closed the connection"
             with suppress(RuntimeError):  # a closed loop: nothing left to tear down
                 self._loop.call_soon_threadsafe(self._request_close, reason)
+
+    def _read_sizes(self) -> tuple[int, int, int]:
+        limits = self.broker.config.limits
+        return limits.default_read_bytes, limits.max_chunk_bytes, limits.max_list_entries
 
     def _list_roots(self) -> list[dict[str, Any]]:
         """The ``roots/list`` items: read-only roots marked, and listed only if the broker says so."""

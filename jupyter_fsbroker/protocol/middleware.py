@@ -33,6 +33,16 @@ passes as a plain ``SessionMessage``::
 * The server's answer to ``initialize`` is shown to ``on_initialize_result``
   before the session sees it, so the client can prepare (name the connection)
   before ``notifications/initialized`` lets the server send requests.
+* A message the transport could not read (a
+  :class:`~.framing.MalformedMessage`: not JSON, or JSON that is not
+  a valid request) is answered here with its ``-32700`` / ``-32600`` error, so
+  every request gets exactly one answer and the connection goes on.
+* Answers are bounded in bytes by a :class:`~.budget.MemoryBudget`: a
+  ``files/*`` request waits until its estimated answer fits, its answer is
+  counted until it is written, and a request that finds too many others
+  waiting is answered ``RATE_LIMITED`` at once. A transport that takes
+  encoded messages (``send_bytes``: the project's own) gets each answer as
+  JSON bytes, encoded once; any other gets a ``SessionMessage``.
 * :meth:`BrokerMiddleware.notify` / :meth:`BrokerMiddleware.notify_threadsafe`
   queue client→server notifications (``notifications/roots/list_changed``,
   ``notifications/files/changed``); the thread-safe form only schedules a
@@ -48,7 +58,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import anyio.abc
@@ -64,7 +74,9 @@ from mcp_types import (
     RequestId,
 )
 
-from ..core.errors import FilesError, InternalError, to_jsonrpc_error
+from ..core.errors import FilesError, InternalError, RateLimited, to_jsonrpc_error
+from .budget import MemoryBudget, Reservation, answer_estimate, held_by
+from .framing import MalformedMessage, encode_message, encode_response
 from .roots_gate import RootsGate
 
 __all__ = [
@@ -98,7 +110,7 @@ RootsProvider = Callable[[], list[dict[str, Any]]]
 
 
 class MessageReader(Protocol):
-    """The read side of a transport: what ``stdio_client`` and ``streamable_http_client`` yield first."""
+    """The read side of a transport: what the transports of :mod:`.transports` (or mcp's) yield first."""
 
     def __aiter__(self) -> AsyncIterator[SessionMessage | Exception]: ...
 
@@ -109,14 +121,28 @@ class MessageWriter(Protocol):
     async def send(self, item: SessionMessage, /) -> None: ...
 
 
+@runtime_checkable
+class BytesWriter(Protocol):
+    """A write side that also takes a message already encoded as JSON (the project's transports)."""
+
+    async def send_bytes(self, data: bytes, /) -> None: ...
+
+
 #: How many ``files/*`` requests of one connection are handled at once, by default.
 DEFAULT_MAX_IN_FLIGHT = 16
+
+#: The default memory budget of one connection's answers, in bytes (see :mod:`.budget`).
+DEFAULT_MEMORY_BUDGET = 32 * 1024 * 1024
+
+# How long a request refused for want of memory is told to wait before trying again.
+_BUDGET_RETRY_MS = 100
 
 # Client→server notifications queued at once before they wait for the transport;
 # beyond that, watch events are dropped (and logged) rather than piling up.
 _OUTBOX_SIZE = 10_000
 
 _Stream = MemoryObjectSendStream[SessionMessage | Exception]
+_Sizes = tuple[int, int, int]
 _INITIALIZED = "notifications/initialized"
 _ROOTS_CHANGED = "notifications/roots/list_changed"
 _ClosedErrors = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
@@ -128,7 +154,8 @@ class BrokerMiddleware:
     Parameters
     ----------
     read_stream, write_stream
-        The transport's streams (as yielded by ``stdio_client`` or
+        The transport's streams (as yielded by the project's transports in
+        :mod:`.transports`, or by mcp's ``stdio_client`` and
         ``streamable_http_client``).
     handle_files
         Awaited for each ``files/*`` request with ``(method, params)``; returns
@@ -142,6 +169,14 @@ class BrokerMiddleware:
         Names the connection in log messages.
     max_in_flight
         How many ``files/*`` requests of this connection are handled at once.
+    memory_budget
+        Bytes that this connection's answers may hold while they are produced
+        and until they are written (see :mod:`.budget`), or a callable
+        returning it (read for every request, so a change applies at once).
+    read_sizes
+        ``(default, maximum)`` length of a ``files/read`` and the most entries
+        of a ``files/list``, for estimating answers (the core's limits), or a
+        callable returning them.
     roots_gate
         Told about the roots' exchange (see :mod:`.roots_gate`).
     on_initialize_result
@@ -166,11 +201,19 @@ class BrokerMiddleware:
         on_transport_closed: Callable[[], None] | None = None,
         label: str = "",
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        memory_budget: int | Callable[[], int] = DEFAULT_MEMORY_BUDGET,
+        read_sizes: _Sizes | Callable[[], _Sizes] = (1024 * 1024, 2 * 1024 * 1024, 10_000),
         roots_gate: RootsGate | None = None,
         on_initialize_result: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
+        self._budget_limit = memory_budget if callable(memory_budget) else (lambda: memory_budget)
+        self._read_sizes = read_sizes if callable(read_sizes) else (lambda: read_sizes)
+        #: The connection's memory budget (see :mod:`.budget`).
+        self.budget = MemoryBudget(self._budget_limit())
+        self._bytes_writer = write_stream if isinstance(write_stream, BytesWriter) else None
+        self._malformed = 0
         self._read = read_stream
         self._write = write_stream
         self._handle_files = handle_files
@@ -206,6 +249,11 @@ class BrokerMiddleware:
     def in_flight(self) -> int:
         """The number of ``files/*`` requests being answered."""
         return len(self._in_flight)
+
+    @property
+    def malformed(self) -> int:
+        """How many messages from the server could not be read (each was answered when it was a request)."""
+        return self._malformed
 
     @asynccontextmanager
     async def attach(
@@ -279,10 +327,23 @@ class BrokerMiddleware:
         try:
             async with to_session:
                 async for item in self._read:
+                    if isinstance(item, MalformedMessage):
+                        await self._refuse_malformed(item)
+                        continue
                     if isinstance(item, SessionMessage):
                         if self._gate is not None:
                             self._gate.activity()
-                        if self._intercept(item.message):
+                        message = item.message
+                        if isinstance(message, JSONRPCRequest) and message.method.startswith(FILES_PREFIX):
+                            reservation = self._reserve(message)
+                            if reservation is None:
+                                # Answered here, not in a task: a server that floods
+                                # without reading its answers stops being read.
+                                await self._send(self._budget_refusal(message))
+                            else:
+                                self._start(message, reservation)
+                            continue
+                        if self._intercept(message):
                             continue
                     try:
                         await to_session.send(item)
@@ -300,9 +361,6 @@ class BrokerMiddleware:
     def _intercept(self, message: JSONRPCMessage) -> bool:
         """Handle *message* here if it is ours; return whether it was."""
         if isinstance(message, JSONRPCRequest):
-            if message.method.startswith(FILES_PREFIX):
-                self._start(message)
-                return True
             if message.method == "roots/list":
                 if self._gate is not None:
                     self._gate.asked()
@@ -322,48 +380,112 @@ class BrokerMiddleware:
                     return True
         return False
 
-    def _start(self, request: JSONRPCRequest) -> None:
+    async def _refuse_malformed(self, item: MalformedMessage) -> None:
+        self._malformed += 1
+        log.log(
+            logging.WARNING if self._malformed == 1 else logging.DEBUG,
+            "%s: the server sent a message that is not valid JSON-RPC (%s: %s)%s",
+            self._label,
+            item.reason,
+            item,
+            "; further ones are logged at debug level" if self._malformed == 1 else "",
+        )
+        if item.reply is not None:
+            await self._send(item.reply)
+
+    def _reserve(self, request: JSONRPCRequest) -> Reservation | None:
+        """Ask the budget for the bytes of *request*'s answer; ``None``: too many wait already."""
+        self.budget.limit = self._budget_limit()
+        read_default, read_max, list_max = self._read_sizes()
+        estimate = answer_estimate(
+            request.method, request.params, read_default=read_default, read_max=read_max, list_max=list_max
+        )
+        return self.budget.request(estimate, held=held_by(request.params))
+
+    def _budget_refusal(self, request: JSONRPCRequest) -> JSONRPCError:
+        path = (request.params or {}).get("path")
+        error = RateLimited(
+            "too many requests are waiting for memory on this connection; retry later",
+            reason="memory_budget",
+            path=path if isinstance(path, str) else None,
+            retryAfterMs=_BUDGET_RETRY_MS,
+        )
+        return JSONRPCError(
+            jsonrpc="2.0", id=request.id, error=ErrorData.model_validate(to_jsonrpc_error(error))
+        )
+
+    def _start(self, request: JSONRPCRequest, reservation: Reservation | None = None) -> None:
         assert self._tg is not None
         scope = anyio.CancelScope()
         self._in_flight[request.id] = scope
-        self._tg.start_soon(self._answer, request, scope)
+        self._tg.start_soon(self._answer, request, scope, reservation)
 
-    async def _answer(self, request: JSONRPCRequest, scope: anyio.CancelScope) -> None:
+    async def _answer(
+        self, request: JSONRPCRequest, scope: anyio.CancelScope, reservation: Reservation | None
+    ) -> None:
         try:
             with scope:
-                reply = await self._reply_to(request)
-                await self._send(reply)
+                if reservation is not None:
+                    await reservation.wait()
+                answer = await self._reply_to(request)
+                if self._bytes_writer is not None:
+                    data = self._encode(request, answer)
+                    if reservation is not None:
+                        reservation.resize(len(data))
+                    del answer  # only the encoded bytes wait for the writer
+                    await self._send_bytes(data)
+                else:
+                    await self._send(_message(request.id, answer))
                 if request.method == "roots/list" and self._gate is not None:
                     self._gate.answered()
         finally:
+            if reservation is not None:
+                reservation.release()
             if self._in_flight.get(request.id) is scope:
                 del self._in_flight[request.id]
 
-    async def _reply_to(self, request: JSONRPCRequest) -> JSONRPCMessage:
+    async def _reply_to(self, request: JSONRPCRequest) -> tuple[str, dict[str, Any]]:
+        """``("result", result)`` or ``("error", error)`` for *request*."""
         method = request.method
         try:
             if method == "roots/list":
-                result: dict[str, Any] = {"roots": self._list_roots()}
-            else:
-                assert self._slots is not None
-                async with self._slots:
-                    result = await self._handle_files(method, request.params)
-            return JSONRPCResponse(jsonrpc="2.0", id=request.id, result=result)
+                return "result", {"roots": self._list_roots()}
+            assert self._slots is not None
+            async with self._slots:
+                return "result", await self._handle_files(method, request.params)
         except FilesError as exc:
-            error = to_jsonrpc_error(exc)
+            return "error", to_jsonrpc_error(exc)
         except Exception as exc:
             log.exception("%s: unexpected failure answering %s", self._label, method)
-            path = (request.params or {}).get("path")
-            summary = InternalError(
-                f"the client failed to answer {method} ({type(exc).__name__})",
-                path=path if isinstance(path, str) else None,
+            return "error", self._internal_error(
+                request, f"the client failed to answer {method} ({type(exc).__name__})"
             )
-            error = to_jsonrpc_error(summary)
-        return JSONRPCError(jsonrpc="2.0", id=request.id, error=ErrorData.model_validate(error))
+
+    def _encode(self, request: JSONRPCRequest, answer: tuple[str, dict[str, Any]]) -> bytes:
+        kind, body = answer
+        try:
+            return encode_response(request.id, kind, body)
+        except ValueError:
+            # Something JSON cannot carry (a lone surrogate in a name): never a dead connection.
+            log.exception("%s: the answer to %s cannot be encoded as JSON", self._label, request.method)
+            error = self._internal_error(request, f"the answer to {request.method} cannot be encoded as JSON")
+            return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
+
+    @staticmethod
+    def _internal_error(request: JSONRPCRequest, message: str) -> dict[str, Any]:
+        path = (request.params or {}).get("path")
+        return to_jsonrpc_error(InternalError(message, path=path if isinstance(path, str) else None))
 
     async def _send(self, message: JSONRPCMessage) -> None:
         try:
             await self._write.send(SessionMessage(message))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.debug("%s: transport closed; dropped a message", self._label)
+
+    async def _send_bytes(self, data: bytes) -> None:
+        assert self._bytes_writer is not None
+        try:
+            await self._bytes_writer.send_bytes(data)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             log.debug("%s: transport closed; dropped a message", self._label)
 
@@ -406,3 +528,10 @@ class BrokerMiddleware:
     def _roots_offered(self) -> None:
         if self._gate is not None:
             self._gate.offered(bool(self._list_roots()))
+
+
+def _message(request_id: RequestId, answer: tuple[str, dict[str, Any]]) -> JSONRPCMessage:
+    kind, body = answer
+    if kind == "result":
+        return JSONRPCResponse(jsonrpc="2.0", id=request_id, result=body)
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData.model_validate(body))

@@ -1,11 +1,11 @@
 """The two ways to reach a server: a local command over stdio, or a Streamable HTTP URL.
 
 Each opener is an async context manager yielding the ``(read, write)`` stream
-pair of mcp's transports. Over stdio the server's stderr is read line by line
-into a callback (:mod:`.stderr`) unless a file is given for it; over HTTP the
-client has no size cap on server-sent events (2 MiB chunks fit) and no read
-timeout (a tool's stream may stay silent while it runs). Nothing here speaks
-MCP: it only opens and closes transports.
+pair of the project's transports (:mod:`.stdio`, :mod:`.http`). Over stdio the
+server's stderr is read line by line into a callback
+(:mod:`~jupyter_fsbroker.protocol.stderr`) unless a file is given for it; over
+HTTP the client has no read timeout (a tool's stream may stay silent while it
+runs). Nothing here speaks MCP: it only opens and closes transports.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TextIO
 
 import httpx2
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.stdio import StdioServerParameters
 
-from .middleware import MessageReader, MessageWriter
-from .stderr import captured_stderr
+from ..middleware import MessageReader, MessageWriter
+from ..stderr import captured_stderr
+from .http import open_session
+from .stdio import spawn
 
 __all__ = ["Opener", "display_url", "http_transport", "stdio_transport"]
 
@@ -37,10 +38,10 @@ async def stdio_transport(
     parameters: StdioServerParameters, errlog: TextIO | None, on_line: Callable[[str], None]
 ) -> AsyncIterator[tuple[MessageReader, MessageWriter]]:
     if errlog is not None:
-        async with stdio_client(parameters, errlog=errlog) as streams:
+        async with spawn(parameters, errlog=errlog) as streams:
             yield streams
         return
-    async with captured_stderr(on_line) as stderr, stdio_client(parameters, errlog=stderr) as streams:
+    async with captured_stderr(on_line) as stderr, spawn(parameters, errlog=stderr) as streams:
         stderr.close()  # the server has its own copy: the pipe ends when it exits
         yield streams
 
@@ -49,10 +50,7 @@ async def stdio_transport(
 async def http_transport(
     url: str, headers: dict[str, str]
 ) -> AsyncIterator[tuple[MessageReader, MessageWriter]]:
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT) as client,
-        streamable_http_client(url, http_client=client, max_sse_event_size=None) as streams,
-    ):
+    async with open_session(url, headers, timeout=_HTTP_TIMEOUT) as streams:
         yield streams
 
 

@@ -1,0 +1,127 @@
+"""A server that floods its client with requests, writing the JSON-RPC lines itself (stdio).
+
+Tool ``flood {big, small, big_path, small_path, length}``: a thread writes *big*
+``files/read`` requests of *big_path* asking for *length* bytes, interleaved
+with *small* ``files/stat`` requests of *small_path* — as fast as the pipe
+takes them, never waiting for an answer — while the main thread reads the
+answers. Once every request has its answer (or 120 s passed) it returns
+``{"requests", "answered", "twice", "outcomes": {"result" | code: count}, "retry_after_ms": [...]}``.
+
+It imports nothing but the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+PATIENCE = 120.0
+
+
+class Pipe:
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.write_lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = memoryview(json.dumps(message).encode() + b"\n")
+        with self.write_lock:
+            while data:
+                data = data[os.write(1, data) :]
+
+    def receive(self, timeout: float | None = None) -> dict[str, Any] | None:
+        while b"\n" not in self.buffer:
+            if not select.select([0], [], [], timeout)[0]:
+                return None
+            chunk = os.read(0, 1 << 20)
+            if not chunk:
+                raise SystemExit(0)
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return json.loads(line) if line.strip() else {}
+
+
+def flood(pipe: Pipe, args: dict[str, Any]) -> dict[str, Any]:
+    big, small = args["big"], args["small"]
+    total = big + small
+    reads_at = {int(i * total / big) for i in range(big)} if big else set()
+    requests: list[dict[str, Any]] = []
+    for index in range(total):
+        if index in reads_at:
+            method = "files/read"
+            params: dict[str, Any] = {
+                "path": args["big_path"],
+                "length": args["length"],
+                "encoding": "base64",
+            }
+        else:
+            method, params = "files/stat", {"path": args["small_path"]}
+        requests.append({"jsonrpc": "2.0", "id": index + 1, "method": method, "params": params})
+
+    def write_all() -> None:
+        for request in requests:
+            pipe.send(request)
+
+    writer = threading.Thread(target=write_all)
+    writer.start()
+    answered: Counter[int] = Counter()
+    outcomes: Counter[str] = Counter()
+    retry_after: list[int] = []
+    deadline = time.monotonic() + PATIENCE
+    while len(answered) < len(requests):
+        message = pipe.receive(max(0.0, deadline - time.monotonic()))
+        if message is None:
+            break
+        if "method" in message or "id" not in message:
+            continue
+        answered[message["id"]] += 1
+        if "error" in message:
+            outcomes[str(message["error"]["code"])] += 1
+            retry = message["error"].get("data", {}).get("retryAfterMs")
+            if retry is not None:
+                retry_after.append(retry)
+        else:
+            outcomes["result"] += 1
+    writer.join()
+    return {
+        "requests": len(requests),
+        "answered": len(answered),
+        "twice": sum(1 for count in answered.values() if count > 1),
+        "outcomes": dict(outcomes),
+        "retry_after_ms": sorted(set(retry_after)),
+    }
+
+
+def main() -> None:
+    pipe = Pipe()
+    while True:
+        message = pipe.receive()
+        assert message is not None
+        method, request_id = message.get("method"), message.get("id")
+        if request_id is None:
+            continue
+        if method == "initialize":
+            result: dict[str, Any] = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "flood", "version": "0"},
+            }
+        elif method == "tools/list":
+            result = {"tools": [{"name": "flood", "inputSchema": {"type": "object"}}]}
+        elif method == "tools/call":
+            report = flood(pipe, message["params"]["arguments"])
+            result = {"content": [{"type": "text", "text": json.dumps(report)}], "isError": False}
+        else:
+            pipe.send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no"}})
+            continue
+        pipe.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""A server that moves files in chunks through the client, for fault tests: built with the server helper.
+
+Usage: ``transfer.py`` (stdio) or ``transfer.py --http --fd N`` (Streamable HTTP under uvicorn on
+the listening socket inherited as descriptor *N*; prints ``PORT <n>`` when ready).
+
+Tools:
+
+``info`` → ``{"pid"}``;
+``read_all {path, chunk_size, concurrency}`` → ``{"bytes", "sha256"}`` of the file read with
+``iter_chunks``;
+``upload {path, size, chunk_size}`` → ``{"bytes"}``: *size* bytes of ``b"new!"`` written with
+``write_bytes`` (staged chunks, committed at the end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
+
+from mcp.server.mcpserver import Context, MCPServer
+
+from jupyter_fsbroker.protocol.server import enable_files, files, run_stdio
+
+
+def build_server() -> MCPServer[Any]:
+    server: MCPServer[Any] = MCPServer("transfer", log_level="WARNING")
+    enable_files(server)
+
+    @server.tool()
+    async def info() -> dict[str, Any]:
+        """This process."""
+        return {"pid": os.getpid()}
+
+    @server.tool()
+    async def read_all(path: str, chunk_size: int, concurrency: int, ctx: Context) -> dict[str, Any]:
+        """Read a whole file in chunks; its size and sha256."""
+        digest = hashlib.sha256()
+        size = 0
+        async with (
+            files(ctx) as fs,
+            fs.iter_chunks(path, chunk_size=chunk_size, concurrency=concurrency) as chunks,
+        ):
+            async for data in chunks:
+                digest.update(data)
+                size += len(data)
+        return {"bytes": size, "sha256": digest.hexdigest()}
+
+    @server.tool()
+    async def upload(path: str, size: int, chunk_size: int, ctx: Context) -> dict[str, Any]:
+        """Write *size* bytes in staged chunks."""
+
+        async def content() -> AsyncIterator[bytes]:
+            piece = b"new!" * (chunk_size // 4)
+            for start in range(0, size, chunk_size):
+                yield piece[: min(chunk_size, size - start)]
+
+        async with files(ctx) as fs:
+            result = await fs.write_bytes(path, content(), chunk_size=chunk_size)
+        return {"bytes": result.bytes_written}
+
+    return server
+
+
+def serve_http(fd: int) -> None:
+    import uvicorn
+
+    app = build_server().streamable_http_app(host="127.0.0.1")
+    listener = socket.socket(fileno=fd)
+    print(f"PORT {listener.getsockname()[1]}", flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    uvicorn.Server(config).run(sockets=[listener])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", action="store_true")
+    parser.add_argument("--fd", type=int)
+    args = parser.parse_args()
+    if args.http:
+        serve_http(args.fd)
+    else:
+        run_stdio(build_server())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""A hostile MCP server for the tests: it writes the JSON-RPC bytes itself, malformed on purpose.
+
+Usage: ``hostile.py`` (stdio) or ``hostile.py --http --fd N`` (Streamable HTTP, by hand, under
+uvicorn on the listening socket inherited as descriptor *N*; prints ``PORT <n>`` when ready).
+
+It answers the handshake and ``tools/list`` like any server, then offers:
+
+``attack {lines: [base64 of the raw bytes of each message], expect: n, huge?: n}``
+    With *huge*, first sends one ``files/write`` request (id 301) of more than
+    *huge* bytes. Sends every message as is — over stdio as one line each, over
+    HTTP as one server-sent event each on this call's stream — and collects
+    what the client sends back until *expect* answers came (or 60 s passed);
+    then sends a valid ``roots/list`` with the id ``"sentinel"`` and keeps
+    collecting until its answer, so that an answer sent twice would show.
+    Returns ``{"answers": [...]}``: the client's messages in arrival order
+    (without the sentinel's answer), each as ``{"raw": text}`` when it is not
+    valid JSON, else the parsed message.
+
+It imports nothing but the standard library (and starlette and uvicorn for HTTP).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import select
+import socket
+import sys
+import time
+from typing import Any
+
+#: Seconds the server waits for the answers it expects.
+PATIENCE = 60.0
+
+SENTINEL = {"jsonrpc": "2.0", "id": "sentinel", "method": "roots/list"}
+TOOLS = [{"name": "attack", "inputSchema": {"type": "object"}}]
+SERVER_INFO = {"name": "hostile", "version": "0"}
+
+
+def decoded(message: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(message)
+    except ValueError:
+        return {"raw": message.decode("utf-8", "replace")}
+    return value if isinstance(value, dict) else {"raw": message.decode("utf-8", "replace")}
+
+
+def messages(arguments: dict[str, Any]) -> list[bytes]:
+    found = [base64.b64decode(item) for item in arguments["lines"]]
+    if arguments.get("huge"):
+        head = b'{"jsonrpc":"2.0","id":301,"method":"files/write","params":{"path":"data/big","content":"'
+        found.insert(0, head + b"A" * (arguments["huge"] + 10) + b'"}}')
+    return found
+
+
+def tool_result(answers: list[dict[str, Any]]) -> dict[str, Any]:
+    text = json.dumps({"answers": answers})
+    return {"content": [{"type": "text", "text": text}], "isError": False}
+
+
+def handshake_result(request: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "protocolVersion": request["params"]["protocolVersion"],
+        "capabilities": {"tools": {}},
+        "serverInfo": SERVER_INFO,
+    }
+
+
+# -- stdio ---------------------------------------------------------------------------------------
+
+
+class Pipe:
+    def __init__(self) -> None:
+        self.buffer = b""
+
+    def send(self, data: bytes) -> None:
+        view = memoryview(data + b"\n")
+        while view:
+            view = view[os.write(1, view) :]
+
+    def send_json(self, message: dict[str, Any]) -> None:
+        self.send(json.dumps(message).encode())
+
+    def receive(self, timeout: float | None = None) -> bytes | None:
+        while b"\n" not in self.buffer:
+            if not select.select([0], [], [], timeout)[0]:
+                return None
+            chunk = os.read(0, 1 << 20)
+            if not chunk:
+                raise SystemExit(0)
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+
+def serve_stdio() -> None:
+    pipe = Pipe()
+    while True:
+        line = pipe.receive()
+        assert line is not None
+        if not line.strip():
+            continue
+        message = json.loads(line)
+        method, request_id = message.get("method"), message.get("id")
+        if request_id is None:
+            continue  # a notification
+        if method == "initialize":
+            pipe.send_json({"jsonrpc": "2.0", "id": request_id, "result": handshake_result(message)})
+        elif method == "tools/list":
+            pipe.send_json({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
+        elif method == "tools/call":
+            arguments = message["params"]["arguments"]
+            for raw in messages(arguments):
+                pipe.send(raw)
+            answers: list[dict[str, Any]] = []
+            deadline = time.monotonic() + PATIENCE
+            sentinel_sent = False
+            while True:
+                if len(answers) >= arguments["expect"] and not sentinel_sent:
+                    pipe.send_json(SENTINEL)
+                    sentinel_sent = True
+                got = pipe.receive(max(0.0, deadline - time.monotonic()))
+                if got is None:  # out of patience: report what came
+                    if sentinel_sent:
+                        break
+                    pipe.send_json(SENTINEL)
+                    sentinel_sent = True
+                    deadline = time.monotonic() + PATIENCE
+                    continue
+                answer = decoded(got)
+                if answer.get("id") == "sentinel" and "method" not in answer:
+                    break
+                if answer.get("method", "").startswith("notifications/"):
+                    continue
+                answers.append(answer)
+            pipe.send_json({"jsonrpc": "2.0", "id": request_id, "result": tool_result(answers)})
+        else:
+            error = {"code": -32601, "message": "Method not found"}
+            pipe.send_json({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
+# -- Streamable HTTP, by hand ------------------------------------------------------------------
+
+
+def serve_http(fd: int) -> None:
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
+    session = "hostile-session"
+    received: list[dict[str, Any]] = []
+    sentinel_answered = asyncio.Event()
+    arrived = asyncio.Event()
+
+    async def mcp(request: Request) -> Response:
+        if request.method == "DELETE":
+            return Response(status_code=200)
+        if request.method == "GET":
+            return Response(status_code=405)
+        body = await request.body()
+        message = decoded(body)
+        method, request_id = message.get("method"), message.get("id")
+        if method is None or "id" not in message:
+            # An answer or a notification from the client.
+            if request_id == "sentinel" and method is None:
+                sentinel_answered.set()
+            elif not str(method).startswith("notifications/"):
+                received.append(message)
+                arrived.set()
+            return Response(status_code=202)
+        if method == "initialize":
+            result = handshake_result(message)
+            return JSONResponse(
+                {"jsonrpc": "2.0", "id": request_id, "result": result}, headers={"mcp-session-id": session}
+            )
+        if method == "tools/list":
+            return JSONResponse({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
+        if method == "tools/call":
+            arguments = message["params"]["arguments"]
+            lines = messages(arguments)
+            received.clear()
+            sentinel_answered.clear()
+
+            async def events() -> Any:
+                for raw in lines:
+                    yield b"event: message\r\ndata: " + raw + b"\r\n\r\n"
+                deadline = time.monotonic() + PATIENCE
+                while len(received) < arguments["expect"] and time.monotonic() < deadline:
+                    arrived.clear()
+                    try:
+                        await asyncio.wait_for(arrived.wait(), deadline - time.monotonic())
+                    except TimeoutError:
+                        break
+                yield b"data: " + json.dumps(SENTINEL).encode() + b"\n\n"
+                await sentinel_answered.wait()
+                answer = {"jsonrpc": "2.0", "id": request_id, "result": tool_result(list(received))}
+                yield b"data: " + json.dumps(answer).encode() + b"\n\n"
+
+            return StreamingResponse(events(), media_type="text/event-stream")
+        error = {"code": -32601, "message": "Method not found"}
+        return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+    app = Starlette(routes=[Route("/mcp", mcp, methods=["GET", "POST", "DELETE"])])
+    listener = socket.socket(fileno=fd)
+    print(f"PORT {listener.getsockname()[1]}", flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    uvicorn.Server(config).run(sockets=[listener])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", action="store_true")
+    parser.add_argument("--fd", type=int)
+    args = parser.parse_args()
+    if args.http:
+        serve_http(args.fd)
+    else:
+        serve_stdio()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
