@@ -12,7 +12,10 @@ it raises.
 This module is also the request dispatch: it looks up the method's handler
 (:mod:`jupyter_fsbroker.core.handlers`), reads the params, applies the
 connection's operation rate, maps whatever the handler raises to a
-``FilesError``, and writes one audit record per request. The handlers check
+``FilesError``, and writes one audit record per request. It refuses params
+holding a lone surrogate (-32602: only a name that is not valid UTF-8 has one,
+and none is ever created or echoed), and checks that JSON can carry every
+answer before it leaves (:mod:`jupyter_fsbroker.core.names`). The handlers check
 every request twice against the grants: once before anything on disk is
 touched, and again once its locks are held, just before the I/O, so a
 revocation also stops requests that were already queued.
@@ -43,6 +46,7 @@ from .errors import (
     ConfigError,
     FilesError,
     InternalError,
+    InvalidParams,
     MethodNotFound,
     PermissionDenied,
     RateLimited,
@@ -64,6 +68,7 @@ from .handlers import (
     write,
 )
 from .locks import LockManager
+from .names import find_surrogate, readable
 from .observers import Listeners
 from .params import Params
 from .paths import parse
@@ -363,7 +368,7 @@ class Broker(Closeable):
             The answer to send as the JSON-RPC error.
         """
         with self._request(connection, method, params) as (handler, p, note):
-            return handler(connection, p, note)
+            return _wire_safe(method, handler(connection, p, note))
 
     async def ahandle(self, connection: Connection, method: str, params: object) -> dict[str, Any]:
         """:meth:`handle`, awaitable: file I/O on the worker threads, consent prompts on the loop."""
@@ -373,12 +378,13 @@ class Broker(Closeable):
                 flow = connection.consent
                 prepared = flow.prepare(p, note)
                 if isinstance(prepared, dict):
-                    return prepared
+                    return _wire_safe(method, prepared)
                 request, targets = prepared
                 decision = await flow.aask(request)
-                return await loop.run_in_executor(
+                granted = await loop.run_in_executor(
                     self._request_executor(), flow.grant, request, targets, decision, note
                 )
+                return _wire_safe(method, granted)
         return await loop.run_in_executor(self._request_executor(), self.handle, connection, method, params)
 
     def _request_executor(self) -> concurrent.futures.Executor:
@@ -400,7 +406,15 @@ class Broker(Closeable):
                 raise MethodNotFound(f"unknown method {method!r}", reason="unknown_method")
             p = Params(params)
             raw_path = p.raw.get("path")
-            note.path = raw_path if isinstance(raw_path, str) else None
+            note.path = readable(raw_path) if isinstance(raw_path, str) else None
+            bad = find_surrogate(p.raw, skip=_CODEC_DECIDES)
+            if bad is not None:
+                # Only a name that is not valid UTF-8 on disk has one: never create it, never echo it.
+                raise InvalidParams(
+                    f"parameter {bad!r} holds a lone surrogate, which names no character",
+                    reason="lone_surrogate",
+                    param=bad,
+                )
             if connection.closed:
                 raise PermissionDenied(connection.access.close_reason, reason="connection_closed")
             connection.rate.take_op(path=note.path)
@@ -491,8 +505,29 @@ class Broker(Closeable):
                 self.grants.purge_expired()
                 for conn in self.connections():
                     conn.uploads.discard_idle()
+                    conn.listings.discard_idle()
             except Exception:  # pragma: no cover - never let the janitor die
                 log.exception("periodic clean-up failed")
+
+
+#: Parameters whose lone surrogates their codec judges (ENCODING_ERROR), not the dispatch.
+_CODEC_DECIDES = frozenset({"content"})
+
+#: Results whose bulk is made wire-safe where it is made: ``files/list`` names (sent readable,
+#: ``undecodableName``), ``files/read`` content (a lone surrogate in decoded text is ENCODING_ERROR).
+_SAFE_AT_SOURCE = {"files/list": frozenset({"entries"}), "files/read": frozenset({"content"})}
+
+
+def _wire_safe(method: str, result: dict[str, Any]) -> dict[str, Any]:
+    """*result*, once sure JSON can carry it; else an error that says so, rather than a dead connection.
+
+    The causes are fixed where names and text are made; this is the last line.
+    """
+    bad = find_surrogate(result, skip=_SAFE_AT_SOURCE.get(method, frozenset()))
+    if bad is not None:
+        log.error("the answer to %s holds text JSON cannot carry (at %s)", method, bad)
+        raise InternalError(f"the answer to {method} cannot be sent", reason="unencodable_reply")
+    return result
 
 
 #: Errors that are the broker's policy saying no; other errors happen to allowed requests.

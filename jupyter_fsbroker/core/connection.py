@@ -5,7 +5,7 @@ A :class:`Connection` is created by :meth:`Broker.connect
 :meth:`Connection.handle` and :meth:`Connection.ahandle`, which the broker
 dispatches (:mod:`jupyter_fsbroker.core.broker`). The connection owns what lasts
 between requests: its checks (:class:`~jupyter_fsbroker.core.access.Access`),
-its staged uploads, its open consent prompts, its rate limiter, and the sink of
+its staged uploads, its unfinished listings, its open consent prompts, its rate limiter, and the sink of
 its watch events. :meth:`Connection.close` ends all of them at once; no request
 of a closed connection touches a file.
 """
@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from .access import Access
 from .consent import Consenter, ConsentFlow
+from .cursors import Listings
 from .grants import Grant
 from .limits import Limits, RateLimiter
 from .resource import Closeable
@@ -82,6 +83,8 @@ class Connection(Closeable):
         Its staged (chunked) uploads.
     consent
         Its ``files/consent`` requests and the prompts still open.
+    listings
+        Its unfinished ``files/list`` listings, which its cursors resume.
     rate
         Its operation and byte rates.
     """
@@ -99,6 +102,7 @@ class Connection(Closeable):
         self.opened_at = time.time()
         self.access = Access(broker, self.id, server)
         self.uploads = StagedUploads(self.access)
+        self.listings = Listings()
         self.consent = ConsentFlow(self.access, consenter)
         self.rate = RateLimiter(broker.config.limits)
         self._notify = notify
@@ -183,6 +187,7 @@ class Connection(Closeable):
         broker = self.broker
         broker.grants.revoke_connection(self.id)
         self.uploads.close()
+        self.listings.close()
         broker.watches.remove_owner(self.id)
         broker.locks.release_owner(self.id)
         broker.connection_closed(self)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import stat
 from contextlib import ExitStack
 from typing import Any
@@ -25,7 +26,6 @@ from .audit import AuditNote
 from .connection import Connection
 from .errors import (
     AlreadyExists,
-    EncodingError,
     FileLocked,
     InvalidParams,
     NotFound,
@@ -34,11 +34,11 @@ from .errors import (
     TooLarge,
     WrongType,
 )
-from .params import Params, decode_cursor, encode_cursor
+from .params import Params
 from .paths import Resolved
 from .progress import Transfer
-from .rootpath import RootPath
-from .trash import remove_tree
+from .textcodec import text_codec
+from .trees import remove_tree
 from .watch import EVENTS
 
 __all__ = [
@@ -131,13 +131,7 @@ def _decode_content(conn: Connection, p: Params, raw: str, *, required: bool = T
         except (binascii.Error, ValueError):
             raise InvalidParams("content is not valid base64", reason="bad_base64", path=raw) from None
     else:
-        codec = ops.text_codec(encoding, raw)
-        try:
-            data = codec.encode(content, "strict")[0]
-        except UnicodeEncodeError:
-            raise EncodingError(
-                f"content cannot be encoded as {encoding}", reason="invalid_content", path=raw
-            ) from None
+        data = text_codec(encoding, raw).encode(content, raw)
     if len(data) > limit:
         raise _too_large(raw, limit)
     return data
@@ -191,7 +185,7 @@ def write(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
 
 
 def list_directory(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
-    """``files/list``: the entries of a directory, a page at a time."""
+    """``files/list``: the entries of a directory, a page at a time (see ``core/listing.py``)."""
     raw = p.path()
     recursive = p.flag("recursive", False)
     include_hidden = p.flag("includeHidden", False)
@@ -206,26 +200,20 @@ def list_directory(conn: Connection, p: Params, note: AuditNote) -> dict[str, An
             raise NotFound(f"{raw} does not exist", path=raw)
         if not stat.S_ISDIR(res.st.st_mode):
             raise WrongType(f"{raw} is not a directory", reason="not_a_directory", path=raw)
-        listed = res.rel
-        after = decode_cursor(cursor, listed, recursive, raw) if cursor else None
-        root = res.root
-
-        def accept(parts: tuple[str, ...]) -> bool:
-            return access.may_list(RootPath(root, parts))
-
-        access.recheck(res, "read")
-        entries, last = ops.list_entries(
-            res,
-            recursive=recursive,
-            include_hidden=include_hidden,
-            limit=limit,
-            after=after,
-            accept=accept,
-            shown=raw,
+        listing = conn.listings.begin(
+            cursor or None, res.location, recursive=recursive, include_hidden=include_hidden, shown=raw
         )
+        access.recheck(res, "read")
+        fd = ops.open_directory(res, raw)
+        try:
+            entries, more = listing.walk.page(
+                fd, limit, sensitive=conn.broker.config.sensitive, accept=access.may_list
+            )
+        finally:
+            os.close(fd)
         result: dict[str, Any] = {"entries": entries}
-        if last is not None:
-            result["nextCursor"] = encode_cursor(listed, recursive, last)
+        if more:
+            result["nextCursor"] = conn.listings.keep(listing)
         return result
 
 

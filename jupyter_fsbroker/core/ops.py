@@ -16,20 +16,16 @@ Every function blocks; the broker calls them off any event loop.
 from __future__ import annotations
 
 import base64
-import codecs
 import contextlib
 import errno
 import mimetypes
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .errors import (
     AlreadyExists,
-    EncodingError,
-    InvalidParams,
     NotFound,
     PermissionDenied,
     PreconditionFailed,
@@ -37,7 +33,7 @@ from .errors import (
 )
 from .paths import Resolved
 from .posix import DIR_READ_FLAGS, UMASK, fsync_dir, rename_noreplace
-from .rootpath import RootPath
+from .textcodec import text_codec
 from .timestamps import iso_utc
 
 __all__ = [
@@ -50,7 +46,6 @@ __all__ = [
     "entry_type",
     "etag",
     "is_temp_name",
-    "list_entries",
     "make_directory",
     "mime_type",
     "new_temp",
@@ -59,7 +54,6 @@ __all__ = [
     "read_chunk",
     "rename",
     "stat_info",
-    "text_codec",
     "write_atomic",
 ]
 
@@ -198,77 +192,35 @@ class Chunk:
     etag: str
 
 
-def text_codec(encoding: str, shown: str) -> codecs.CodecInfo:
-    """Look up a text codec; refuse unknown ones and byte-to-byte codecs (``hex``, ``zlib``)."""
-    try:
-        info = codecs.lookup(encoding)
-    except LookupError:
-        raise InvalidParams(f"unknown encoding {encoding!r}", reason="unknown_encoding", path=shown) from None
-    if not getattr(info, "_is_text_encoding", True):
-        raise InvalidParams(f"{encoding!r} is not a text encoding", reason="unknown_encoding", path=shown)
-    return info
-
-
 def read_chunk(res: Resolved, *, offset: int, length: int, encoding: str, shown: str) -> Chunk:
     """Read up to *length* bytes at *offset*; text chunks end on a character boundary.
 
     A text chunk that would end inside a multi-byte character stops before it
     (the next chunk starts there). When *length* is shorter than one character,
-    the chunk is extended to hold at least one whole character.
+    the chunk is extended to hold at least one whole character. How text is
+    decoded, and which codecs may be read in pieces, is
+    :mod:`jupyter_fsbroker.core.textcodec`'s business.
     """
     codec = None if encoding == "base64" else text_codec(encoding, shown)
-    if codec is not None and offset > 0 and _is_stateful(codec):
-        # A chunk of a BOM- or escape-sequence codec cannot be decoded without what came before.
-        raise InvalidParams(
-            f"{encoding} cannot be read from the middle of a file; read it whole or ask for base64",
-            reason="stateful_encoding",
-            path=shown,
-        )
+    if codec is not None:
+        codec.check_start(offset, shown)
     fd, st = open_regular(res, shown)
     try:
         size = st.st_size
-        # Never ask for more than the file holds: pread allocates what it is asked for.
-        want = min(length, max(size - offset, 0))
-        data = os.pread(fd, want, offset) if want else b""
-        eof = offset + len(data) >= size
+
+        def read(n: int, at: int) -> bytes:
+            # Never ask for more than the file holds: pread allocates what it is asked for.
+            want = min(n, max(size - at, 0))
+            return os.pread(fd, want, at) if want else b""
+
         if codec is None:
-            return Chunk(base64.b64encode(data).decode("ascii"), size, offset, len(data), eof, etag(st))
-        text, used = _decode_prefix(codec, data, eof, shown)
-        if used == 0 and data and not eof:
-            # The asked length is shorter than one character: take one whole character.
-            data += os.pread(fd, 16, offset + len(data))
+            data = read(length, offset)
             eof = offset + len(data) >= size
-            text, used = _decode_prefix(codec, data, eof, shown)
-            if used == 0:
-                raise EncodingError(
-                    f"{shown} is not valid {encoding} at byte {offset}; ask for base64",
-                    reason="invalid_content",
-                    path=shown,
-                )
-        eof = offset + used >= size
-        return Chunk(text, size, offset, used, eof, etag(st))
+            return Chunk(base64.b64encode(data).decode("ascii"), size, offset, len(data), eof, etag(st))
+        text, used = codec.decode_chunk(read, offset=offset, length=length, size=size, shown=shown)
+        return Chunk(text, size, offset, used, offset + used >= size, etag(st))
     finally:
         os.close(fd)
-
-
-_STATEFUL_PREFIXES = ("utf-16", "utf-32", "utf-8-sig", "iso2022")
-
-
-def _is_stateful(codec: codecs.CodecInfo) -> bool:
-    name = codec.name.replace("_", "-")
-    return name.startswith(_STATEFUL_PREFIXES) and not name.endswith(("-le", "-be"))
-
-
-def _decode_prefix(codec: codecs.CodecInfo, data: bytes, eof: bool, shown: str) -> tuple[str, int]:
-    decoder = codec.incrementaldecoder("strict")
-    try:
-        text = decoder.decode(data, final=eof)
-    except UnicodeDecodeError:
-        raise EncodingError(
-            f"{shown} is not valid {codec.name}; ask for base64", reason="invalid_content", path=shown
-        ) from None
-    pending = decoder.getstate()[0]
-    return text, len(data) - len(pending)
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -402,98 +354,3 @@ def make_directory(res: Resolved, shown: str) -> None:
         os.mkdir(res.name, dir_fd=res.dir_fd)
     except FileExistsError:
         raise AlreadyExists(f"{shown} exists already", path=shown) from None
-
-
-# -- listing -----------------------------------------------------------------------------------
-
-
-def list_entries(
-    res: Resolved,
-    *,
-    recursive: bool,
-    include_hidden: bool,
-    limit: int,
-    after: tuple[str, ...] | None,
-    accept: Callable[[tuple[str, ...]], bool],
-    shown: str,
-) -> tuple[list[dict[str, object]], tuple[str, ...] | None]:
-    """List a directory in a stable order (depth first, by name), resuming *after* a path.
-
-    Returns the entries and, when more remain, the components of the last one
-    (the broker turns it into a cursor). Symbolic links are listed as links and
-    never descended; hidden names need *include_hidden*; the broker's temporary
-    files never appear; *accept* (sensitive names) filters the rest.
-    """
-    base = res.location.parts
-    root = res.root
-    fd = open_directory(res, shown)
-    entries: list[dict[str, object]] = []
-    last: tuple[str, ...] | None = None
-    for parts, st in _walk(
-        fd, base, recursive=recursive, include_hidden=include_hidden, after=after, accept=accept
-    ):
-        if len(entries) == limit:
-            return entries, last
-        kind = entry_type(st.st_mode)
-        entries.append(
-            {
-                "name": parts[-1],
-                "path": RootPath(root, parts).rel,
-                "type": kind,
-                "size": st.st_size if kind == "file" else 0,
-                "mtime": iso_utc(st.st_mtime),
-            }
-        )
-        last = parts
-    return entries, None
-
-
-def _walk(
-    fd: int,
-    base: tuple[str, ...],
-    *,
-    recursive: bool,
-    include_hidden: bool,
-    after: tuple[str, ...] | None,
-    accept: Callable[[tuple[str, ...]], bool],
-) -> Iterator[tuple[tuple[str, ...], os.stat_result]]:
-    # Depth-first with names sorted, which is the order of the component tuples:
-    # a cursor "after P" skips every entry <= P, and whole subtrees before P.
-    stack: list[tuple[int, tuple[str, ...], Iterator[str]]] = [(fd, base, iter(_names(fd)))]
-    try:
-        while stack:
-            dir_fd, dir_parts, names = stack[-1]
-            name = next(names, None)
-            if name is None:
-                os.close(dir_fd)
-                stack.pop()
-                continue
-            if is_temp_name(name) or (not include_hidden and name.startswith(".")):
-                continue
-            parts = (*dir_parts, name)
-            if not accept(parts):
-                continue
-            try:
-                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if after is not None and parts <= after:
-                # Sent on an earlier page: descend only towards the cursor.
-                if after[: len(parts)] != parts:
-                    continue
-            else:
-                yield parts, st
-            if recursive and stat.S_ISDIR(st.st_mode):
-                try:
-                    child = os.open(name, DIR_READ_FLAGS, dir_fd=dir_fd)
-                except OSError:
-                    continue  # swapped for a link or removed meanwhile: never descend
-                stack.append((child, parts, iter(_names(child))))
-    finally:
-        for dir_fd, _, _ in stack:
-            os.close(dir_fd)
-
-
-def _names(dir_fd: int) -> list[str]:
-    with os.scandir(dir_fd) as it:
-        return sorted(entry.name for entry in it)

@@ -1,20 +1,18 @@
-"""Typed access to a request's ``params``, and the opaque cursor of ``files/list``.
+"""Typed access to a request's ``params``.
 
 Every mistake in what a server sent (a missing field, a wrong type, a value
-out of range, a cursor from another listing) is answered here with JSON-RPC
+out of range) is answered here with JSON-RPC
 -32602 naming the field, before anything else happens. Nothing here looks at
 the file system or at grants.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Any
 
 from .errors import InvalidParams
 
-__all__ = ["Params", "decode_cursor", "encode_cursor"]
+__all__ = ["Params"]
 
 _MISSING: Any = object()
 
@@ -78,28 +76,3 @@ class Params:
                 f"parameter {key!r} must be a list of strings", reason="wrong_param_type", param=key
             )
         return value  # type: ignore[no-any-return]
-
-
-def encode_cursor(listed: str, recursive: bool, last: tuple[str, ...]) -> str:
-    """The ``nextCursor`` of a listing of *listed* whose last entry sent was *last*."""
-    payload = json.dumps({"p": listed, "r": recursive, "a": list(last)}, separators=(",", ":"))
-    return base64.urlsafe_b64encode(payload.encode("utf-8")).decode("ascii")
-
-
-def decode_cursor(cursor: str, listed: str, recursive: bool, raw: str) -> tuple[str, ...]:
-    """The last entry sent before *cursor*, which must belong to this very listing.
-
-    Raises
-    ------
-    InvalidParams
-        ``reason="bad_cursor"``: not a cursor, or one of another listing.
-    """
-    try:
-        payload = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
-        after = tuple(payload["a"])
-        ok = payload["p"] == listed and payload["r"] == recursive and all(isinstance(a, str) for a in after)
-    except (ValueError, KeyError, TypeError, UnicodeError):
-        ok = False
-    if not ok:
-        raise InvalidParams("the cursor does not belong to this listing", reason="bad_cursor", path=raw)
-    return after

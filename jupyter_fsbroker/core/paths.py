@@ -14,10 +14,24 @@ Resolution has two stages.
    for a symlink between check and use cannot lead outside the root; the
    operation then works on the parent descriptor and final name it is given.
 
+   The walk holds a constant number of descriptors whatever the depth
+   (:data:`WALK_DESCRIPTORS`): the root's, the current directory's, and a few
+   ancestors'. A parent's descriptor is closed once the child is open; a
+   link's ``..`` that goes back above the ancestors still held walks down
+   again, by name, from the deepest one still open, with the same checks, so
+   the guarantee above holds for every step. Created parents (``make_parents``)
+   are walked like any directory: only symbolic links count against
+   :data:`MAX_SYMLINKS`, so ``parents`` works at any depth.
+
 A *check* callback (grants and sensitive names, supplied by the broker) is
 called on the lexical path first, on the would-be path when something is
 missing, and on the canonical path at the end, so no answer ever tells whether
 something exists where the caller may not look.
+
+A request path holding a lone surrogate is refused by :func:`parse` (it could
+only name a file whose name is not valid UTF-8, and create one); a link that
+leads to such a name resolves to NOT_FOUND, as PROTOCOL.md says of every name
+a request can only spell lossily.
 
 The walk's directory descriptors are opened with the flags
 :mod:`jupyter_fsbroker.core.posix` picks for the platform (``O_PATH`` on
@@ -38,12 +52,13 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes, urlsplit
 
 from .errors import InvalidParams, NotFound, PermissionDenied, WrongType
+from .names import is_wire_safe, readable
 from .posix import DIR_WALK_FLAGS
 from .resource import Closeable
 from .rootpath import RootPath
 from .roots import Root, RootSet
 
-__all__ = ["MAX_SYMLINKS", "Check", "Resolved", "parse", "resolve"]
+__all__ = ["MAX_SYMLINKS", "WALK_DESCRIPTORS", "Check", "Resolved", "parse", "resolve"]
 
 #: Symbolic links followed in one resolution before it is refused as a loop (as Linux).
 MAX_SYMLINKS = 40
@@ -123,10 +138,16 @@ def parse(raw: str, roots: RootSet) -> RootPath:
         Foreign URI schemes or hosts, NUL bytes, paths outside every root,
         ``..`` above a root, no roots at all.
     InvalidParams
-        An empty path.
+        An empty path, or one holding a lone surrogate.
     """
     if raw == "":
         raise InvalidParams("the path is empty", reason="empty_path", path=raw)
+    if not is_wire_safe(raw):
+        raise InvalidParams(
+            "the path holds a lone surrogate, which names no character",
+            reason="lone_surrogate",
+            path=readable(raw),
+        )
     if "\x00" in raw:
         raise PermissionDenied("the path contains a NUL byte", reason="nul_byte", path=raw)
     available = roots.snapshot()
@@ -215,6 +236,9 @@ def resolve(
 ) -> Resolved:
     """Walk to *target* from its root's descriptor and return the checked object.
 
+    The walk holds at most :data:`WALK_DESCRIPTORS` descriptors at any moment,
+    whatever the depth of *target*.
+
     Parameters
     ----------
     roots
@@ -227,7 +251,9 @@ def resolve(
         Follow a symbolic link in the final component (reads, writes). When
         false (delete, rename) the link itself is the object.
     make_parents
-        Create missing intermediate directories, one checked component at a time.
+        Create missing intermediate directories, one checked component at a
+        time, at any depth (they are not symbolic links, so they count against
+        no limit of :data:`MAX_SYMLINKS`).
     raw
         The path as the request wrote it, for error data.
 
@@ -236,7 +262,8 @@ def resolve(
     PermissionDenied
         The check refused, a symlink escapes the root, a loop, a special file.
     NotFound
-        An intermediate directory is missing (and may be seen).
+        An intermediate directory is missing (and may be seen), or the path
+        leads to a name that is not valid UTF-8 (which no request can spell).
     WrongType
         An intermediate component is not a directory.
     """
@@ -248,43 +275,64 @@ def resolve(
     except KeyError:
         raise PermissionDenied("the shared folder was removed", reason="root_removed", path=shown) from None
 
-    stack = [root_fd]
-    names: list[str] = []
+    walk = _Descent(root_fd)
     pending = deque(target.parts)
     hops = 0
+    retries = 0  # looks again at one component that keeps changing (created, swapped) under the walk
 
     def finish(parts: tuple[str, ...], st: os.stat_result | None) -> Resolved:
         if st is not None and _is_special(st.st_mode):
             raise PermissionDenied(
                 "special files (pipes, sockets, devices) are not served", reason="special_file", path=shown
             )
-        dir_fd = stack.pop()
-        for fd in stack:
-            os.close(fd)
-        stack.clear()
-        return Resolved(RootPath(root, parts), dir_fd, st)
+        if not all(is_wire_safe(p) for p in parts):
+            # Reached through a link: a name no request can spell, so none can name it (PROTOCOL.md).
+            raise NotFound(
+                f"{shown} leads to a name that is not valid UTF-8", reason="undecodable_name", path=shown
+            )
+        return Resolved(RootPath(root, parts), walk.take_top(), st)
+
+    def again(comp: str) -> None:
+        nonlocal retries
+        retries += 1
+        if retries > _RETRIES:
+            raise PermissionDenied(
+                "too many symbolic links or changes on the way", reason="symlink_loop", path=shown
+            )
+        pending.appendleft(comp)
 
     try:
-        while pending:
+        while True:
+            if not pending:
+                # The walk ended on a directory: the root itself, or one reached through a link's "..".
+                parts = tuple(walk.names)
+                check(root, parts)
+                if not parts:
+                    return finish((), os.fstat(walk.top))
+                name = parts[-1]
+                redo = walk.leave()
+                if redo:
+                    pending.extend((*redo, name))
+                    continue
+                return finish(parts, os.stat(name, dir_fd=walk.top, follow_symlinks=False))
             comp = pending.popleft()
             if comp == "..":
-                if not names:
+                if not walk.names:
                     raise PermissionDenied(
                         "a symbolic link leads out of its root", reason="escaping_symlink", path=shown
                     )
-                os.close(stack.pop())
-                names.pop()
+                pending.extendleft(reversed(walk.leave()))
                 continue
-            top = stack[-1]
+            top = walk.top
             if not pending:
                 try:
                     st: os.stat_result | None = os.stat(comp, dir_fd=top, follow_symlinks=False)
                 except FileNotFoundError:
                     st = None
                 if st is not None and follow_last and stat.S_ISLNK(st.st_mode):
-                    hops = _follow(root, comp, top, pending, stack, names, hops, shown)
+                    hops = _follow(root, comp, top, pending, walk, hops, shown)
                     continue
-                parts = (*names, comp)
+                parts = (*walk.names, comp)
                 check(root, parts)
                 return finish(parts, st)
             try:
@@ -298,48 +346,123 @@ def resolve(
                         code = errno.ENOENT
                     else:
                         if stat.S_ISLNK(st.st_mode):
-                            hops = _follow(root, comp, top, pending, stack, names, hops, shown)
+                            hops = _follow(root, comp, top, pending, walk, hops, shown)
                             continue
                         if stat.S_ISDIR(st.st_mode):
-                            # Replaced by a directory since the open: look again.
-                            pending.appendleft(comp)
-                            hops = _count_hop(hops, shown)
+                            again(comp)  # replaced by a directory since the open: look again
                             continue
-                        check(root, (*names, comp, *pending))
+                        check(root, (*walk.names, comp, *pending))
                         raise WrongType(
                             f"{shown}: a component is not a directory", reason="not_a_directory", path=shown
                         ) from None
-                check(root, (*names, comp, *pending))
+                check(root, (*walk.names, comp, *pending))
                 if code == errno.ENOENT:
                     if not make_parents:
                         raise NotFound(
                             f"{shown}: a parent directory does not exist", reason="no_parent", path=shown
                         ) from None
+                    if not all(is_wire_safe(n) for n in walk.names):
+                        # Reached through a link into a name no request can spell: create nothing there.
+                        raise NotFound(
+                            f"{shown} leads to a name that is not valid UTF-8",
+                            reason="undecodable_name",
+                            path=shown,
+                        ) from None
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(comp, dir_fd=top)
-                    pending.appendleft(comp)
-                    hops = _count_hop(hops, shown)
+                    again(comp)
                     continue
                 if code in (errno.EACCES, errno.EPERM):
                     raise PermissionDenied(
                         "the operating system refused access", reason="os_permission", path=shown
                     ) from None
                 raise
-            stack.append(fd)
-            names.append(comp)
-
-        # The walk ended on a directory: the root itself, or one reached through a link's "..".
-        parts = tuple(names)
-        check(root, parts)
-        if not names:
-            return finish((), os.fstat(stack[0]))
-        os.close(stack.pop())
-        name = names[-1]
-        return finish(parts, os.stat(name, dir_fd=stack[-1], follow_symlinks=False))
+            walk.enter(comp, fd)
+            retries = 0
     except BaseException:
-        for fd in stack:
-            os.close(fd)
+        walk.close()
         raise
+
+
+#: Descriptors one resolution holds at most, whatever the depth: the root's, the
+#: directory being walked, a few of its ancestors (a link's ``..`` goes back to
+#: them without walking again), and one being opened.
+WALK_DESCRIPTORS = 5
+_KEPT_ANCESTORS = WALK_DESCRIPTORS - 3
+# Looks at one component that keeps changing under the walk before giving up.
+_RETRIES = 8
+
+
+class _Descent:
+    """The directories a resolution has walked down from its root, and the few descriptors it holds.
+
+    ``names`` are the directories below the root, in order; ``fds[i]`` is
+    the descriptor of the directory reached after ``names[:i]`` (``fds[0]``
+    is the root's), or ``None`` once closed to bound the descriptors held.
+    The root's and the current directory's (``top``) are always open; of the
+    others, only the deepest few. Going back up (a link's ``..``) to an
+    ancestor whose descriptor was closed walks down again, by name, from the
+    deepest one still open: the walk goes the same way and is checked the same
+    way, from a descriptor it holds, never by an absolute path.
+    """
+
+    __slots__ = ("fds", "names")
+
+    def __init__(self, root_fd: int) -> None:
+        self.names: list[str] = []
+        self.fds: list[int | None] = [root_fd]
+
+    @property
+    def top(self) -> int:
+        """The descriptor of the directory the walk is in."""
+        fd = self.fds[-1]
+        assert fd is not None
+        return fd
+
+    def enter(self, name: str, fd: int) -> None:
+        """Go down into *name*, open as *fd* (now owned by the walk)."""
+        self.names.append(name)
+        self.fds.append(fd)
+        kept = [i for i in range(1, len(self.fds) - 1) if self.fds[i] is not None]
+        for level in kept[: max(0, len(kept) - _KEPT_ANCESTORS)]:
+            os.close(self.fds[level])  # type: ignore[arg-type]
+            self.fds[level] = None
+
+    def leave(self) -> list[str]:
+        """Go up one level; return the names to walk down again if that directory's descriptor was closed."""
+        fd = self.fds.pop()
+        self.names.pop()
+        if fd is not None:
+            os.close(fd)
+        if self.fds[-1] is not None:
+            return []
+        deepest = max(i for i, fd in enumerate(self.fds) if fd is not None)
+        redo = self.names[deepest:]
+        del self.names[deepest:]
+        del self.fds[deepest + 1 :]
+        return redo
+
+    def to_root(self) -> None:
+        """Go back to the root (an absolute link inside it)."""
+        for fd in self.fds[1:]:
+            if fd is not None:
+                os.close(fd)
+        del self.fds[1:]
+        self.names.clear()
+
+    def take_top(self) -> int:
+        """Hand the current directory's descriptor over to the caller; close every other."""
+        top = self.fds.pop()
+        assert top is not None
+        self.close()
+        return top
+
+    def close(self) -> None:
+        """Close every descriptor still held."""
+        for fd in self.fds:
+            if fd is not None:
+                os.close(fd)
+        self.fds.clear()
 
 
 def _count_hop(hops: int, shown: str) -> int:
@@ -356,8 +479,7 @@ def _follow(
     comp: str,
     top: int,
     pending: deque[str],
-    stack: list[int],
-    names: list[str],
+    walk: _Descent,
     hops: int,
     shown: str,
 ) -> int:
@@ -381,9 +503,7 @@ def _follow(
             raise PermissionDenied(
                 "a symbolic link leads out of its root", reason="escaping_symlink", path=shown
             )
-        while len(stack) > 1:
-            os.close(stack.pop())
-            names.pop()
+        walk.to_root()
     pending.extendleft(reversed(segments))
     return hops
 

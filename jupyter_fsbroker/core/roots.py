@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from .errors import ClosedError, ConfigError
+from .names import is_wire_safe
 from .observers import Listeners
 from .resource import Closeable
 
@@ -55,8 +56,12 @@ class Root:
 
     @property
     def uri(self) -> str:
-        """The ``file://`` URI of the root, as sent in ``roots/list``."""
-        return "file://" + quote(self.path)
+        """The ``file://`` URI of the root, as sent in ``roots/list``.
+
+        Percent-encoded from the path's bytes, so a folder whose name is not
+        valid UTF-8 still has a URI JSON can carry.
+        """
+        return "file://" + quote(os.fsencode(self.path))
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -125,9 +130,10 @@ class RootSet(Closeable):
             )
         if name is None:
             name = os.path.basename(real)
-        if not _NAME_RE.match(name) or name in (".", ".."):
+        if not _NAME_RE.match(name) or name in (".", "..") or not is_wire_safe(name):
             raise ConfigError(
-                f"root name {name!r} is not usable: use 1-255 characters without '/', '\\\\' or ':'"
+                f"root name {name!r} is not usable: use 1-255 characters without '/', '\\\\' or ':' "
+                "(and valid UTF-8: name the root when its folder's name is not)"
             )
         fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:

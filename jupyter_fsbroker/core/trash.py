@@ -1,8 +1,8 @@
-"""A recoverable trash outside the roots, and descriptor-relative tree removal.
+"""A recoverable trash outside the roots.
 
 ``files/delete`` moves the object into a :class:`Trash` (a per-user directory
 the broker chooses, outside every root) unless the notebook asked for
-permanent deletion, which uses :func:`remove_tree`.
+permanent deletion, which uses :func:`~jupyter_fsbroker.core.trees.remove_tree`.
 
 Every operation on the deleted object is relative to a directory descriptor and
 never follows a symbolic link: a link is moved, copied or deleted as a link,
@@ -35,9 +35,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
-from .posix import DIR_READ_FLAGS, fsync_dir
+from .posix import DIR_READ_FLAGS
+from .trees import check_name, copy_tree, remove_tree, tree_size
 
-__all__ = ["Trash", "TrashItem", "remove_tree"]
+__all__ = ["Trash", "TrashItem"]
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +46,6 @@ _PAYLOAD = "payload"
 _META = "item.json"
 _META_TMP = "item.json.tmp"
 _ID_RE = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_COPY_BUFFER = 1024 * 1024
-#: How often a removal looks again at a directory that keeps changing under it.
-_RETRIES = 8
 #: Item directories without metadata older than this (seconds) are leftovers of an interrupted move.
 _ORPHAN_AGE = 3600.0
 _META_MAX = 1024 * 1024
@@ -87,282 +83,6 @@ class TrashItem:
     deleted_at: float
     is_dir: bool
     size: int
-
-
-# -- removal ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Frame:
-    """A directory being worked on: its descriptor, where it hangs, what is left to do."""
-
-    fd: int
-    name: str
-    parent: int
-    pending: list[tuple[str, bool]]
-    tries: int = 0
-
-
-def remove_tree(dir_fd: int, name: str) -> None:
-    """Permanently delete the entry *name* of the directory open as *dir_fd*.
-
-    A file or symbolic link is unlinked (the link, never its target); a
-    directory is emptied and removed, depth first, with descriptor-relative
-    calls only (``O_NOFOLLOW | O_DIRECTORY`` opens, ``scandir`` on descriptors,
-    ``unlink``/``rmdir`` with ``dir_fd``). A directory swapped for a symbolic
-    link during the removal is unlinked as a link, never entered. The walk is
-    iterative and holds one descriptor per directory level.
-
-    Parameters
-    ----------
-    dir_fd
-        A descriptor of the directory holding *name* (one that only names it is fine).
-    name
-        A single path component.
-
-    Raises
-    ------
-    FileNotFoundError
-        *name* does not exist.
-    OSError
-        The removal failed (permissions, a busy mount point ...); what was
-        already removed stays removed.
-    ValueError
-        *name* is not a single component.
-    """
-    _check_name(name)
-    _remove_tree(dir_fd, name, force=False)
-
-
-def _remove_tree(dir_fd: int, name: str, *, force: bool) -> None:
-    """Remove *name* of *dir_fd*; with *force*, make directories writable first (own trash only)."""
-    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    top = _enter(dir_fd, name, stat.S_ISDIR(st.st_mode), force)
-    if top is None:
-        return
-    frames = [top]
-    try:
-        while frames:
-            frame = frames[-1]
-            if frame.pending:
-                child, is_dir = frame.pending.pop()
-                try:
-                    sub = _enter(frame.fd, child, is_dir, force)
-                except FileNotFoundError:
-                    continue
-                if sub is not None:
-                    frames.append(sub)
-                continue
-            try:
-                os.rmdir(frame.name, dir_fd=frame.parent)
-            except OSError as exc:
-                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST) and frame.tries < _RETRIES:
-                    # Something was added meanwhile: empty it again.
-                    frame.tries += 1
-                    frame.pending = _list(frame.fd)
-                    continue
-                if not (exc.errno == errno.ENOENT and len(frames) > 1):
-                    raise
-            frames.pop()
-            os.close(frame.fd)
-    finally:
-        for frame in frames:
-            os.close(frame.fd)
-
-
-def _enter(parent: int, name: str, is_dir: bool, force: bool) -> _Frame | None:
-    """Unlink the non-directory *name*, or open the directory *name* and return its frame."""
-    for _ in range(_RETRIES):
-        if not is_dir:
-            try:
-                os.unlink(name, dir_fd=parent)
-                return None
-            except OSError as exc:
-                if exc.errno not in (errno.EISDIR, errno.EPERM):
-                    raise
-                st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-                if not stat.S_ISDIR(st.st_mode):
-                    raise
-        fd = _open_dir(parent, name, force)
-        if fd is not None:
-            try:
-                return _Frame(fd, name, parent, _list(fd))
-            except BaseException:
-                os.close(fd)
-                raise
-        # Not a directory (any more): unlink it.
-        is_dir = False
-    raise OSError(errno.EAGAIN, "the entry keeps changing while it is removed", name)
-
-
-def _open_dir(parent: int, name: str, force: bool) -> int | None:
-    """Open the directory *name* without following a link; ``None`` if it is not a directory."""
-    try:
-        fd = os.open(name, DIR_READ_FLAGS, dir_fd=parent)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            return None
-        if not (force and exc.errno == errno.EACCES):
-            raise
-        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        with contextlib.suppress(OSError, NotImplementedError):
-            os.chmod(name, stat.S_IMODE(st.st_mode) | stat.S_IRWXU, dir_fd=parent, follow_symlinks=False)
-        fd = os.open(name, DIR_READ_FLAGS, dir_fd=parent)
-    if force:
-        mode = os.fstat(fd).st_mode
-        if mode & stat.S_IRWXU != stat.S_IRWXU:
-            with contextlib.suppress(OSError):
-                os.fchmod(fd, stat.S_IMODE(mode) | stat.S_IRWXU)
-    return fd
-
-
-def _list(fd: int) -> list[tuple[str, bool]]:
-    """The entries of the directory open as *fd*, with whether each is a directory (no links)."""
-    with os.scandir(fd) as it:
-        return [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in it]
-
-
-def _check_name(name: str) -> None:
-    if not name or name in (".", "..") or "/" in name or "\x00" in name:
-        raise ValueError(f"not a single path component: {name!r}")
-
-
-# -- copying (for moves across filesystems) ---------------------------------------------------------
-
-
-@dataclass
-class _CopyFrame:
-    src: int
-    dst: int
-    st: os.stat_result
-    pending: list[str]
-
-
-def _copy_entry(src_dir: int, name: str, dst_dir: int, dst_name: str) -> None:
-    """Copy the entry *name* of *src_dir* to *dst_name* in *dst_dir*, never following a link.
-
-    Files keep their bytes, mode and times; directories are copied depth
-    first; links are recreated as links; FIFOs are recreated; sockets and
-    devices are left out. Everything written is fsynced.
-    """
-    frames: list[_CopyFrame] = []
-    try:
-        top = _copy_one(src_dir, name, dst_dir, dst_name)
-        if top is None:
-            fsync_dir(dst_dir)
-            return
-        frames.append(top)
-        while frames:
-            frame = frames[-1]
-            if frame.pending:
-                child = frame.pending.pop()
-                sub = _copy_one(frame.src, child, frame.dst, child)
-                if sub is not None:
-                    frames.append(sub)
-                continue
-            os.fchmod(frame.dst, stat.S_IMODE(frame.st.st_mode))
-            os.utime(frame.dst, ns=(frame.st.st_atime_ns, frame.st.st_mtime_ns))
-            os.fsync(frame.dst)
-            frames.pop()
-            os.close(frame.src)
-            os.close(frame.dst)
-        fsync_dir(dst_dir)
-    finally:
-        for frame in frames:
-            os.close(frame.src)
-            os.close(frame.dst)
-
-
-def _copy_one(src_dir: int, name: str, dst_dir: int, dst_name: str) -> _CopyFrame | None:
-    """Copy a non-directory, or create the copy of a directory and return its frame."""
-    st = os.stat(name, dir_fd=src_dir, follow_symlinks=False)
-    mode = st.st_mode
-    if stat.S_ISLNK(mode):
-        os.symlink(os.readlink(name, dir_fd=src_dir), dst_name, dir_fd=dst_dir)
-    elif stat.S_ISREG(mode):
-        _copy_file(src_dir, name, dst_dir, dst_name)
-    elif stat.S_ISDIR(mode):
-        src = os.open(name, DIR_READ_FLAGS, dir_fd=src_dir)
-        try:
-            st = os.fstat(src)
-            os.mkdir(dst_name, 0o700, dir_fd=dst_dir)
-            dst = os.open(dst_name, DIR_READ_FLAGS, dir_fd=dst_dir)
-            try:
-                return _CopyFrame(src, dst, st, sorted((n for n, _ in _list(src)), reverse=True))
-            except BaseException:
-                os.close(dst)
-                raise
-        except BaseException:
-            os.close(src)
-            raise
-    elif stat.S_ISFIFO(mode):
-        os.mkfifo(dst_name, stat.S_IMODE(mode), dir_fd=dst_dir)
-    else:
-        log.warning("a socket or device file cannot be kept in the trash; it is left out")
-    return None
-
-
-def _copy_file(src_dir: int, name: str, dst_dir: int, dst_name: str) -> None:
-    src = os.open(name, _FILE_FLAGS, dir_fd=src_dir)
-    try:
-        st = os.fstat(src)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EAGAIN, "the entry changed while it was copied", name)
-        dst = os.open(dst_name, _NEW_FILE_FLAGS, 0o600, dir_fd=dst_dir)
-        try:
-            while chunk := os.read(src, _COPY_BUFFER):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(dst, view) :]
-            os.fchmod(dst, stat.S_IMODE(st.st_mode))
-            os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
-            os.fsync(dst)
-        finally:
-            os.close(dst)
-    finally:
-        os.close(src)
-
-
-def _tree_size(dir_fd: int, name: str) -> int:
-    """Bytes of the file *name*, or of all files below the directory *name*; links count 0.
-
-    Directories that cannot be read are skipped: the size is informative only.
-    """
-    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    if stat.S_ISREG(st.st_mode):
-        return st.st_size
-    if not stat.S_ISDIR(st.st_mode):
-        return 0
-    total = 0
-    # Depth first, holding one descriptor per level: (directory fd, its subdirectories to visit).
-    frames: list[tuple[int, list[str]]] = []
-    try:
-        parent, child = dir_fd, name
-        while True:
-            try:
-                fd = os.open(child, DIR_READ_FLAGS, dir_fd=parent)
-            except OSError:
-                fd = -1
-            if fd >= 0:
-                subdirs: list[str] = []
-                frames.append((fd, subdirs))
-                try:
-                    with os.scandir(fd) as it:
-                        for entry in it:
-                            if entry.is_dir(follow_symlinks=False):
-                                subdirs.append(entry.name)
-                            elif entry.is_file(follow_symlinks=False):
-                                total += entry.stat(follow_symlinks=False).st_size
-                except OSError:
-                    pass
-            while frames and not frames[-1][1]:
-                os.close(frames.pop()[0])
-            if not frames:
-                return total
-            parent, child = frames[-1][0], frames[-1][1].pop()
-    finally:
-        for fd, _ in frames:
-            os.close(fd)
 
 
 # -- the trash --------------------------------------------------------------------------------------
@@ -451,7 +171,7 @@ class Trash:
             cross-filesystem copy, an error removing the original is raised
             too, and the complete copy stays in the trash.
         """
-        _check_name(name)
+        check_name(name)
         if not os.path.isabs(origin):
             raise ValueError(f"origin must be an absolute path, not {origin!r}")
         with self._lock:
@@ -471,7 +191,7 @@ class Trash:
                             server=server,
                             deleted_at=now,
                             is_dir=stat.S_ISDIR(st.st_mode),
-                            size=_tree_size(item_fd, _PAYLOAD),
+                            size=tree_size(item_fd, _PAYLOAD),
                         )
                         _write_meta(item_fd, item)
                     except BaseException:
@@ -495,10 +215,10 @@ class Trash:
                 if exc.errno != errno.EXDEV:
                     raise
             try:
-                _copy_entry(dir_fd, name, item_fd, _PAYLOAD)
+                copy_tree(dir_fd, name, item_fd, _PAYLOAD)
             except BaseException:
                 with contextlib.suppress(FileNotFoundError):
-                    _remove_tree(item_fd, _PAYLOAD, force=True)
+                    remove_tree(item_fd, _PAYLOAD, force=True)
                 raise
             return True
         except BaseException:
@@ -511,7 +231,7 @@ class Trash:
         """Take back a move whose metadata could not be written."""
         try:
             if copied:
-                _remove_tree(item_fd, _PAYLOAD, force=True)
+                remove_tree(item_fd, _PAYLOAD, force=True)
             else:
                 os.rename(_PAYLOAD, name, src_dir_fd=item_fd, dst_dir_fd=dir_fd)
             with contextlib.suppress(FileNotFoundError):
@@ -577,7 +297,7 @@ class Trash:
                     os.unlink(_META, dir_fd=item_fd)
                 finally:
                     os.close(item_fd)
-                _remove_tree(trash_fd, item_id, force=True)
+                remove_tree(trash_fd, item_id, force=True)
             finally:
                 os.close(trash_fd)
         return item.origin
@@ -742,7 +462,7 @@ def _put_back(item_fd: int, parent_fd: int, base: str, item: TrashItem, overwrit
             raise FileExistsError(errno.EEXIST, "something exists at the origin already", item.origin)
         if stat.S_ISDIR(existing.st_mode) or item.is_dir:
             # A rename cannot replace these: clear the way (a file or link is replaced atomically).
-            _remove_tree(parent_fd, base, force=False)
+            remove_tree(parent_fd, base, force=False)
     try:
         os.rename(_PAYLOAD, base, src_dir_fd=item_fd, dst_dir_fd=parent_fd)
         return
@@ -752,13 +472,13 @@ def _put_back(item_fd: int, parent_fd: int, base: str, item: TrashItem, overwrit
     # Another filesystem: copy beside the origin, then rename into place in one step.
     temp = f".fsbroker-restore-{secrets.token_hex(8)}"
     try:
-        _copy_entry(item_fd, _PAYLOAD, parent_fd, temp)
+        copy_tree(item_fd, _PAYLOAD, parent_fd, temp)
         os.rename(temp, base, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
     except BaseException:
         with contextlib.suppress(OSError):
-            _remove_tree(parent_fd, temp, force=False)
+            remove_tree(parent_fd, temp, force=False)
         raise
-    _remove_tree(item_fd, _PAYLOAD, force=True)
+    remove_tree(item_fd, _PAYLOAD, force=True)
 
 
 def _purge(trash_fd: int, item_id: str) -> None:
@@ -774,4 +494,4 @@ def _purge(trash_fd: int, item_id: str) -> None:
             os.unlink(_META, dir_fd=item_fd)
     finally:
         os.close(item_fd)
-    _remove_tree(trash_fd, item_id, force=True)
+    remove_tree(trash_fd, item_id, force=True)

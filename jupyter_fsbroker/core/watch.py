@@ -3,17 +3,21 @@
 A :class:`WatchManager` owns one watchdog observer (started on the first watch,
 stopped when the last one goes) and one dispatcher thread. Raw events from the
 observer are mapped back to root-relative paths, kept to the watch's scope, and
-coalesced per watch: a burst of events on one path within ``coalesce`` seconds
-becomes a single :class:`ChangeEvent`. When the window closes, the dispatcher
-asks the watch's ``accept`` callback whether each path may still be shown (the
-broker uses it for grants, sensitive names and its own temporary files), applies
-the watch's ``events`` filter and hands the events to the watch's ``sink``, in
-the order their paths last changed, never while an internal lock is held.
+coalesced per watch and path. Before delivery the dispatcher asks the watch's
+``accept`` callback whether each path may still be shown (the broker uses it for
+grants, sensitive names and its own temporary files), applies the watch's
+``events`` filter and hands the events to the watch's ``sink``, never while an
+internal lock is held.
 
-Coalescing keeps the last state of a path, except that ``modified`` after
-``created`` (or after ``moved``) keeps the first kind: a file written right
-after it appeared is still new to the client. For the same reason a path created
-and then atomically replaced within one window is reported ``created``.
+**When an event is delivered.** The first change of a path that was quiet for
+``coalesce`` seconds is delivered at once, unless it is ``created`` (a new file
+is usually written right after it appears: it is held for the window, so that
+the client hears of it once, complete). What follows within the window is
+coalesced and delivered when the window closes, with the last state (the rules
+of :func:`~jupyter_fsbroker.core.changes.merge`), in the order the paths last
+changed; a path keeps being coalesced, one event per window, while changes keep
+coming. So a change to a quiet file costs no wait, a burst costs one event at
+its start and one at its end, and the last state is always reported.
 
 Renames are reported as follows:
 
@@ -30,6 +34,7 @@ plus ``created`` (new path), each subject to the filter.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import logging
@@ -41,7 +46,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from watchdog.events import (
     DirCreatedEvent,
@@ -59,6 +63,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
+from .changes import EVENTS, ChangeEvent, Parts, Pending, merge
 from .errors import (
     ClosedError,
     FilesError,
@@ -66,20 +71,18 @@ from .errors import (
     InvalidParams,
     NotFound,
     PermissionDenied,
+    TooLarge,
     WrongType,
     from_os_error,
 )
+from .names import is_wire_safe, readable
 from .resource import Closeable
 from .rootpath import RootPath
 from .roots import Root
-from .timestamps import iso_utc
 
 __all__ = ["EVENTS", "ChangeEvent", "WatchInfo", "WatchManager"]
 
 logger = logging.getLogger(__name__)
-
-#: The event kinds of ``notifications/files/changed``.
-EVENTS: frozenset[str] = frozenset({"created", "modified", "deleted", "moved"})
 
 #: The raw watchdog events a watch listens to. Directory "modified" (caused by
 #: entries changing), opens and closes are left out: they are noise here.
@@ -98,53 +101,11 @@ _RAW_EVENTS: list[type[FileSystemEvent]] = [
 #: blocks on the thread calling them would otherwise dead-lock it).
 _WAIT_TIMEOUT = 5.0
 
-Parts = tuple[str, ...]
+#: Paths a watch remembers as lately delivered before it forgets the stale ones.
+_RECENT_MOST = 1024
+
 Accept = Callable[[Root, Parts], bool]
-Sink = Callable[["ChangeEvent"], None]
-
-
-@dataclass(frozen=True)
-class ChangeEvent:
-    """One coalesced change, as sent in ``notifications/files/changed``.
-
-    Attributes
-    ----------
-    watch_id
-        The watch that reports it.
-    path
-        Root-relative path of the changed entry (``data/sub/x.csv``).
-    event
-        ``created``, ``modified``, ``deleted`` or ``moved``.
-    timestamp
-        ``time.time()`` of the last raw event coalesced into this one.
-    old_path
-        For ``moved``: the root-relative path the entry had before.
-    """
-
-    watch_id: str
-    path: str
-    event: str
-    timestamp: float
-    old_path: str | None = None
-
-    def to_params(self) -> dict[str, Any]:
-        """Return the ``params`` of the ``notifications/files/changed`` notification.
-
-        Returns
-        -------
-        dict
-            ``watchId``, ``path``, ``event``, ``timestamp`` (ISO 8601 UTC with
-            milliseconds, e.g. ``2026-11-29T12:30:00.123Z``) and, when set, ``oldPath``.
-        """
-        params: dict[str, Any] = {
-            "watchId": self.watch_id,
-            "path": self.path,
-            "event": self.event,
-            "timestamp": iso_utc(round(self.timestamp, 3)),  # the nearest millisecond
-        }
-        if self.old_path is not None:
-            params["oldPath"] = self.old_path
-        return params
+Sink = Callable[[ChangeEvent], None]
 
 
 @dataclass(frozen=True)
@@ -172,14 +133,6 @@ class WatchInfo:
     events: frozenset[str]
 
 
-@dataclass
-class _Pending:
-    kind: str  # "created" | "modified" | "deleted" | "moved"
-    timestamp: float
-    src: Parts | None = None  # for "moved": the source parts when in scope
-    fresh: bool = False  # for "moved": the path was created earlier in this window
-
-
 @dataclass(eq=False)
 class _Watch:
     id: str
@@ -192,7 +145,10 @@ class _Watch:
     accept: Accept
     key: tuple[str, bool]
     active: bool = True
-    pending: dict[Parts, _Pending] = field(default_factory=dict)
+    pending: dict[Parts, Pending] = field(default_factory=dict)
+    # Paths delivered lately: until when a new change of each is coalesced rather than sent at once.
+    recent: dict[Parts, float] = field(default_factory=dict)
+    recent_most: int = _RECENT_MOST
     deadline: float | None = None
 
     def in_scope(self, parts: Parts | None) -> bool:
@@ -207,20 +163,46 @@ class _Watch:
         return self.recursive or len(parts) == n + 1
 
     def to_parts(self, path: bytes | str) -> Parts | None:
-        """Root-relative parts of an absolute event path, or ``None`` when outside the root."""
+        """Root-relative parts of an absolute event path, or ``None`` when outside the root.
+
+        A name that is not valid UTF-8 stays as Python spells it (surrogate
+        escapes), naming the file exactly; it is made readable when sent.
+        """
         if not path:
             return None
-        text = os.fsdecode(path)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return None  # a name JSON cannot carry
-        below = RootPath.below(self.location.root, text)
+        below = RootPath.below(self.location.root, os.fsdecode(path))
         return None if below is None else below.parts
 
     def rel_of(self, parts: Parts) -> str:
-        """The root-relative spelling of *parts* in this watch's root."""
-        return RootPath(self.location.root, parts).rel
+        """The root-relative spelling of *parts* in this watch's root, readable."""
+        return readable(RootPath(self.location.root, parts).rel)
+
+    def change(self, parts: Parts, kind: str, timestamp: float, src: Parts | None = None) -> ChangeEvent:
+        """The event *kind* of *parts* (moved from *src*), names that are not valid UTF-8 made readable."""
+        lossy = not all(is_wire_safe(p) for p in (*parts, *(src or ())))
+        old = None if src is None else self.rel_of(src)
+        return ChangeEvent(self.id, self.rel_of(parts), kind, timestamp, old, lossy)
+
+    def quiet(self, parts: Parts, now: float) -> bool:
+        """Whether a change of *parts* at monotonic time *now* starts a new burst (sent at once)."""
+        until = self.recent.get(parts)
+        if until is None:
+            return True
+        if until > now:
+            return False
+        del self.recent[parts]
+        return True
+
+    def delivered(self, parts: Parts, until: float) -> None:
+        """Remember that *parts* was just delivered: changes before *until* are coalesced."""
+        recent = self.recent
+        recent[parts] = until
+        if len(recent) > self.recent_most:
+            now = time.monotonic()
+            for key in [k for k, t in recent.items() if t <= now]:
+                del recent[key]
+            # Forget the stale ones again only once as many more were added: linear on the whole.
+            self.recent_most = max(_RECENT_MOST, 2 * len(recent))
 
 
 @dataclass(eq=False)
@@ -254,8 +236,9 @@ class WatchManager(Closeable):
     Parameters
     ----------
     coalesce
-        The coalescing window in seconds: events of one watch are collected
-        for this long after the first one before they are delivered.
+        The coalescing window in seconds: a change of a quiet path is
+        delivered at once (``created`` after the window), what follows it
+        within the window is coalesced and delivered when the window closes.
 
     Notes
     -----
@@ -274,6 +257,7 @@ class WatchManager(Closeable):
         self._watches: dict[str, _Watch] = {}
         self._observed: dict[tuple[str, bool], _Observed] = {}
         self._due: set[_Watch] = set()
+        self._ready: collections.deque[tuple[_Watch, Parts, Pending]] = collections.deque()
         self._observer: BaseObserver | None = None
         self._thread: threading.Thread | None = None
         self._delivering: _Watch | None = None
@@ -526,6 +510,15 @@ class WatchManager(Closeable):
             )
         except OSError as exc:
             raise _watch_error(exc, rel) from None
+        except RecursionError:
+            # watchdog walks a recursive watch's tree with recursion: a tree deeper than
+            # Python's stack cannot be watched whole (the watches set so far stay with it).
+            logger.warning("%s is too deep to be watched recursively", rel)
+            raise TooLarge(
+                f"{rel} is too deep to watch recursively; watch a folder below it",
+                reason="too_deep",
+                path=rel,
+            ) from None
         try:
             # The directory may have been swapped for a symlink while the watch was set up.
             _check_dir(observed.path, rel)
@@ -560,6 +553,7 @@ class WatchManager(Closeable):
     def _detach(self, watch: _Watch) -> None:
         watch.active = False
         watch.pending.clear()
+        watch.recent.clear()
         watch.deadline = None
         self._due.discard(watch)
         self._watches.pop(watch.id, None)
@@ -579,18 +573,26 @@ class WatchManager(Closeable):
         with self._cond:
             if self._closed:
                 return
+            clock = time.monotonic()
+            wake = False
             for watch in observed.members:
                 if not watch.active:
                     continue
-                changes = _classify(watch, event)
-                if not changes:
-                    continue
-                for parts, kind, src in changes:
-                    _merge(watch.pending, parts, _Pending(kind, now, src))
-                if watch.deadline is None:
-                    watch.deadline = time.monotonic() + self._coalesce
-                    self._due.add(watch)
-                    self._cond.notify_all()
+                for parts, kind, src in _classify(watch, event):
+                    change = Pending(kind, now, src)
+                    if kind != "created" and parts not in watch.pending and watch.quiet(parts, clock):
+                        # The first change of a quiet path: at once; what follows is coalesced.
+                        watch.delivered(parts, clock + self._coalesce)
+                        self._ready.append((watch, parts, change))
+                        wake = True
+                        continue
+                    merge(watch.pending, parts, change)
+                    if watch.deadline is None:
+                        watch.deadline = clock + self._coalesce
+                        self._due.add(watch)
+                        wake = True
+            if wake:
+                self._cond.notify_all()
 
     # -- dispatcher thread ---------------------------------------------------------
 
@@ -600,25 +602,34 @@ class WatchManager(Closeable):
                 while True:
                     if self._closed:
                         return
+                    if self._ready:
+                        break
                     now = time.monotonic()
                     ready = [w for w in self._due if w.deadline is not None and w.deadline <= now]
                     if ready:
                         break
                     deadlines = [w.deadline for w in self._due if w.deadline is not None]
                     self._cond.wait(max(0.0, min(deadlines) - now) if deadlines else None)
-                batches: list[tuple[_Watch, list[tuple[Parts, _Pending]]]] = []
-                for watch in sorted(ready, key=lambda w: w.deadline or 0.0):
-                    batches.append((watch, list(watch.pending.items())))
-                    watch.pending = {}
-                    watch.deadline = None
-                    self._due.discard(watch)
+                batches: list[tuple[_Watch, list[tuple[Parts, Pending]]]] = []
+                if self._ready:
+                    batches = [(watch, [(parts, change)]) for watch, parts, change in self._ready]
+                    self._ready.clear()
+                else:
+                    until = now + self._coalesce
+                    for watch in sorted(ready, key=lambda w: w.deadline or 0.0):
+                        batches.append((watch, list(watch.pending.items())))
+                        for parts in watch.pending:
+                            watch.delivered(parts, until)
+                        watch.pending = {}
+                        watch.deadline = None
+                        self._due.discard(watch)
             for watch, batch in batches:
                 try:
                     self._deliver(watch, batch)
                 except Exception:
                     logger.exception("error while delivering watch events")
 
-    def _deliver(self, watch: _Watch, batch: list[tuple[Parts, _Pending]]) -> None:
+    def _deliver(self, watch: _Watch, batch: list[tuple[Parts, Pending]]) -> None:
         for parts, pending in batch:
             for event in self._resolve(watch, parts, pending):
                 with self._cond:
@@ -634,29 +645,22 @@ class WatchManager(Closeable):
                         self._delivering = None
                         self._cond.notify_all()
 
-    def _resolve(self, watch: _Watch, parts: Parts, pending: _Pending) -> list[ChangeEvent]:
+    def _resolve(self, watch: _Watch, parts: Parts, pending: Pending) -> list[ChangeEvent]:
         """Turn a pending change into the events to deliver (accept and events filter applied)."""
-        path = watch.rel_of(parts)
+        stamp = pending.timestamp
         if not _accepts(watch, parts):
             if pending.kind == "moved" and pending.src is not None and _accepts(watch, pending.src):
-                old = watch.rel_of(pending.src)
-                return _filtered(watch, [ChangeEvent(watch.id, old, "deleted", pending.timestamp)])
+                return _filtered(watch, [watch.change(pending.src, "deleted", stamp)])
             return []
         if pending.kind != "moved":
-            return _filtered(watch, [ChangeEvent(watch.id, path, pending.kind, pending.timestamp)])
+            return _filtered(watch, [watch.change(parts, pending.kind, stamp)])
         if pending.src is None or not _accepts(watch, pending.src):
             # An atomic replace (or a file renamed in from outside the scope).
-            kind = "created" if pending.fresh else "modified"
-            return _filtered(watch, [ChangeEvent(watch.id, path, kind, pending.timestamp)])
-        old = watch.rel_of(pending.src)
+            return _filtered(watch, [watch.change(parts, "created" if pending.fresh else "modified", stamp)])
         if "moved" in watch.events:
-            return [ChangeEvent(watch.id, path, "moved", pending.timestamp, old_path=old)]
+            return [watch.change(parts, "moved", stamp, pending.src)]
         return _filtered(
-            watch,
-            [
-                ChangeEvent(watch.id, old, "deleted", pending.timestamp),
-                ChangeEvent(watch.id, path, "created", pending.timestamp),
-            ],
+            watch, [watch.change(pending.src, "deleted", stamp), watch.change(parts, "created", stamp)]
         )
 
 
@@ -686,20 +690,6 @@ def _classify(watch: _Watch, event: FileSystemEvent) -> list[tuple[Parts, str, P
         return [(src, "modified", None)]
     # Directory "modified"/"attrib" (its entries changed), opens, closes: not interesting.
     return []
-
-
-def _merge(pending: dict[Parts, _Pending], parts: Parts, new: _Pending) -> None:
-    """Coalesce *new* into *pending*: the last state wins, but ``modified`` keeps ``created``/``moved``.
-
-    The entry moves to the end, so that delivery follows the order of last changes.
-    """
-    old = pending.pop(parts, None)
-    if old is not None:
-        if new.kind == "modified" and old.kind in ("created", "moved"):
-            new = _Pending(old.kind, new.timestamp, old.src, old.fresh)
-        elif new.kind == "moved" and (old.kind == "created" or old.fresh):
-            new.fresh = True
-    pending[parts] = new
 
 
 def _accepts(watch: _Watch, parts: Parts) -> bool:

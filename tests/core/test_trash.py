@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from jupyter_fsbroker.core import trash as trash_mod
+from jupyter_fsbroker.core import trees as trees_mod
 from jupyter_fsbroker.core.errors import ConfigError
-from jupyter_fsbroker.core.trash import Trash, TrashItem, remove_tree
+from jupyter_fsbroker.core.trash import Trash, TrashItem
+from jupyter_fsbroker.core.trees import remove_tree
 
 
 @pytest.fixture
@@ -308,7 +310,7 @@ def test_exdev_copy_failure_keeps_original(
     make_tree(root / "tree")
     before = snapshot(root / "tree")
     monkeypatch.setattr("jupyter_fsbroker.core.trash.os.rename", FirstRenameCrossDevice(os.rename))
-    real_copy = trash_mod._copy_file
+    real_copy = trees_mod._copy_file
     calls = [0]
 
     def failing_copy(*args: Any) -> None:
@@ -317,7 +319,7 @@ def test_exdev_copy_failure_keeps_original(
             raise OSError(errno.ENOSPC, "no space")
         real_copy(*args)
 
-    monkeypatch.setattr(trash_mod, "_copy_file", failing_copy)
+    monkeypatch.setattr(trees_mod, "_copy_file", failing_copy)
     with pytest.raises(OSError, match="no space"):
         move(trash, dir_fd, root, "tree")
     assert snapshot(root / "tree") == before
@@ -387,7 +389,7 @@ def test_remove_tree_directory_swapped_for_symlink(
 ) -> None:
     """A directory replaced by a link to the outside after it was listed is never entered."""
     make_tree(root / "tree")
-    real_list = trash_mod._list
+    real_list = trees_mod._list
     swapped = [False]
 
     def list_then_swap(fd: int) -> list[tuple[str, bool]]:
@@ -398,7 +400,7 @@ def test_remove_tree_directory_swapped_for_symlink(
             os.symlink(outside, root / "tree" / "sub")
         return entries
 
-    monkeypatch.setattr(trash_mod, "_list", list_then_swap)
+    monkeypatch.setattr(trees_mod, "_list", list_then_swap)
     remove_tree(dir_fd, "tree")
     assert swapped[0]
     assert not os.path.lexists(root / "tree")

@@ -442,3 +442,44 @@ def test_add_errors(manager: WatchManager, root: Root, data: Path, tmp_path: Pat
     with pytest.raises(InvalidParams):
         add(manager, root, q, events=frozenset({"renamed"}))
     assert manager.watches() == ()
+
+
+# -- delivery at once ---------------------------------------------------------------------------
+
+
+def test_a_change_to_a_quiet_file_is_delivered_at_once(root: Root, data: Path) -> None:
+    """The first change of a quiet path does not wait for the window (here a minute long)."""
+    (data / "a.txt").write_text("a")
+    (data / "old.txt").write_text("old")
+    q: queue.Queue[ChangeEvent] = queue.Queue()
+    with WatchManager(coalesce=60.0) as m:
+        add(m, root, q)
+        write(data / "a.txt")
+        assert pairs(collect_until(q, until("data/a.txt"))) == [("modified", "data/a.txt")]
+        os.rename(data / "a.txt", data / "b.txt")
+        moved = collect_until(q, until("data/b.txt"))[-1]
+        assert (moved.event, moved.old_path) == ("moved", "data/a.txt")
+        # A new file is held for the window (it is usually written right after it appears),
+        # and so is a path that changed lately: a change of another quiet path overtakes them.
+        write(data / "new.txt")
+        write(data / "b.txt")
+        os.unlink(data / "old.txt")
+        assert pairs(collect_until(q, until("data/old.txt"))) == [("deleted", "data/old.txt")]
+
+
+def test_what_follows_the_first_change_is_coalesced_to_the_last_state(root: Root, data: Path) -> None:
+    (data / "a.txt").write_text("a")
+    q: queue.Queue[ChangeEvent] = queue.Queue()
+    with WatchManager(coalesce=0.3) as m:
+        add(m, root, q)
+        write(data / "a.txt")
+        first = collect_until(q, until("data/a.txt"))[-1]
+        for _ in range(20):
+            write(data / "a.txt")
+        before_last = time.time()
+        os.unlink(data / "a.txt")
+        write(data / "zz.txt")  # delivered with the same window, after it
+        got = collect_until(q, until("data/zz.txt"))
+        assert first.event == "modified"
+        assert pairs(got) == [("deleted", "data/a.txt"), ("created", "data/zz.txt")]
+        assert got[0].timestamp >= before_last
