@@ -11,6 +11,13 @@ else); without, it serves until the server ends the connection or the process
 receives SIGINT or SIGTERM. Consent for paths not pre-approved with ``--allow``
 is asked on the terminal when stdin is one, and refused otherwise.
 
+``--sandbox`` starts a local server confined (Linux, Landlock): it reaches the
+user's files only through ``files/*`` (``--sandbox-roots``: the roots too,
+read-only ones read-only; ``--sandbox-net PORTS``: no TCP but to these ports).
+``JUPYTER_FSBROKER_SANDBOX=1`` (or ``roots``) makes it the default, and
+``--no-sandbox`` turns the default off; where Landlock is unavailable an asked-for
+sandbox is an error and a default one a warning.
+
 What the server says (its stderr, over stdio, and its MCP log messages) is
 shown on stderr, one line each, prefixed with the connection's name and made
 safe for a terminal; ``--quiet`` keeps only log messages of level warning and
@@ -35,6 +42,8 @@ from .core.serverlog import LEVELS, LogEntry
 from .core.specs import apply_specs, split_header
 from .protocol.client import ServerConnection
 from .protocol.connector import connect
+from .sandbox import Sandbox, SandboxChoice, SandboxError, SandboxUnavailable, choose
+from .sandbox.request import ENV_DEFAULT, parse_ports, sandbox_from_env
 from .widgets.terminal import TerminalConsenter
 from .widgets.text import printable
 
@@ -100,6 +109,31 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not show the server's stderr, nor its log messages below warning",
     )
+    c.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="confine a local server so that it reaches your files only through files/* (Linux, Landlock)",
+    )
+    c.add_argument(
+        "--sandbox-roots",
+        action="store_true",
+        help="confine it, but let it read the roots directly too (read-only roots stay read-only)",
+    )
+    c.add_argument(
+        "--sandbox-net",
+        metavar="PORTS",
+        help="confine its network too: no TCP but connections to these ports (e.g. 443; '' for none)",
+    )
+    c.add_argument(
+        "--sandbox-path",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a path the confined server may read besides its own files (repeatable)",
+    )
+    c.add_argument(
+        "--no-sandbox", action="store_true", help=f"do not confine it, whatever {ENV_DEFAULT} says"
+    )
     c.add_argument("--call", metavar="TOOL", help="call TOOL, print its result as JSON and exit")
     c.add_argument("--args", default="{}", metavar="JSON", help="the tool's arguments (default {})")
     c.add_argument("--audit", metavar="FILE", help="append audit records to FILE as JSON Lines")
@@ -131,6 +165,7 @@ async def _run_connect(args: argparse.Namespace) -> int:
         raise UsageError("--args must be a JSON object")
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
+    sandbox = _sandbox_choice(args)
     echo = _ServerEcho(quiet=args.quiet)
     broker = Broker(
         BrokerConfig(audit_path=args.audit, advertise_read_only_roots=args.advertise_read_only_roots)
@@ -154,6 +189,7 @@ async def _run_connect(args: argparse.Namespace) -> int:
             headers=headers,
             consenter=consenter,
             on_log=echo,
+            sandbox=sandbox if command else None,
         )
         echo.start(conn.name)
         if args.call:
@@ -166,6 +202,25 @@ async def _run_connect(args: argparse.Namespace) -> int:
         broker.close()
         if terminal is not None:
             terminal.close()
+
+
+def _sandbox_choice(args: argparse.Namespace) -> SandboxChoice:
+    """What the sandbox options (and the default of the environment) ask for."""
+    explicit = args.sandbox or args.sandbox_roots or args.sandbox_net is not None or bool(args.sandbox_path)
+    if args.no_sandbox:
+        if explicit:
+            raise UsageError("--no-sandbox contradicts the other sandbox options")
+        return choose(False)
+    try:
+        if not explicit:
+            return choose(None, default=sandbox_from_env())
+        if args.url:
+            raise UsageError("the sandbox confines a local command; a --url server runs elsewhere")
+        ports = parse_ports(args.sandbox_net) if args.sandbox_net is not None else None
+        level = "roots" if args.sandbox_roots else "files"
+        return choose(Sandbox(level=level, connect_ports=ports, paths=tuple(args.sandbox_path)))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 class _ServerEcho:
@@ -217,9 +272,10 @@ async def _serve(conn: ServerConnection) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
+        confinement = f"; {conn.sandbox.describe()}" if conn.sandbox is not None else ""
         print(
             f"jupyter-fsbroker: serving {conn.name} ({conn.server_name or 'unnamed server'}, "
-            f"protocol {conn.protocol_version}); Ctrl-C to stop",
+            f"protocol {conn.protocol_version}{confinement}); Ctrl-C to stop",
             file=sys.stderr,
         )
         closed = asyncio.ensure_future(conn.wait_closed())
@@ -249,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
     except KeyboardInterrupt:
         return EXIT_FAILURE
-    except (BrokerError, TimeoutError, OSError) as exc:
+    except (BrokerError, TimeoutError, OSError, SandboxUnavailable, SandboxError) as exc:
         message = str(exc) or type(exc).__name__
         if isinstance(exc, TimeoutError):
             message = "timed out"

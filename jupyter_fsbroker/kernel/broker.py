@@ -43,6 +43,7 @@ from ..core.grants import Grant
 from ..core.locks import LockInfo
 from ..core.roots import Root
 from ..core.specs import apply_specs
+from ..sandbox import Sandbox
 from . import ipykernel_compat as ipk
 from .calls import CallRunner
 from .connection import KernelConnection
@@ -366,6 +367,7 @@ class NotebookBroker:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+        sandbox: bool | str | Sandbox | None = None,
     ) -> KernelConnection:
         """Connect to an MCP server and give it brokered access to the shared folders.
 
@@ -384,6 +386,13 @@ class NotebookBroker:
             would), extra environment variables and working folder.
         timeout
             Seconds for the server to start and complete the handshake.
+        sandbox
+            Confine a local server (Linux, Landlock) so that it reaches your
+            files only through ``files/*``: ``True`` (or ``"files"``),
+            ``"roots"`` (the roots too, read-only ones read-only), a
+            :class:`~jupyter_fsbroker.sandbox.Sandbox` (no network but some
+            ports, more paths to read), ``False``; ``None``: the
+            ``FSBroker.sandbox`` setting. ``conn.sandbox`` says what is in force.
 
         Returns
         -------
@@ -398,12 +407,24 @@ class NotebookBroker:
             The server cannot speak the MCP versions with server-to-client requests.
         ConfigError
             Neither or both of *url* and *command*, a URL that is not http(s),
-            or an empty name.
+            an empty name, or a sandbox for a URL.
+        SandboxUnavailable
+            The sandbox was asked for and Landlock is unavailable here (a
+            sandbox that is only the setting's default is a warning instead).
+        SandboxError
+            The sandbox cannot be set up as asked (a path that contains a root ...).
         """
         self._runner.check_thread()
         self._warm_up()
         target = self._target(
-            name, url=url, headers=headers, command=command, env=env, cwd=cwd, timeout=timeout
+            name,
+            url=url,
+            headers=headers,
+            command=command,
+            env=env,
+            cwd=cwd,
+            timeout=timeout,
+            sandbox=sandbox,
         )
         return self._connected(self._runner.run(self._open(target)))
 
@@ -417,7 +438,7 @@ class NotebookBroker:
     def _target(self, name: str, **options: Unpack[ConnectOptions]) -> ServerTarget:
         """Check the arguments of :meth:`connect`; close a connection of the same name."""
         self._check_open()
-        target = ServerTarget.check(name, **options)
+        target = ServerTarget.check(name, default_sandbox=self.settings.default_sandbox(), **options)
         with self._lock:
             old = self._connections.get(name)
         if old is not None and not old.closed:

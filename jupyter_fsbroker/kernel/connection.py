@@ -26,6 +26,7 @@ from .results import ToolError, ToolResult, Tools
 
 if TYPE_CHECKING:  # imported with the first connection (kernel/servers.py), not at %load_ext
     from ..protocol.client import ServerConnection
+    from ..sandbox import SandboxStatus
 
 __all__ = ["CallOptions", "KernelConnection"]
 
@@ -106,6 +107,15 @@ class KernelConnection:
     def target(self) -> str:
         """The server's command line or URL (without secrets), for display."""
         return self._server.target
+
+    @property
+    def sandbox(self) -> SandboxStatus | None:
+        """Whether a local server runs confined, and how (``None``: over HTTP, it runs elsewhere).
+
+        ``conn.sandbox.describe()`` says it in words: ``sandboxed (files; Landlock ABI 7)``,
+        ``not sandboxed``, or ``not sandboxed (sandbox unavailable: …)``.
+        """
+        return self._server.sandbox
 
     def server_log(self, lines: int = 50) -> str:
         """The last *lines* the server said, oldest first, one per line with its time.

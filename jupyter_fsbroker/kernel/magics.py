@@ -22,6 +22,8 @@ from IPython.utils.process import arg_split  # type: ignore[attr-defined,unused-
 
 from ..core.errors import BrokerError
 from ..core.specs import add_root_spec, split_header
+from ..sandbox import Sandbox
+from ..sandbox.request import parse_ports
 from .broker import NotebookBroker
 
 __all__ = ["FSBrokerMagics", "build_parser"]
@@ -54,6 +56,14 @@ def build_parser() -> MagicArgumentParser:
         "--header", action="append", default=[], metavar="'K: V'", help="an HTTP header (repeatable)"
     )
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to connect (default 30)")
+    p.add_argument("--sandbox", action="store_true", help="confine the local server: files only via files/*")
+    p.add_argument("--sandbox-roots", action="store_true", help="confine it, but let it read the roots too")
+    p.add_argument(
+        "--sandbox-net", metavar="PORTS", help="no TCP but connections to these ports ('' for none)"
+    )
+    p.add_argument(
+        "--no-sandbox", action="store_true", help="do not confine it, whatever FSBroker.sandbox says"
+    )
     p = commands.add_parser("call", help="call a tool and show its result")
     p.add_argument("name", metavar="NAME")
     p.add_argument("tool", metavar="TOOL")
@@ -77,6 +87,22 @@ def _arguments(text: str | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UsageError('the tool\'s arguments must be a JSON object, like {"path": "data/x.csv"}')
     return value
+
+
+def _sandbox(args: argparse.Namespace) -> bool | str | Sandbox | None:
+    """What ``connect``'s sandbox options ask for (``None``: the ``FSBroker.sandbox`` setting)."""
+    asked = args.sandbox or args.sandbox_roots or args.sandbox_net is not None
+    if args.no_sandbox:
+        if asked:
+            raise UsageError("--no-sandbox contradicts the other sandbox options")
+        return False
+    if not asked:
+        return None
+    try:
+        ports = parse_ports(args.sandbox_net) if args.sandbox_net is not None else None
+    except ValueError as exc:
+        raise UsageError(f"--sandbox-net: {exc}") from None
+    return Sandbox(level="roots" if args.sandbox_roots else "files", connect_ports=ports)
 
 
 @magics_class
@@ -109,9 +135,13 @@ class FSBrokerMagics(Magics):
                                                     OPS: comma list of read,write,delete,watch
                                                     (default read)
           %fsbroker connect NAME --url URL [--header 'K: V']...
-          %fsbroker connect NAME --command "CMD ARGS"
+          %fsbroker connect NAME --command "CMD ARGS" [--sandbox | --sandbox-roots]
                                                     connect to an MCP server over Streamable
-                                                    HTTP or stdio [--timeout SECONDS]
+                                                    HTTP or stdio [--timeout SECONDS]; a
+                                                    sandboxed local server reaches your files
+                                                    only through the broker [--sandbox-net
+                                                    PORTS: and TCP only to these ports;
+                                                    --no-sandbox: not FSBroker.sandbox's default]
           %fsbroker call NAME TOOL [JSON]           call a tool and show its result; JSON (the
                                                     arguments) is the rest of the line
           %fsbroker disconnect NAME                 close a connection: its grants, locks and
@@ -179,8 +209,12 @@ class FSBrokerMagics(Magics):
                 raise UsageError(f"--command: {exc}") from None
             if not command:
                 raise UsageError("--command is empty")
-            broker.connect(args.name, command=command, timeout=args.timeout)
+            conn = broker.connect(args.name, command=command, timeout=args.timeout, sandbox=_sandbox(args))
+            if conn.sandbox is not None and (conn.sandbox.confined or conn.sandbox.reason):
+                print(f"{conn.name}: {conn.sandbox.describe()}")
         else:
+            if _sandbox(args) is not None:
+                raise UsageError("the sandbox options are for --command: a --url server runs elsewhere")
             broker.connect(
                 args.name,
                 url=args.url,

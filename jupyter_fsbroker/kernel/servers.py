@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 from ..core.broker import Broker
 from ..core.consent import Consenter
 from ..core.errors import ConfigError
+from ..sandbox import Sandbox, SandboxChoice, choose
 
 if TYPE_CHECKING:  # the MCP client is imported when the first connection is made, not at %load_ext
     from ..protocol.client import ServerConnection
@@ -59,6 +60,10 @@ def warm_up() -> None:
             return
 
 
+#: A target that was not checked by :meth:`ServerTarget.check` is not confined.
+_NO_SANDBOX = SandboxChoice(None, explicit=False)
+
+
 class ConnectOptions(TypedDict, total=False):
     """The keyword arguments of :meth:`NotebookBroker.connect <.broker.NotebookBroker.connect>`."""
 
@@ -68,6 +73,7 @@ class ConnectOptions(TypedDict, total=False):
     env: Mapping[str, str] | None
     cwd: str | os.PathLike[str] | None
     timeout: float | None
+    sandbox: bool | str | Sandbox | None
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,8 @@ class ServerTarget:
         The server's command line (empty for a URL), extra environment and folder.
     timeout
         Seconds for the server to start and complete the handshake.
+    sandbox
+        How a local server is confined, and whether that was asked for or is the default.
     """
 
     name: str
@@ -93,16 +101,23 @@ class ServerTarget:
     env: Mapping[str, str] | None
     cwd: str | None
     timeout: float | None
+    sandbox: SandboxChoice = _NO_SANDBOX
 
     @classmethod
-    def check(cls, name: str, **options: Unpack[ConnectOptions]) -> ServerTarget:
+    def check(
+        cls, name: str, *, default_sandbox: Sandbox | None = None, **options: Unpack[ConnectOptions]
+    ) -> ServerTarget:
         """The target that ``connect(name, **options)`` names.
+
+        *default_sandbox* is the setting's sandbox for local servers, taken when
+        ``sandbox`` is not given.
 
         Raises
         ------
         ConfigError
             An empty name, neither or both of ``url`` and ``command``, a URL
-            that is not http(s), or an empty command.
+            that is not http(s), an empty command, a sandbox asked for a URL,
+            or a sandbox value that means nothing.
         """
         url, command, cwd = options.get("url"), options.get("command"), options.get("cwd")
         if not isinstance(name, str) or not name.strip():
@@ -116,6 +131,14 @@ class ServerTarget:
             argv = tuple(shlex.split(command) if isinstance(command, str) else map(str, command))
             if not argv:
                 raise ConfigError("the server command is empty")
+        try:
+            sandbox = choose(options.get("sandbox"), default=default_sandbox if argv else None)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(str(exc)) from None
+        if url is not None and sandbox.explicit and sandbox.sandbox is not None:
+            raise ConfigError(
+                "the sandbox confines local servers (command=...); a URL's server runs elsewhere"
+            )
         return cls(
             name=name,
             url=url,
@@ -124,6 +147,7 @@ class ServerTarget:
             env=options.get("env"),
             cwd=os.fspath(cwd) if cwd is not None else None,
             timeout=options.get("timeout", DEFAULT_CONNECT_TIMEOUT),
+            sandbox=sandbox,
         )
 
     async def open(self, core: Broker, consenter: Consenter) -> ServerConnection:
@@ -147,4 +171,5 @@ class ServerTarget:
             headers=self.headers,
             consenter=consenter,
             timeout=self.timeout,
+            sandbox=self.sandbox if self.argv else None,
         )

@@ -22,13 +22,14 @@ import dataclasses
 import math
 from typing import Any
 
-from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, TraitError, Unicode, validate
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
 from ..core.config import BrokerConfig
 from ..core.errors import ConfigError
 from ..core.limits import Limits
 from ..core.specs import split_allow
+from ..sandbox.request import ENV_DEFAULT, Sandbox, sandbox_from_env
 
 __all__ = ["LIVE_TRAITS", "FSBroker"]
 
@@ -128,7 +129,23 @@ class FSBroker(Configurable):
         True, help="Show a progress bar in the calling cell while a tool call moves files in chunks."
     ).tag(config=True)
 
+    sandbox = CaselessStrEnum(
+        ("off", "files", "roots"),
+        help="Confine local (stdio) servers by default (Linux, Landlock): 'files' (they reach your files "
+        "only through files/*), 'roots' (the roots too, read-only ones read-only) or 'off'. "
+        f"Default: ${ENV_DEFAULT} (1, files, roots or 0), else 'off'. broker.connect(sandbox=...) "
+        "overrides it; where Landlock is unavailable a default sandbox is a warning, not an error.",
+    ).tag(config=True)
+
     # -- validation ----------------------------------------------------------------------------
+
+    @default("sandbox")
+    def _sandbox_from_environment(self) -> str:
+        try:
+            found = sandbox_from_env()
+        except ValueError:
+            return "off"  # the command line says why; a kernel starts anyway
+        return "off" if found is None else found.level
 
     @validate("consent_timeout")
     def _check_timeout(self, proposal: dict[str, Any]) -> float:
@@ -160,6 +177,10 @@ class FSBroker(Configurable):
         return [str(v) for v in proposal["value"]]
 
     # -- what the broker gets ------------------------------------------------------------------
+
+    def default_sandbox(self) -> Sandbox | None:
+        """The sandbox a local server gets when ``connect`` does not say (``None``: not confined)."""
+        return None if self.sandbox == "off" else Sandbox(level=str(self.sandbox))
 
     def make_limits(self, base: Limits | None = None) -> Limits:
         """The :class:`~jupyter_fsbroker.core.limits.Limits` these settings stand for.

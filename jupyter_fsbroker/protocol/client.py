@@ -41,7 +41,7 @@ import logging
 import math
 from collections.abc import Mapping
 from contextlib import AsyncExitStack, suppress
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
@@ -67,6 +67,9 @@ from .roots_gate import RootsGate, RootsGrace
 from .transports import Opener
 from .validation import prepare_output_validation
 from .voice import ServerVoice, clean_name, fallback_name
+
+if TYPE_CHECKING:
+    from ..sandbox import SandboxStatus
 
 __all__ = ["CLIENT_INFO", "ConnectionState", "ServerConnection", "TransportKind"]
 
@@ -133,6 +136,7 @@ class ServerConnection:
         consenter: Consenter | None,
         keepalive: float | None,
         roots_grace: RootsGrace | None = None,
+        sandbox: SandboxStatus | None = None,
     ) -> None:
         self.broker = broker
         #: Whether :attr:`name` came from the server (none was given).
@@ -140,6 +144,8 @@ class ServerConnection:
         self.name = name if name is not None else fallback_name(transport, target)
         self.transport: TransportKind = transport
         self.target = target
+        #: stdio: whether the server runs confined, and how (``None``: over HTTP, it runs elsewhere).
+        self.sandbox = sandbox
         self.log = ServerLog()
         self._opener = opener
         self._keepalive = keepalive

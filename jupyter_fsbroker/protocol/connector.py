@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TextIO, TypedDict, Unpack
 
-from mcp.client.stdio import StdioServerParameters
-
 from ..core.broker import Broker
 from ..core.consent import Consenter
 from ..core.serverlog import LogEntry
+from ..sandbox import SandboxChoice
 from .client import ServerConnection
 from .roots_gate import RootsGrace
+from .sandboxing import SandboxValue, closing_launch, sandboxed_stdio
 from .transports import display_url, http_transport, stdio_transport
 
 __all__ = [
@@ -54,6 +54,7 @@ class ConnectOptions(TypedDict, total=False):
     errlog: TextIO | None
     roots_grace: RootsGrace | None
     on_log: Callable[[LogEntry], object] | None
+    sandbox: SandboxValue
 
 
 async def connect(
@@ -72,6 +73,7 @@ async def connect(
     errlog: TextIO | None = None,
     roots_grace: RootsGrace | None = DEFAULT_ROOTS_GRACE,
     on_log: Callable[[LogEntry], object] | None = None,
+    sandbox: SandboxValue = None,
 ) -> ServerConnection:
     """Connect *broker* to an MCP server and complete the handshake.
 
@@ -119,6 +121,15 @@ async def connect(
         Called with each :class:`~jupyter_fsbroker.core.serverlog.LogEntry` of
         the connection's log from the start (stderr lines, log messages), on
         the event loop; it must not block.
+    sandbox
+        stdio: confine the server (Linux, Landlock) so that it reaches the
+        user's files only through ``files/*``: ``True`` (or ``"files"``),
+        ``"roots"`` (the roots too, read-only ones read-only), a
+        :class:`~jupyter_fsbroker.sandbox.Sandbox` (network level, extra paths),
+        or a :class:`~jupyter_fsbroker.sandbox.SandboxChoice` from a default
+        setting (where Landlock is unavailable, a warning instead of an error).
+        ``None``/``False``: not confined. :attr:`ServerConnection.sandbox` says
+        what is in force.
 
     Returns
     -------
@@ -132,26 +143,35 @@ async def connect(
     ConnectError
         The command cannot be started, the URL cannot be reached, the server
         refused the handshake, or *timeout* elapsed.
+    SandboxUnavailable
+        The sandbox was asked for and Landlock is unavailable here.
+    SandboxError
+        The sandbox cannot be set up as asked (a path that contains a root ...).
     ValueError
-        Neither or both of *command* and *url*, or a URL that is not http(s).
+        Neither or both of *command* and *url*, a URL that is not http(s), or a
+        sandbox for a URL (a remote server runs elsewhere).
     """
     if (command is None) == (url is None):
         raise ValueError("give either command (stdio) or url (Streamable HTTP)")
+    launch = None
     if command is not None:
-        parameters = StdioServerParameters(
-            command=command, args=list(args), env=dict(env) if env is not None else None, cwd=cwd
-        )
+        parameters, launch = await sandboxed_stdio(broker, command, args, env, cwd, sandbox)
         conn = ServerConnection(
             broker,
             name,
             transport="stdio",
             target=" ".join([command, *args]),
-            opener=lambda on_line: stdio_transport(parameters, errlog, on_line),
+            opener=lambda on_line: closing_launch(stdio_transport(parameters, errlog, on_line), launch),
             consenter=consenter,
             keepalive=None,
             roots_grace=roots_grace,
+            sandbox=launch.status,
         )
     else:
+        if sandbox not in (None, False) and not isinstance(sandbox, SandboxChoice):  # a default: not for URLs
+            raise ValueError(
+                "the sandbox confines local servers (command=...); a URL's server runs elsewhere"
+            )
         assert url is not None
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"not an http(s) URL: {url!r}")
@@ -167,7 +187,12 @@ async def connect(
         )
     if on_log is not None:
         conn.log.follow(on_log)
-    await conn.start(timeout)
+    try:
+        await conn.start(timeout)
+    except BaseException:
+        if launch is not None:
+            launch.close()  # the transport removes it too, if it was ever opened
+        raise
     return conn
 
 

@@ -59,7 +59,7 @@ from .markup import (
     totals_html,
 )
 from .style import REJECT, WARN, style_html
-from .text import ENDED_STATES, ConnectionView, grant_holder
+from .text import ENDED_STATES, ConnectionView, grant_holder, sandbox_text
 
 __all__ = ["Dashboard"]
 
@@ -520,13 +520,13 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             self._conn_views[key] = view
             try:
                 name, server, transport = view.name, view.server_name, view.transport
-                version, state = view.protocol_version, view.state
+                version, state, sandbox = view.protocol_version, view.state, sandbox_text(view)
             except Exception:
                 log.exception("the dashboard could not read a connection")
                 continue
             if key in disconnecting:
                 state = "disconnecting"
-            text = connection_html(name, server, transport, version, state)
+            text = connection_html(name, server, transport, version, state, sandbox)
             items.append((key, text, str(state).lower() not in ENDED_STATES and key not in disconnecting))
         self._sync(
             self._conn_rows,

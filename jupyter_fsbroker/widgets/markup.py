@@ -138,11 +138,14 @@ def roots_html(roots: Sequence[Root]) -> str:
     return table(("name", "folder", "access"), rows)
 
 
-def connection_html(name: str, server: str, transport: str, version: str | None, state: str) -> str:
-    """One connection's row: its name, server, transport, protocol version and state."""
+def connection_html(
+    name: str, server: str, transport: str, version: str | None, state: str, sandbox: str = ""
+) -> str:
+    """One connection's row: its name, server, transport, protocol version, state and sandbox."""
     return (
         f"<b>{escape(name)}</b> · server {escape(server or '?')} · {escape(transport)} · "
         f"protocol {escape(version or '?')} · <i>{escape(state)}</i>"
+        + (f" · {escape(sandbox)}" if sandbox else "")
     )
 
 

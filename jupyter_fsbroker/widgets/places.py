@@ -24,7 +24,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
 from .closing import close_parts
 from .markup import escape, plain
-from .text import ConnectionView
+from .text import ConnectionView, sandbox_text
 
 __all__ = [
     "KEEP_DECIDED",
@@ -143,9 +143,11 @@ def card_text(conn: CardSource) -> str:
     if conn.closed:
         return f"<i>{name}</i>: disconnected ({escape(conn.close_reason or 'closed')})"
     tools = len(conn.tools)
+    sandbox = sandbox_text(conn)
     return (
         f"Connected <b>{name}</b> — server {escape(conn.server_name or '?')}, {escape(conn.transport)}, "
         f"MCP {escape(conn.protocol_version or '?')}, {tools} tool{'' if tools == 1 else 's'}"
+        + (f", {escape(sandbox)}" if sandbox else "")
     )
 
 

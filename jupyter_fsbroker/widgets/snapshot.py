@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ClosedError
 from ..core.timestamps import iso_utc
-from .text import ConnectionView, grant_holder
+from .text import ConnectionView, grant_holder, sandbox_text
 
 if TYPE_CHECKING:
     from ..core.broker import Broker
@@ -82,6 +82,7 @@ def state_snapshot(
                 "transport": view.transport,
                 "protocolVersion": view.protocol_version,
                 "state": view.state,
+                "sandbox": sandbox_text(view) or None,
             }
             for view in views
         ],

@@ -37,6 +37,7 @@ __all__ = [
     "plural",
     "printable",
     "reason_text",
+    "sandbox_text",
     "status_text",
 ]
 
@@ -62,6 +63,10 @@ class ConnectionView(Protocol):
         The MCP protocol version agreed on, or ``None`` before the handshake.
     state
         A short word: ``connecting``, ``connected``, ``closed``, ``failed`` ...
+
+    A connection may also have ``sandbox``: an object whose ``describe()`` says
+    whether its local server runs confined (``None`` for a remote server); the
+    views show it where it is (:func:`sandbox_text`).
     """
 
     @property
@@ -82,6 +87,16 @@ class ConnectionView(Protocol):
     def close(self) -> object:
         """End the connection: the kill switch (revokes its grants, releases its locks)."""
         ...
+
+
+def sandbox_text(view: object) -> str:
+    """Whether a connection's server runs sandboxed, in words; ``""`` where that does not apply.
+
+    ``sandboxed (files; Landlock ABI 7)``, ``not sandboxed``, ``not sandboxed (sandbox
+    unavailable: …)``; empty for a remote server and for a view without ``sandbox``.
+    """
+    sandbox = getattr(view, "sandbox", None)
+    return str(sandbox.describe()) if sandbox is not None else ""
 
 
 #: States in which a connection cannot be disconnected any more.
@@ -326,6 +341,7 @@ def status_text(
     lines += [
         f"  {view.name}  server {view.server_name or '?'}  {view.transport}  "
         f"protocol {view.protocol_version or '?'}  {view.state}"
+        + (f"  {sandbox_text(view)}" if sandbox_text(view) else "")
         for view in views
     ] or ["  (none)"]
     lines.append("Grants:")

@@ -1,0 +1,84 @@
+"""``jupyter-fsbroker connect --sandbox``: the command line's sandbox, its default and its errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jupyter_fsbroker.sandbox.landlock import ENV_SIMULATE_UNAVAILABLE
+from jupyter_fsbroker.sandbox.request import ENV_DEFAULT
+from tests.sandbox.test_servers import SNOOPING
+from tests.support.env import server_env
+
+CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
+
+
+def open_directly(path: Path, *options: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            *CLI,
+            *options,
+            "--call",
+            "open_directly",
+            "--args",
+            json.dumps({"path": str(path)}),
+            "--",
+            *SNOOPING,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **server_env(), **env},
+        check=False,
+    )
+
+
+def answer(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["content"][0]["text"])
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    path = tmp_path / "data" / "secret.txt"
+    path.parent.mkdir()
+    path.write_text("x")
+    return path
+
+
+@pytest.mark.usefixtures("abi")
+def test_sandbox_option_and_default(secret: Path) -> None:
+    root = f"data={secret.parent}"
+    assert answer(open_directly(secret, "--root", root)) == "ok"
+    assert answer(open_directly(secret, "--root", root, "--sandbox")) == "EACCES"
+    assert answer(open_directly(secret, "--root", root, "--sandbox-roots")) == "ok"
+    assert answer(open_directly(secret, "--root", root, **{ENV_DEFAULT: "1"})) == "EACCES"
+    assert answer(open_directly(secret, "--root", root, "--no-sandbox", **{ENV_DEFAULT: "1"})) == "ok"
+
+
+def test_without_landlock_asked_is_an_error_and_the_default_a_warning(secret: Path) -> None:
+    simulated = {ENV_SIMULATE_UNAVAILABLE: "no Landlock here (test)"}
+    asked = open_directly(secret, "--sandbox", **simulated)
+    assert asked.returncode == 2
+    assert asked.stderr.startswith("jupyter-fsbroker: the sandbox was asked for, but no Landlock here (test)")
+    default = open_directly(secret, **simulated, **{ENV_DEFAULT: "roots"})
+    assert answer(default) == "ok"
+    warnings = [line for line in default.stderr.splitlines() if "without the default sandbox" in line]
+    assert len(warnings) == 1 and "no Landlock here (test)" in warnings[0]
+
+
+def test_sandbox_usage_errors(secret: Path) -> None:
+    for options, message in [
+        (("--sandbox", "--no-sandbox"), "--no-sandbox contradicts"),
+        (("--sandbox-net", "http"), "ports must be numbers"),
+    ]:
+        done = open_directly(secret, *options)
+        assert done.returncode == 2 and message in done.stderr, done.stderr
+    bad_default = open_directly(secret, **{ENV_DEFAULT: "maybe"})
+    assert bad_default.returncode == 2 and f"{ENV_DEFAULT}='maybe'" in bad_default.stderr

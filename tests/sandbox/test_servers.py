@@ -1,0 +1,215 @@
+"""Sandboxed servers for real, through the broker: the OS refuses what only ``files/*`` may give.
+
+* A server written with the helper opens the user's files itself and is refused by
+  the kernel, while the same file read through ``files/*`` works once approved.
+* The official filesystem server (npm, as installed for the interop tests) under
+  ``sandbox="roots"`` reads a root but cannot write into a read-only root, nor read a
+  root it was shown after it started.
+* The example analysis server runs unchanged under the sandbox.
+* Without Landlock, asking for the sandbox is an error that says why; a default
+  sandbox becomes a warning and the connection says it is not sandboxed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from jupyter_fsbroker.core.broker import Broker
+from jupyter_fsbroker.protocol import connect
+from jupyter_fsbroker.sandbox import Sandbox, SandboxUnavailable, choose
+from jupyter_fsbroker.sandbox.landlock import ENV_SIMULATE_UNAVAILABLE
+from tests.interop.npm import NodeTools, NpmUnavailable, install
+from tests.sandbox.conftest import in_ci
+from tests.sandbox.test_confine import placed
+from tests.support.brokers import make_broker
+from tests.support.env import server_env
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("abi")]
+
+SNOOPING = [sys.executable, str(Path(__file__).resolve().parent / "servers" / "snooping_server.py")]
+ANALYSIS = [sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def node_tools() -> NodeTools:
+    try:
+        return install()
+    except NpmUnavailable as exc:
+        message = f"SANDBOX TESTS OF THE OFFICIAL SERVER NOT RUN: {exc}"
+        if in_ci():
+            pytest.fail(message + " (CI=true: these tests must run)")
+        pytest.skip(message)
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "sales.csv").write_text("region,amount\nnorth,2.5\nsouth,4.0\n")
+    (folder / "notes.txt").write_text("hello from the notebook\n")
+    return folder
+
+
+@pytest.fixture
+def broker(tmp_path: Path, data: Path) -> Iterator[Broker]:
+    with make_broker(tmp_path) as b:
+        b.add_root(data, name="data")
+        yield b
+
+
+def text_of(result: dict[str, Any]) -> str:
+    return "\n".join(str(block.get("text", "")) for block in result["content"])
+
+
+async def test_a_sandboxed_server_is_refused_by_the_os_and_served_by_files(
+    broker: Broker, data: Path
+) -> None:
+    conn = await connect(
+        broker, "snoop", command=SNOOPING[0], args=SNOOPING[1:], env=server_env(), sandbox=True
+    )
+    try:
+        assert conn.sandbox is not None and conn.sandbox.confined
+        assert conn.sandbox.describe().startswith("sandboxed (files; Landlock ABI ")
+        with placed(Path.home()) as home_file:
+            attempts = [home_file, data / "notes.txt", Path("/etc/shadow"), Path("/etc/passwd")]
+            results = {
+                str(p): text_of(await conn.call_tool("open_directly", {"path": str(p)})) for p in attempts
+            }
+        assert results == {
+            str(home_file): "EACCES",
+            str(data / "notes.txt"): "EACCES",
+            "/etc/shadow": "EACCES",
+            "/etc/passwd": "ok",  # a public system file programs need
+        }
+        broker.allow("data/notes.txt", "read")
+        brokered = await conn.call_tool("read_brokered", {"path": "data/notes.txt"})
+        assert text_of(brokered) == "hello from the notebook\n"
+        where = (await conn.call_tool("where", {}))["structuredContent"]
+        assert "/fsbroker-sandbox-" in where["tmpdir"] and os.path.isdir(where["tmpdir"])
+    finally:
+        await conn.aclose()
+    assert not os.path.exists(where["tmpdir"]), "the private folder goes with the connection"
+    assert [r.decision for r in broker.audit.records() if r.method == "files/read"][-1] == "allow"
+
+
+async def test_the_example_analysis_server_runs_unchanged_under_the_sandbox(
+    broker: Broker, data: Path
+) -> None:
+    broker.allow("data", ("read", "write"))
+    conn = await connect(
+        broker, "analysis", command=ANALYSIS[0], args=ANALYSIS[1:], env=server_env(), sandbox=True
+    )
+    try:
+        assert conn.sandbox is not None and conn.sandbox.confined
+        profile = await conn.call_tool("profile_csv", {"path": "data/sales.csv"})
+        assert profile["isError"] is False, text_of(profile)
+        assert "amount" in text_of(profile)
+        report = await conn.call_tool("write_report", {"path": "data/sales.csv"})
+        assert report["isError"] is False, text_of(report)
+    finally:
+        await conn.aclose()
+    assert (data / "sales.report.md").exists()
+
+
+async def test_the_official_server_under_the_roots_level(
+    node_tools: NodeTools, data: Path, tmp_path: Path
+) -> None:
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    (ref / "r.txt").write_text("reference")
+    later = tmp_path / "later"
+    later.mkdir()
+    (later / "l.txt").write_text("shown after the start")
+    command, *args = node_tools.server_filesystem
+    # Read-only roots are advertised here so that the server tries to write into one.
+    with make_broker(tmp_path, advertise_read_only_roots=True) as b:
+        b.add_root(data, name="data")
+        b.add_root(ref, name="ref", read_only=True)
+        conn = await connect(b, "fs", command=command, args=args, sandbox="roots")
+        try:
+            assert conn.sandbox is not None and conn.sandbox.describe().startswith("sandboxed (roots;")
+            read = await conn.call_tool("read_text_file", {"path": str((data / "notes.txt").resolve())})
+            assert text_of(read) == "hello from the notebook\n"
+            wrote = await conn.call_tool(
+                "write_file", {"path": str((data / "new.txt").resolve()), "content": "x"}
+            )
+            assert wrote["isError"] is False, text_of(wrote)
+            refused = await conn.call_tool(
+                "write_file", {"path": str((ref / "r.txt").resolve()), "content": "overwritten"}
+            )
+            assert refused["isError"] is True and "EACCES" in text_of(refused)
+            b.add_root(later, name="later")  # the server adopts it; the kernel was never told
+            outside = await conn.call_tool("read_text_file", {"path": str((later / "l.txt").resolve())})
+            assert outside["isError"] is True and "EACCES" in text_of(outside), text_of(outside)
+        finally:
+            await conn.aclose()
+    assert (ref / "r.txt").read_text() == "reference"
+    assert (data / "new.txt").read_text() == "x"
+
+
+async def test_without_landlock_asking_is_an_error_and_a_default_is_a_warning(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(ENV_SIMULATE_UNAVAILABLE, "this kernel has no Landlock (test)")
+    with pytest.raises(
+        SandboxUnavailable, match=r"the sandbox was asked for, but this kernel has no Landlock"
+    ):
+        await connect(broker, "snoop", command=SNOOPING[0], args=SNOOPING[1:], env=server_env(), sandbox=True)
+    default = choose(None, default=Sandbox())
+    conn = await connect(
+        broker, "snoop", command=SNOOPING[0], args=SNOOPING[1:], env=server_env(), sandbox=default
+    )
+    try:
+        assert conn.sandbox is not None and not conn.sandbox.confined
+        assert conn.sandbox.describe().startswith(
+            "not sandboxed (sandbox unavailable: this kernel has no Landlock"
+        )
+        assert text_of(await conn.call_tool("open_directly", {"path": "/etc/hostname"})) == "ok"
+    finally:
+        await conn.aclose()
+    assert [r.getMessage() for r in caplog.records if "without the default sandbox" in r.getMessage()]
+
+
+async def test_a_url_cannot_be_sandboxed(broker: Broker) -> None:
+    with pytest.raises(ValueError, match="confines local servers"):
+        await connect(broker, "remote", url="http://127.0.0.1:9/mcp", sandbox=True)
+
+
+async def test_a_launcher_that_cannot_confine_says_why_in_the_connect_error(broker: Broker) -> None:
+    """Landlock gone between the broker's check and the start: the server never runs, the user reads why."""
+    from jupyter_fsbroker.protocol import ConnectError
+
+    env = {**server_env(), ENV_SIMULATE_UNAVAILABLE: "gone since the check (test)"}
+    with pytest.raises(
+        ConnectError, match=r"jupyter-fsbroker sandbox: Landlock is unavailable, the server was not"
+    ):
+        await connect(broker, "snoop", command=SNOOPING[0], args=SNOOPING[1:], env=env, sandbox=True)
+
+
+async def test_the_private_folder_goes_when_the_server_is_killed(broker: Broker) -> None:
+    import signal
+
+    conn = await connect(
+        broker, "snoop", command=SNOOPING[0], args=SNOOPING[1:], env=server_env(), sandbox=True
+    )
+    try:
+        where = (await conn.call_tool("where", {}))["structuredContent"]
+        os.kill(where["pid"], signal.SIGKILL)
+        with anyio.fail_after(30):
+            await conn.wait_closed()
+    finally:
+        await conn.aclose()
+    assert not os.path.exists(where["tmpdir"])
+    assert not os.path.exists(os.path.dirname(where["tmpdir"]))
