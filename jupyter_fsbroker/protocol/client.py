@@ -36,7 +36,6 @@ leaks to the layers above.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import math
 from collections.abc import Mapping
@@ -64,6 +63,7 @@ from ..core.watch import ChangeEvent
 from .errors import ConnectError, ConnectionClosedError, ProtocolVersionError, ServerError
 from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware
 from .roots_gate import RootsGate, RootsGrace
+from .tools import list_tools
 from .transports import Opener
 from .validation import prepare_output_validation
 from .voice import ServerVoice, clean_name, fallback_name
@@ -265,7 +265,7 @@ class ServerConnection:
         """
         session = self._require_session("list tools")
         try:
-            self._tools = await _list_tools(session)
+            self._tools = await list_tools(session)
         except MCPError as exc:
             raise await self._call_error(exc, "tools/list", None) from None
         return self._tools
@@ -497,7 +497,7 @@ class ServerConnection:
         if "tools" not in self._server_capabilities:
             return ()
         try:
-            return await _list_tools(session)
+            return await list_tools(session)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 raise ConnectError(
@@ -741,27 +741,6 @@ class ServerConnection:
         return ConnectionClosedError(
             f"{what} failed: the connection {self.name!r} closed ({self._close_reason or 'connection lost'})"
         )
-
-
-async def _list_tools(session: ClientSession) -> tuple[dict[str, Any], ...]:
-    tools: list[dict[str, Any]] = []
-    cursor: str | None = None
-    for _ in range(1000):  # a server whose cursor never ends cannot hang us
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-        page = await session.list_tools(params=params)
-        tools.extend(_tool_dict(tool) for tool in page.tools)
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    return tuple(tools)
-
-
-def _tool_dict(tool: types.Tool) -> dict[str, Any]:
-    dumped: dict[str, Any] = tool.model_dump(by_alias=True, mode="json", exclude_none=True)
-    description = dumped.get("description")
-    if isinstance(description, str):
-        dumped["description"] = inspect.cleandoc(description)
-    return dumped
 
 
 def _short(text: str, limit: int = 200) -> str:
