@@ -104,6 +104,7 @@ class RawClient:
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._waiters: list[tuple[Callable[[Answered], bool], asyncio.Future[Answered]]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._notify_lock = asyncio.Lock()
         self._loop = asyncio.get_running_loop()
         self._closed = False
 
@@ -273,7 +274,13 @@ class RawClient:
 
     def _send_change(self, params: dict[str, Any]) -> None:
         if not self._closed:
-            self._spawn(self.notify("notifications/files/changed", params))
+            self._spawn(self._notify_in_order("notifications/files/changed", params))
+
+    async def _notify_in_order(self, method: str, params: dict[str, Any]) -> None:
+        # Over HTTP each notification is a POST of its own: sent at once, two of them may reach
+        # the server in either order, and a server may rely on the order of change events.
+        async with self._notify_lock:
+            await self.notify(method, params)
 
     # -- assertions ----------------------------------------------------------------------------
 
