@@ -189,3 +189,32 @@ def test_the_command_line_example_calls_the_example_server(tmp_path: Path) -> No
         "region",
         "total",
     ]
+
+
+# -- the reference sections ---------------------------------------------------------------------
+
+
+def test_the_configuration_table_lists_exactly_the_notebook_settings() -> None:
+    from jupyter_fsbroker.kernel.settings import FSBroker
+
+    start, end = _section("Configuration")
+    rows = [line for line in README[start:end].splitlines() if line.startswith("| `")]
+    listed = {name for row in rows for name in re.findall(r"`(\w+)`", row.split("|")[1])}
+    assert listed == set(FSBroker.class_trait_names(config=True))
+
+
+def test_the_command_line_section_lists_exactly_the_options_of_connect(tmp_path: Path) -> None:
+    start, end = _section("From a terminal: `jupyter-fsbroker`")
+    options = README[start:end].split("The options (`jupyter-fsbroker connect --help`):", 1)[1]
+    listed = set(re.findall(r"`(-{1,2}[a-z][\w-]*)", options))
+    shown = subprocess.run(
+        [sys.executable, "-m", "jupyter_fsbroker", "connect", "--help"],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    usage = shown[: shown.index("\n\n")]  # the usage lines name every option once, short form first
+    known = set(re.findall(r"\[(-{1,2}[a-z][\w-]*)", usage)) - {"-h"}
+    assert listed == known
