@@ -110,12 +110,15 @@ def test_the_first_screen_is_one_sentence_two_commands_and_the_consent_screensho
     assert all((REPO / image).is_file() for image in images)
 
 
-def test_every_local_link_and_image_of_the_readme_exists() -> None:
-    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README) + re.findall(
-        r'src(?:set)?="([^"]+)"', README
-    )
+@pytest.mark.parametrize(
+    "page", ["README.md", "CONTRIBUTING.md", "docs/security.md", "docs/notebook.md", "docs/server-helper.md"]
+)
+def test_every_local_link_and_image_exists(page: str) -> None:
+    text = (REPO / page).read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text) + re.findall(r'src(?:set)?="([^"]+)"', text)
     local = [t for t in targets if not re.match(r"\w+://", t)]
-    assert local and [t for t in local if not (REPO / t).exists()] == []
+    folder = (REPO / page).parent
+    assert local and [t for t in local if not (folder / t).exists()] == []
 
 
 # -- the examples -------------------------------------------------------------------------------
