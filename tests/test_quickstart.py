@@ -1,4 +1,4 @@
-"""The README's quickstart keeps working."""
+"""The script the README names, `examples/quickstart.py`, keeps working."""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ import pytest
 from jupyter_core.utils import ensure_event_loop
 from nbclient import NotebookClient
 
+from jupyter_fsbroker.sandbox.launch import SandboxUnavailable, landlock_abi
 from tests.kernel.harness import isolated_env
 from tests.support.env import REPO, server_env
 from tests.support.leaks import ends_with_each_user
@@ -178,6 +179,16 @@ def test_05_security_model(tmp_path: Path, _loop: asyncio.AbstractEventLoop) -> 
         assert secret not in out, secret
     [direct] = [i for i, text in enumerate(cells) if "the outside world" in text]
     assert "'read': True" in cells[direct] and direct >= len(cells) - 3
+    # The same server, sandboxed, reads nothing directly: not outside the roots, not inside them.
+    [boxed] = [text for text in cells if "hostile-boxed:" in text or "no sandbox on this machine" in text]
+    try:
+        landlock_abi()
+    except SandboxUnavailable:
+        assert "no sandbox on this machine" in boxed
+    else:
+        assert "hostile-boxed: sandboxed (files;" in boxed
+        assert boxed.count("'read': False, 'error': 'PermissionError'") == 2
+        assert re.search(r"through files/\*: \{'request': 'files/read .*'outcome': 'answered'", boxed)
 
 
 # -- the committed notebooks --------------------------------------------------------------------------

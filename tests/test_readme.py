@@ -1,0 +1,223 @@
+"""The README's first screen says what the project really does, and its examples run as written.
+
+The first screen: one sentence, the two fresh-machine commands (the test command is the one CI
+runs) and the consent screenshot. Then each example is taken from the README itself and run: the
+plain-Python one prints exactly the output shown under it, the notebook one runs in a fresh
+kernel (``jupyter execute``), and the server of "For server authors" answers the command-line
+calls shown next to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import nbformat
+import pytest
+from packaging.requirements import Requirement
+
+from tests.kernel.harness import isolated_env
+from tests.support.env import REPO, server_env
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+SALES = "region,total\nnorth,120\nsouth,95\neast,87\n"
+
+
+def _blocks(lang: str | None = None) -> list[tuple[int, str, str]]:
+    """``(offset, language, code)`` of each fenced block of the README, in order."""
+    found = [(m.start(), m[1], m[2]) for m in FENCE.finditer(README)]
+    return [block for block in found if lang is None or block[1] == lang]
+
+
+def _section(heading: str) -> tuple[int, int]:
+    """Where the ``## heading`` section of the README starts and ends."""
+    start = README.index(f"\n## {heading}\n")
+    following = README.find("\n## ", start + 1)
+    return start, len(README) if following < 0 else following
+
+
+def _blocks_in(heading: str, lang: str) -> list[str]:
+    start, end = _section(heading)
+    return [code for offset, kind, code in _blocks(lang) if start < offset < end]
+
+
+def _commands(script: str) -> list[str]:
+    """The commands of a shell block: comments dropped, continuation lines joined."""
+    joined = script.replace("\\\n", " ")
+    return [
+        line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    """An environment where ``python`` and ``jupyter-fsbroker`` are this interpreter and checkout."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "python").symlink_to(sys.executable)
+    shim = bin_dir / "jupyter-fsbroker"
+    shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m jupyter_fsbroker "$@"\n')
+    shim.chmod(0o755)
+    env = {**isolated_env(tmp_path / "home"), **server_env()}
+    env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", "")])
+    return env
+
+
+def _data(tmp_path: Path) -> Path:
+    """A ``data`` folder holding ``sales.csv``, as the README's examples expect."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "sales.csv").write_text(SALES)
+    return tmp_path
+
+
+# -- the first screen ---------------------------------------------------------------------------
+
+
+def test_the_first_screen_is_one_sentence_two_commands_and_the_consent_screenshot() -> None:
+    first_screen = README[: README.index("\n## ")]
+    title, intro = first_screen.split("\n", 1)
+    assert title == "# jupyter_fsbroker"
+    sentence = intro[: intro.index("```")].strip()
+    assert sentence.count(". ") == 0 and sentence.endswith("."), sentence
+    offset, lang, script = _blocks()[0]
+    assert lang == "bash" and offset < len(first_screen)
+    try_it, test_it = _commands(script)
+    # A virtual environment first (system Pythons refuse pip install), then the quickstart notebook.
+    steps = [step.strip() for step in try_it.split("&&")]
+    assert steps[0] == "python3 -m venv .venv" and steps[1] == ". .venv/bin/activate"
+    assert steps[2].startswith("pip install -e . ")
+    assert steps[3] == "jupyter lab notebooks/01_quickstart.ipynb"
+    assert (REPO / "notebooks" / "01_quickstart.ipynb").is_file()
+    # The JupyterLab it installs is one the test extra (which the browser tests use) allows.
+    [lab] = [Requirement(arg.strip('"')) for arg in shlex.split(steps[2]) if arg.startswith("jupyterlab")]
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    [tested] = [Requirement(r) for r in extra if Requirement(r).name == "jupyterlab"]
+    assert lab.specifier and all(str(spec) in str(tested.specifier) for spec in lab.specifier)
+    # The test command is exactly the one CI runs, and it installs the test extra.
+    assert test_it == "bash scripts/test.sh"
+    ci = _commands((REPO / ".ci" / "run").read_text())
+    assert ci[-1] == test_it
+    assert 'pip install -q -e ".[test]"' in (REPO / "scripts" / "test.sh").read_text()
+    # The consent screenshot: the per-path one, in both themes.
+    images = re.findall(r'(?:src|srcset)="([^"]+)"', first_screen)
+    assert sorted(images) == ["docs/images/consent-dark.png", "docs/images/consent-light.png"]
+    assert all((REPO / image).is_file() for image in images)
+
+
+@pytest.mark.parametrize(
+    "page", ["README.md", "CONTRIBUTING.md", "docs/security.md", "docs/notebook.md", "docs/server-helper.md"]
+)
+def test_every_local_link_and_image_exists(page: str) -> None:
+    text = (REPO / page).read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text) + re.findall(r'src(?:set)?="([^"]+)"', text)
+    local = [t for t in targets if not re.match(r"\w+://", t)]
+    folder = (REPO / page).parent
+    assert local and [t for t in local if not (folder / t).exists()] == []
+
+
+# -- the examples -------------------------------------------------------------------------------
+
+
+def test_the_plain_python_example_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    [code] = _blocks_in("How it works", "python")
+    [shown] = _blocks_in("How it works", "")
+    (tmp_path / "secret.txt").write_text("outside every root\n")
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == shown
+
+
+@pytest.mark.slow
+def test_the_notebook_example_runs_in_a_fresh_kernel(tmp_path: Path) -> None:
+    [code] = _blocks_in("In a notebook", "python")
+    assert code.startswith("%load_ext jupyter_fsbroker\n")
+    notebook = _data(tmp_path) / "example.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)]), notebook)
+    run = subprocess.run(  # what `jupyter execute example.ipynb` runs
+        [sys.executable, "-c", "from nbclient.cli import main; main()", "--inplace", notebook.name],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    [cell] = nbformat.read(notebook, as_version=4).cells
+    printed = "".join(output.get("text", "") for output in cell.outputs if output["output_type"] == "stream")
+    assert printed == f"{SALES.count(chr(10)) - 1} rows\n"
+
+
+def test_the_server_authors_example_answers_the_command_shown_with_it(tmp_path: Path) -> None:
+    [server] = _blocks_in("For server authors", "python")
+    [command] = _commands("\n".join(_blocks_in("For server authors", "bash")))
+    assert command.endswith("-- python line_counter.py")
+    (_data(tmp_path) / "line_counter.py").write_text(server)
+    assert len([line for line in server.splitlines() if line.strip()]) <= 16  # "a ~15-line server"
+    out = subprocess.run(
+        command, shell=True, cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout)["structuredContent"] == {"result": SALES.count("\n")}
+
+
+def test_the_command_line_example_calls_the_example_server(tmp_path: Path) -> None:
+    commands = _commands("\n".join(_blocks_in("From a terminal: `jupyter-fsbroker`", "bash")))
+    local = [c for c in commands if "--call" in c]
+    assert len(local) == 1 and len(commands) == 2  # the other one needs a real remote server
+    out = subprocess.run(
+        local[0],
+        shell=True,
+        cwd=_data(tmp_path),
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    profile = json.loads(out.stdout)["structuredContent"]
+    assert profile["rows"] == SALES.count("\n") - 1 and [c["name"] for c in profile["columns"]] == [
+        "region",
+        "total",
+    ]
+
+
+# -- the reference sections ---------------------------------------------------------------------
+
+
+def test_the_configuration_table_lists_exactly_the_notebook_settings() -> None:
+    from jupyter_fsbroker.kernel.settings import FSBroker
+
+    start, end = _section("Configuration")
+    rows = [line for line in README[start:end].splitlines() if line.startswith("| `")]
+    listed = {name for row in rows for name in re.findall(r"`(\w+)`", row.split("|")[1])}
+    assert listed == set(FSBroker.class_trait_names(config=True))
+
+
+def test_the_command_line_section_lists_exactly_the_options_of_connect(tmp_path: Path) -> None:
+    start, end = _section("From a terminal: `jupyter-fsbroker`")
+    options = README[start:end].split("The options (`jupyter-fsbroker connect --help`):", 1)[1]
+    listed = set(re.findall(r"`(-{1,2}[a-z][\w-]*)", options))
+    shown = subprocess.run(
+        [sys.executable, "-m", "jupyter_fsbroker", "connect", "--help"],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    usage = shown[: shown.index("\n\n")]  # the usage lines name every option once, short form first
+    known = set(re.findall(r"\[(-{1,2}[a-z][\w-]*)", usage)) - {"-h"}
+    assert listed == known
