@@ -228,3 +228,16 @@ def test_request_too_large_is_the_reason_the_core_gives_with_its_cap(core_connec
     )
     cap = ContentCap()
     assert cap.learn(mine) and cap.limit == 1024, f"the helper did not learn the core's cap from {mine.data}"
+
+
+# -- PROTOCOL.md itself -------------------------------------------------------------------------
+
+PROTOCOL = Path(__file__).resolve().parents[2] / "PROTOCOL.md"
+
+
+def test_the_error_table_of_protocol_md_is_the_cores() -> None:
+    """Every named error of PROTOCOL.md's table has the core's code, and the core has no other."""
+    documented = dict(re.findall(r"^\| ([A-Z_]+) \| (-\d+) \|", PROTOCOL.read_text(encoding="utf-8"), re.M))
+    core = {cls.name: str(cls.code) for cls in core_files_errors() if cls.name is not None}
+    assert documented, f"no error table found in {PROTOCOL}"
+    assert documented == core, "PROTOCOL.md's error table and core/errors.py disagree"
