@@ -510,7 +510,7 @@ class NotebookBroker:
     def snapshot(self) -> dict[str, Any]:
         """What the dashboard shows, as JSON-ready data (for views outside the notebook's cells).
 
-        See :func:`~jupyter_fsbroker.widgets.snapshot.state_snapshot`: shared
+        See :func:`~jupyter_fsbroker.kernel.snapshot.state_snapshot`: shared
         folders, connections, grants, kept locks, the consent requests waiting
         (each with its ``id`` for :meth:`answer_consent`), bytes per server and
         recent activity.

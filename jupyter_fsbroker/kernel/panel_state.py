@@ -1,11 +1,13 @@
 """What the JupyterLab panel is shown: a notebook broker's state as one JSON-ready snapshot.
 
-:class:`PanelState` reads a :class:`~.broker.NotebookBroker` through its public
-API only (roots, connections, grants, kept locks, the audit log, the consent
-requests waiting) and keeps the two things the broker does not: the tail of
-the change feed, and how recent consent requests ended (answered here, in the
-notebook, timed out or withdrawn), so the panel can say so. It never decides
-or changes anything, and every method is safe from any thread.
+:class:`PanelState` builds on :func:`~.snapshot.state_snapshot`, the one
+serialisation of the broker's roots, connections, grants, kept locks, consent
+requests waiting and activity (also ``broker.snapshot()``), which reads a
+:class:`~.broker.NotebookBroker` through its public API only. It adds the two
+things the broker does not keep: the tail of the change feed, and how recent
+consent requests ended (answered here, in the notebook, timed out or
+withdrawn), so the panel can say so. It never decides or changes anything, and
+every method is safe from any thread.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..core.watch import ChangeEvent
 from ..widgets.text import decision_text
 from . import ipykernel_compat as ipk
 from .consent import Ask, KernelConsenter
+from .snapshot import state_snapshot
 
 __all__ = ["Outcome", "PanelState"]
 
@@ -167,61 +170,26 @@ class PanelState:
     # -- the snapshot --------------------------------------------------------------------------
 
     def snapshot(self, *, used_subshell: bool) -> dict[str, Any]:
-        """Everything the panel shows (``PROTOCOL.md``, "The state"), JSON-ready."""
+        """Everything the panel shows (``PROTOCOL.md``, "The state"), JSON-ready.
+
+        The broker's state as :func:`~.snapshot.state_snapshot` serialises it
+        (connections by name, the pre-approvals first), with the waiting
+        requests under the protocol's name ``consents``, plus what the panel
+        alone follows.
+        """
         broker = self._broker
-        core = broker.core
         with self._lock:
             changes = list(self._changes)
             outcomes = list(self._outcomes)
         connections = sorted(broker.connections.values(), key=lambda conn: conn.name)
-        return {
-            "packageVersion": _package_version(),
-            "closed": bool(broker.closed),
-            "roots": [
-                {"name": root.name, "path": root.path, "readOnly": root.read_only} for root in broker.roots
-            ],
-            "connections": [
-                {
-                    "id": conn.id,
-                    "name": conn.name,
-                    "serverName": conn.server_name,
-                    "transport": conn.transport,
-                    "target": conn.target,
-                    "state": conn.state,
-                    "closeReason": conn.close_reason,
-                    "protocolVersion": conn.protocol_version,
-                }
-                for conn in connections
-            ],
-            "grants": [
-                {
-                    "id": grant.id,
-                    "connectionId": grant.connection_id,
-                    "server": grant.server,
-                    "path": grant.path,
-                    "operations": list(grant.operations),
-                    "expiresAt": None if grant.expires_at is None else iso_utc(grant.expires_at),
-                    "source": grant.source,
-                }
-                for grant in sorted(
-                    broker.grants(), key=lambda g: (g.connection_id is not None, g.server, g.path)
-                )
-            ],
-            "locks": [
-                {
-                    "id": info.lock_id,
-                    "path": info.path,
-                    "connectionId": info.owner,
-                    "server": info.owner_label,
-                    "mode": info.mode,
-                    "since": iso_utc(info.since),
-                }
-                for info in broker.locks()
-                if info.kept and info.lock_id
-            ],
-            "consents": [request.to_json() for request in self.pending()],
-            "outcomes": [outcome.to_json() for outcome in outcomes],
-            "changes": [
+        state = state_snapshot(broker.core, connections, pending=self.pending(), activity=TAIL)
+        state["grants"].sort(key=lambda g: (g["connectionId"] is not None, g["server"], g["path"]))
+        state["consents"] = state.pop("pending")
+        state.update(
+            packageVersion=_package_version(),
+            closed=bool(broker.closed),  # the notebook broker's: it is closed before its core
+            outcomes=[outcome.to_json() for outcome in outcomes],
+            changes=[
                 {
                     "at": iso_utc(event.timestamp),
                     "server": server,
@@ -231,21 +199,9 @@ class PanelState:
                 }
                 for server, event in changes
             ],
-            "activity": [
-                {
-                    "at": iso_utc(record.time),
-                    "server": record.server,
-                    "method": record.method,
-                    "path": record.path,
-                    "decision": record.decision,
-                    "error": record.error,
-                    "reason": record.reason,
-                    "bytes": record.bytes,
-                }
-                for record in core.audit.records(limit=TAIL)
-            ],
-            "subshells": {"supported": ipk.supports_subshells(self._kernel), "used": used_subshell},
-        }
+            subshells={"supported": ipk.supports_subshells(self._kernel), "used": used_subshell},
+        )
+        return state
 
     def transitional(self) -> bool:
         """Whether a connection is in transit: connecting or closing, or opened in the core and not yet

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 from ..core.broker import Broker
 from ..core.consent import ConsentRequest
 from ..core.errors import ClosedError
-from ..widgets.snapshot import state_snapshot
 from ..widgets.text import TextView, status_text
 from . import ipykernel_compat as ipk
 from .connection import KernelConnection
 from .consent import Ask
+from .snapshot import state_snapshot
 
 if TYPE_CHECKING:  # the widget modules import ipywidgets (and IPython): only when widgets show
     from ..widgets.places import PromptShelf
@@ -140,7 +140,7 @@ class NotebookViews:
     def snapshot(self) -> dict[str, Any]:
         """The dashboard's state as JSON-ready data.
 
-        See :func:`~jupyter_fsbroker.widgets.snapshot.state_snapshot`.
+        See :func:`~jupyter_fsbroker.kernel.snapshot.state_snapshot`.
         """
         return state_snapshot(self._core, self._connections, pending=self._pending())
 
