@@ -165,9 +165,9 @@ class NotebookBroker:
             self._kernel_consenter = KernelConsenter(
                 make_prompt=make_prompt,
                 place_outside=self._views.place_outside,
-                on_change=self._views.refresh,
                 ready=self._warm,
             )
+            self._kernel_consenter.subscribe(self._views.follow_consent)
             return self._kernel_consenter
         if sys.stdin is not None and sys.stdin.isatty():
             from ..widgets.terminal import TerminalConsenter

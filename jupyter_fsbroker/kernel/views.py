@@ -201,6 +201,18 @@ class NotebookViews:
         if dash is not None:
             dash.schedule_refresh()
 
+    def follow_consent(self, ask: Ask) -> None:
+        """Follow a new consent request (any thread): the dashboard's "waiting" line shows it now
+        and drops it once it is decided."""
+        self.refresh()
+        ask.future.add_done_callback(self._decided)
+
+    def _decided(self, future: object) -> None:
+        try:
+            self.refresh()
+        except Exception:  # a view must never break the answer
+            log.debug("the dashboard could not follow a consent request", exc_info=True)
+
     # -- connections ---------------------------------------------------------------------------
 
     def show_card(self, conn: KernelConnection) -> None:
