@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import importlib.metadata
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import __version__
 from ..core.connection import Connection
 from ..core.consent import ConsentDecision, ConsentRequest
 from ..core.errors import ClosedError
 from ..core.timestamps import iso_utc
 from ..core.watch import ChangeEvent
+from ..widgets.consent_text import ending
 from ..widgets.text import decision_text
 from . import ipykernel_compat as ipk
 from .consent import Ask, KernelConsenter
@@ -35,9 +36,6 @@ __all__ = ["Outcome", "PanelState"]
 
 #: How many change events, audit records and consent outcomes a snapshot carries.
 TAIL = 50
-
-#: A cancellation this close to the deadline (or later) counts as a timeout.
-_TIMEOUT_SLACK = 1.0
 
 
 @dataclass(frozen=True)
@@ -62,26 +60,18 @@ class Outcome:
         }
 
 
-def _package_version() -> str:
-    try:
-        return importlib.metadata.version("jupyter_fsbroker")
-    except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
-        return "0+unknown"
-
-
 def _outcome(ask: Ask, answered_here: bool) -> Outcome:
     request, future = ask.request, ask.future
     now = time.time()
-    if future.cancelled():
-        if now >= request.deadline - _TIMEOUT_SLACK:
-            return Outcome(request.id, request.server, "timeout", "Timed out: refused", "broker", now)
+    how = ending(request, future)
+    if how == "timeout":
+        return Outcome(request.id, request.server, "timeout", "Timed out: refused", "broker", now)
+    if how == "withdrawn":
         text = "Withdrawn: the call ended or the connection closed"
         return Outcome(request.id, request.server, "withdrawn", text, "broker", now)
-    try:
-        decision = future.result(timeout=0)
-    except Exception:
+    if how == "failed":
         return Outcome(request.id, request.server, "denied", "Denied", "broker", now)
-    text = decision_text(request, decision)
+    text = decision_text(request, future.result())
     kind = "approved" if text != "Denied" else "denied"
     return Outcome(request.id, request.server, kind, text, "panel" if answered_here else "notebook", now)
 
@@ -186,7 +176,7 @@ class PanelState:
         state["grants"].sort(key=lambda g: (g["connectionId"] is not None, g["server"], g["path"]))
         state["consents"] = state.pop("pending")
         state.update(
-            packageVersion=_package_version(),
+            packageVersion=__version__,
             closed=bool(broker.closed),  # the notebook broker's: it is closed before its core
             outcomes=[outcome.to_json() for outcome in outcomes],
             changes=[
