@@ -13,7 +13,6 @@ every method is safe from any thread.
 from __future__ import annotations
 
 import collections
-import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -23,11 +22,10 @@ from typing import Any
 from .. import __version__
 from ..core.connection import Connection
 from ..core.consent import ConsentDecision, ConsentRequest
-from ..core.errors import ClosedError
 from ..core.timestamps import iso_utc
 from ..core.watch import ChangeEvent
 from ..widgets.consent_text import ending
-from ..widgets.text import decision_text
+from ..widgets.text import decision_text, follow_broker
 from . import ipykernel_compat as ipk
 from .consent import Ask, KernelConsenter
 from .snapshot import state_snapshot
@@ -97,16 +95,7 @@ class PanelState:
         self._answered_here: set[str] = set()
         self._kernel = ipk.get_kernel()
         self._closed = False
-        core = broker.core
-        self._unsubscribe: list[Callable[[], None]] = [
-            core.audit.subscribe(lambda record: changed()),
-            core.on_change(self._on_change),
-            core.roots.subscribe(lambda generation: changed()),
-            core.grants.subscribe(changed),
-            core.on_connections(changed),
-        ]
-        with contextlib.suppress(ClosedError):  # a closed broker has no locks to watch
-            self._unsubscribe.append(core.locks.subscribe(changed))
+        self._unsubscribe = follow_broker(broker.core, changed, change=self._on_change)
         consenter = broker.consenter
         if isinstance(consenter, KernelConsenter):
             self._unsubscribe.append(consenter.subscribe(self._on_ask))

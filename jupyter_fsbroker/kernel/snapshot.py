@@ -35,9 +35,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ClosedError
 from ..core.timestamps import iso_utc
-from ..widgets.text import ConnectionView, grant_holder, sandbox_text
+from ..widgets.text import ConnectionView, grant_holder, kept_locks, sandbox_text
 
 if TYPE_CHECKING:
     from ..core.audit import AuditRecord
@@ -87,10 +86,6 @@ def state_snapshot(
     now = time.time() if now is None else now
     views = tuple(connections() if callable(connections) else connections)
     servers = {conn.id: conn.server for conn in broker.connections()}
-    try:
-        locks = tuple(info for info in broker.locks.held() if info.kept and info.lock_id)
-    except ClosedError:
-        locks = ()
     return {
         "version": SNAPSHOT_VERSION,
         "time": iso_utc(now),
@@ -101,7 +96,7 @@ def state_snapshot(
         ],
         "connections": [_connection(view) for view in views],
         "grants": [_grant(grant, servers) for grant in broker.grants.grants()],
-        "locks": [_lock(info) for info in locks],
+        "locks": [_lock(info) for info in kept_locks(broker)],
         "pending": [request.to_json() for request in pending],
         "totals": broker.audit.totals(),
         "activity": [_record(record) for record in broker.audit.records(limit=activity)]
