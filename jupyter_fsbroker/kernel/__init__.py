@@ -11,6 +11,7 @@
 * :mod:`.calls` — how a cell waits for work on the background loop; the frame of each tool call.
 * :mod:`.consent` — where consent prompts appear while a cell runs.
 * :mod:`.views` — which views the notebook shows, and where prompts go outside a call.
+* :mod:`.snapshot` — the broker's state as one JSON value (``broker.snapshot()``, the panel's state).
 * :mod:`.panel`, :mod:`.panel_state`, :mod:`.panel_protocol` — the JupyterLab panel's comm
   target: snapshots of the broker and the panel's actions (``labextension/PROTOCOL.md``).
 * :mod:`.settings` — the ``FSBroker`` traitlets configurable.

@@ -165,9 +165,9 @@ class NotebookBroker:
             self._kernel_consenter = KernelConsenter(
                 make_prompt=make_prompt,
                 place_outside=self._views.place_outside,
-                on_change=self._views.refresh,
                 ready=self._warm,
             )
+            self._kernel_consenter.subscribe(self._views.follow_consent)
             return self._kernel_consenter
         if sys.stdin is not None and sys.stdin.isatty():
             from ..widgets.terminal import TerminalConsenter
@@ -510,7 +510,7 @@ class NotebookBroker:
     def snapshot(self) -> dict[str, Any]:
         """What the dashboard shows, as JSON-ready data (for views outside the notebook's cells).
 
-        See :func:`~jupyter_fsbroker.widgets.snapshot.state_snapshot`: shared
+        See :func:`~jupyter_fsbroker.kernel.snapshot.state_snapshot`: shared
         folders, connections, grants, kept locks, the consent requests waiting
         (each with its ``id`` for :meth:`answer_consent`), bytes per server and
         recent activity.

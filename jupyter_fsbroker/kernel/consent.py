@@ -316,9 +316,6 @@ class KernelConsenter:
         context; the consenter frees the prompt's comm routing.
     place_outside
         Shows a request that no call in flight can take.
-    on_change
-        Called (any thread) when a request arrives or is decided, so that views
-        outside the prompt (the dashboard's "waiting" line) follow.
     ready
         Done once what answering needs is imported (see
         :func:`~.servers.warm_up`); a request that arrives before is shown when
@@ -330,13 +327,11 @@ class KernelConsenter:
         *,
         make_prompt: Callable[[ConsentRequest, Future[ConsentDecision]], Any] | None,
         place_outside: Callable[[Ask], None],
-        on_change: Callable[[], object] | None = None,
         ready: Future[Any] | None = None,
     ) -> None:
         self._ready = ready
         self._make_prompt = make_prompt
         self._place_outside = place_outside
-        self._on_change = on_change
         self._lock = threading.Lock()
         self._scopes: dict[str, list[CallScope]] = {}
         self._asks: list[Ask] = []
@@ -359,14 +354,11 @@ class KernelConsenter:
             self._asks.append(ask)
             scopes = list(self._scopes.get(request.connection_id, ()))
             listeners = list(self._listeners)
-        for listener in listeners:  # other views (the JupyterLab panel) show it too
+        for listener in listeners:  # views outside the prompt (the dashboard, the JupyterLab panel)
             try:
                 listener(ask)
             except Exception:
                 log.exception("a consent listener failed")
-        if self._on_change is not None:
-            self._on_change()
-            future.add_done_callback(lambda _future: self._changed())
         ready = self._ready
         if ready is None or ready.done():
             self._route(ask, scopes)
@@ -384,7 +376,8 @@ class KernelConsenter:
         """Call *listener(ask)* for every new request (on the broker's thread; it must not block).
 
         Returns a function that unsubscribes. The listener may answer the
-        request by resolving ``ask.future``; the first answer counts.
+        request by resolving ``ask.future``; the first answer counts. A view
+        that follows the decision too adds a done callback to ``ask.future``.
         """
         with self._lock:
             self._listeners.append(listener)
@@ -431,13 +424,6 @@ class KernelConsenter:
         with self._lock:
             found = [ask for ask in self._asks if ask.request.id == request_id]
         return bool(found) and _resolve(found[0].future, decision)
-
-    def _changed(self) -> None:
-        if self._on_change is not None:
-            try:
-                self._on_change()
-            except Exception:  # a view must never break the answer
-                log.debug("a consent view could not follow", exc_info=True)
 
     def close(self) -> None:
         """Withdraw every open request."""

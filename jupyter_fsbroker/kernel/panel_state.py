@@ -1,40 +1,39 @@
 """What the JupyterLab panel is shown: a notebook broker's state as one JSON-ready snapshot.
 
-:class:`PanelState` reads a :class:`~.broker.NotebookBroker` through its public
-API only (roots, connections, grants, kept locks, the audit log, the consent
-requests waiting) and keeps the two things the broker does not: the tail of
-the change feed, and how recent consent requests ended (answered here, in the
-notebook, timed out or withdrawn), so the panel can say so. It never decides
-or changes anything, and every method is safe from any thread.
+:class:`PanelState` builds on :func:`~.snapshot.state_snapshot`, the one
+serialisation of the broker's roots, connections, grants, kept locks, consent
+requests waiting and activity (also ``broker.snapshot()``), which reads a
+:class:`~.broker.NotebookBroker` through its public API only. It adds the two
+things the broker does not keep: the tail of the change feed, and how recent
+consent requests ended (answered here, in the notebook, timed out or
+withdrawn), so the panel can say so. It never decides or changes anything, and
+every method is safe from any thread.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
-import importlib.metadata
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import __version__
 from ..core.connection import Connection
 from ..core.consent import ConsentDecision, ConsentRequest
-from ..core.errors import ClosedError
 from ..core.timestamps import iso_utc
 from ..core.watch import ChangeEvent
-from ..widgets.text import decision_text
+from ..widgets.consent_text import ending
+from ..widgets.text import decision_text, follow_broker
 from . import ipykernel_compat as ipk
 from .consent import Ask, KernelConsenter
+from .snapshot import state_snapshot
 
 __all__ = ["Outcome", "PanelState"]
 
 #: How many change events, audit records and consent outcomes a snapshot carries.
 TAIL = 50
-
-#: A cancellation this close to the deadline (or later) counts as a timeout.
-_TIMEOUT_SLACK = 1.0
 
 
 @dataclass(frozen=True)
@@ -59,26 +58,18 @@ class Outcome:
         }
 
 
-def _package_version() -> str:
-    try:
-        return importlib.metadata.version("jupyter_fsbroker")
-    except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
-        return "0+unknown"
-
-
 def _outcome(ask: Ask, answered_here: bool) -> Outcome:
     request, future = ask.request, ask.future
     now = time.time()
-    if future.cancelled():
-        if now >= request.deadline - _TIMEOUT_SLACK:
-            return Outcome(request.id, request.server, "timeout", "Timed out: refused", "broker", now)
+    how = ending(request, future)
+    if how == "timeout":
+        return Outcome(request.id, request.server, "timeout", "Timed out: refused", "broker", now)
+    if how == "withdrawn":
         text = "Withdrawn: the call ended or the connection closed"
         return Outcome(request.id, request.server, "withdrawn", text, "broker", now)
-    try:
-        decision = future.result(timeout=0)
-    except Exception:
+    if how == "failed":
         return Outcome(request.id, request.server, "denied", "Denied", "broker", now)
-    text = decision_text(request, decision)
+    text = decision_text(request, future.result())
     kind = "approved" if text != "Denied" else "denied"
     return Outcome(request.id, request.server, kind, text, "panel" if answered_here else "notebook", now)
 
@@ -104,16 +95,7 @@ class PanelState:
         self._answered_here: set[str] = set()
         self._kernel = ipk.get_kernel()
         self._closed = False
-        core = broker.core
-        self._unsubscribe: list[Callable[[], None]] = [
-            core.audit.subscribe(lambda record: changed()),
-            core.on_change(self._on_change),
-            core.roots.subscribe(lambda generation: changed()),
-            core.grants.subscribe(changed),
-            core.on_connections(changed),
-        ]
-        with contextlib.suppress(ClosedError):  # a closed broker has no locks to watch
-            self._unsubscribe.append(core.locks.subscribe(changed))
+        self._unsubscribe = follow_broker(broker.core, changed, change=self._on_change)
         consenter = broker.consenter
         if isinstance(consenter, KernelConsenter):
             self._unsubscribe.append(consenter.subscribe(self._on_ask))
@@ -167,61 +149,26 @@ class PanelState:
     # -- the snapshot --------------------------------------------------------------------------
 
     def snapshot(self, *, used_subshell: bool) -> dict[str, Any]:
-        """Everything the panel shows (``PROTOCOL.md``, "The state"), JSON-ready."""
+        """Everything the panel shows (``PROTOCOL.md``, "The state"), JSON-ready.
+
+        The broker's state as :func:`~.snapshot.state_snapshot` serialises it
+        (connections by name, the pre-approvals first), with the waiting
+        requests under the protocol's name ``consents``, plus what the panel
+        alone follows.
+        """
         broker = self._broker
-        core = broker.core
         with self._lock:
             changes = list(self._changes)
             outcomes = list(self._outcomes)
         connections = sorted(broker.connections.values(), key=lambda conn: conn.name)
-        return {
-            "packageVersion": _package_version(),
-            "closed": bool(broker.closed),
-            "roots": [
-                {"name": root.name, "path": root.path, "readOnly": root.read_only} for root in broker.roots
-            ],
-            "connections": [
-                {
-                    "id": conn.id,
-                    "name": conn.name,
-                    "serverName": conn.server_name,
-                    "transport": conn.transport,
-                    "target": conn.target,
-                    "state": conn.state,
-                    "closeReason": conn.close_reason,
-                    "protocolVersion": conn.protocol_version,
-                }
-                for conn in connections
-            ],
-            "grants": [
-                {
-                    "id": grant.id,
-                    "connectionId": grant.connection_id,
-                    "server": grant.server,
-                    "path": grant.path,
-                    "operations": list(grant.operations),
-                    "expiresAt": None if grant.expires_at is None else iso_utc(grant.expires_at),
-                    "source": grant.source,
-                }
-                for grant in sorted(
-                    broker.grants(), key=lambda g: (g.connection_id is not None, g.server, g.path)
-                )
-            ],
-            "locks": [
-                {
-                    "id": info.lock_id,
-                    "path": info.path,
-                    "connectionId": info.owner,
-                    "server": info.owner_label,
-                    "mode": info.mode,
-                    "since": iso_utc(info.since),
-                }
-                for info in broker.locks()
-                if info.kept and info.lock_id
-            ],
-            "consents": [request.to_json() for request in self.pending()],
-            "outcomes": [outcome.to_json() for outcome in outcomes],
-            "changes": [
+        state = state_snapshot(broker.core, connections, pending=self.pending(), activity=TAIL)
+        state["grants"].sort(key=lambda g: (g["connectionId"] is not None, g["server"], g["path"]))
+        state["consents"] = state.pop("pending")
+        state.update(
+            packageVersion=__version__,
+            closed=bool(broker.closed),  # the notebook broker's: it is closed before its core
+            outcomes=[outcome.to_json() for outcome in outcomes],
+            changes=[
                 {
                     "at": iso_utc(event.timestamp),
                     "server": server,
@@ -231,21 +178,9 @@ class PanelState:
                 }
                 for server, event in changes
             ],
-            "activity": [
-                {
-                    "at": iso_utc(record.time),
-                    "server": record.server,
-                    "method": record.method,
-                    "path": record.path,
-                    "decision": record.decision,
-                    "error": record.error,
-                    "reason": record.reason,
-                    "bytes": record.bytes,
-                }
-                for record in core.audit.records(limit=TAIL)
-            ],
-            "subshells": {"supported": ipk.supports_subshells(self._kernel), "used": used_subshell},
-        }
+            subshells={"supported": ipk.supports_subshells(self._kernel), "used": used_subshell},
+        )
+        return state
 
     def transitional(self) -> bool:
         """Whether a connection is in transit: connecting or closing, or opened in the core and not yet

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 from ..core.broker import Broker
 from ..core.consent import ConsentRequest
 from ..core.errors import ClosedError
-from ..widgets.snapshot import state_snapshot
 from ..widgets.text import TextView, status_text
 from . import ipykernel_compat as ipk
 from .connection import KernelConnection
 from .consent import Ask
+from .snapshot import state_snapshot
 
 if TYPE_CHECKING:  # the widget modules import ipywidgets (and IPython): only when widgets show
     from ..widgets.places import PromptShelf
@@ -140,7 +140,7 @@ class NotebookViews:
     def snapshot(self) -> dict[str, Any]:
         """The dashboard's state as JSON-ready data.
 
-        See :func:`~jupyter_fsbroker.widgets.snapshot.state_snapshot`.
+        See :func:`~jupyter_fsbroker.kernel.snapshot.state_snapshot`.
         """
         return state_snapshot(self._core, self._connections, pending=self._pending())
 
@@ -200,6 +200,18 @@ class NotebookViews:
         dash = self._dashboard
         if dash is not None:
             dash.schedule_refresh()
+
+    def follow_consent(self, ask: Ask) -> None:
+        """Follow a new consent request (any thread): the dashboard's "waiting" line shows it now
+        and drops it once it is decided."""
+        self.refresh()
+        ask.future.add_done_callback(self._decided)
+
+    def _decided(self, future: object) -> None:
+        try:
+            self.refresh()
+        except Exception:  # a view must never break the answer
+            log.debug("the dashboard could not follow a consent request", exc_info=True)
 
     # -- connections ---------------------------------------------------------------------------
 

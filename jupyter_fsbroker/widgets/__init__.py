@@ -8,7 +8,6 @@
   connection's card, the shelf that keeps the last few decided.
 * :mod:`.closing` — closing a widget and everything it is made of.
 * :mod:`.style` — the views' style sheet, in JupyterLab's CSS variables.
-* :mod:`.snapshot` — the dashboard's state as JSON, for views outside the cells.
 * :mod:`.text` — the dashboard as text and the helpers every view shares;
   :mod:`.consent_text` — a consent request as a text question and its answers;
   :mod:`.terminal` — :class:`TerminalConsenter`, the terminal prompt.

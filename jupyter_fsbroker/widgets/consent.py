@@ -29,7 +29,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
 from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest
 from .closing import close_parts
-from .consent_text import item_label
+from .consent_text import TIMEOUT_SLACK, ending, item_label
 from .style import ACCEPT, REJECT, style_html
 from .text import decision_text, printable, reason_text
 
@@ -37,9 +37,6 @@ __all__ = ["DURATION_CHOICES", "ConsentPrompt"]
 
 #: The duration choices: label and seconds (``0`` stands for "as long as the connection lasts").
 DURATION_CHOICES: tuple[tuple[str, int], ...] = (("this connection", 0), ("15 min", 900), ("1 h", 3600))
-
-#: A cancellation this close to the deadline (or later) counts as the timeout.
-_TIMEOUT_SLACK = 1.0
 
 
 class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
@@ -364,14 +361,14 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
             self.add_class("fsbroker-finished")
 
     def _outcome_text(self, future: Future[ConsentDecision]) -> str:
-        if future.cancelled():
-            slack = min(_TIMEOUT_SLACK, self.request.timeout / 10)
-            if time.time() >= self.request.deadline - slack:
-                return "Timed out — denied"
+        # A short request (a test's) must not count an early withdrawal as its timeout.
+        how = ending(self.request, future, slack=min(TIMEOUT_SLACK, self.request.timeout / 10))
+        if how == "timeout":
+            return "Timed out — denied"
+        if how == "withdrawn":
             return "Withdrawn: the connection closed or the request was cancelled"
-        error = future.exception()
-        if error is not None:
-            return f"Failed ({type(error).__name__}) — denied"
+        if how == "failed":
+            return f"Failed ({type(future.exception()).__name__}) — denied"
         return decision_text(self.request, future.result())
 
     @property

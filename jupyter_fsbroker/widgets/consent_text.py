@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future
+from typing import Literal
 
 from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest
 from .text import printable, reason_text
@@ -33,6 +34,9 @@ __all__ = [
     "APPROVE_ANSWERS",
     "DENY_ANSWERS",
     "READ_ANSWERS",
+    "TIMEOUT_SLACK",
+    "Ending",
+    "ending",
     "item_label",
     "outcome_text",
     "parse_answer",
@@ -46,8 +50,27 @@ READ_ANSWERS = frozenset({"r", "read"})
 #: The answers the question names for a refusal (anything not in the two sets above refuses too).
 DENY_ANSWERS = frozenset({"n", "no", ""})
 
-#: A cancellation this close to the deadline (or later) counts as the timeout.
-_TIMEOUT_SLACK = 1.0
+#: A cancellation this close to the deadline (or later) counts as the timeout (:func:`ending`).
+TIMEOUT_SLACK = 1.0
+
+#: How a consent request whose future is done ended (:func:`ending`).
+Ending = Literal["answered", "timeout", "withdrawn", "failed"]
+
+
+def ending(
+    request: ConsentRequest, future: Future[ConsentDecision], *, slack: float = TIMEOUT_SLACK
+) -> Ending:
+    """How a request whose *future* is done ended; every view that says so (the prompts, the panel) asks here.
+
+    A cancellation within *slack* seconds of the deadline, or later, is the
+    timeout (the broker stops waiting at about the deadline: its wait is timed
+    on another clock); an earlier one is a withdrawal (the call ended, the
+    connection closed). A future that ended with an exception failed: the
+    request counts as denied. Otherwise ``future.result()`` is the answer.
+    """
+    if future.cancelled():
+        return "timeout" if time.time() >= request.deadline - slack else "withdrawn"
+    return "failed" if future.exception() is not None else "answered"
 
 
 def item_label(item: ConsentItem) -> str:
@@ -123,6 +146,13 @@ def parse_answer(request: ConsentRequest, answer: str) -> ConsentDecision:
     return ConsentDecision.deny()
 
 
+_ENDED: dict[Ending, str] = {
+    "timeout": "(no answer in time: denied)",
+    "withdrawn": "(the request was withdrawn)",
+    "failed": "(the request failed: denied)",
+}
+
+
 def outcome_text(request: ConsentRequest, future: Future[ConsentDecision]) -> str:
     """What became of a request whose *future* is done, in one line for a text prompt.
 
@@ -132,12 +162,9 @@ def outcome_text(request: ConsentRequest, future: Future[ConsentDecision]) -> st
         ``(approved read on data/sales)``, ``(denied)``, ``(no answer in time: denied)``,
         ``(the request was withdrawn)`` or ``(the request failed: denied)``.
     """
-    if future.cancelled():
-        if time.time() >= request.deadline - _TIMEOUT_SLACK:
-            return "(no answer in time: denied)"
-        return "(the request was withdrawn)"
-    if future.exception() is not None:
-        return "(the request failed: denied)"
+    how = ending(request, future)
+    if how != "answered":
+        return _ENDED[how]
     decision = future.result()
     if not decision.granted:
         return "(denied)"

@@ -24,7 +24,6 @@ buttons no longer reach the kernel; see :func:`.closing.watch_comm_closed`).
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
 import logging
 import threading
@@ -39,8 +38,7 @@ from ..core.audit import AuditRecord
 from ..core.broker import Broker
 from ..core.connection import Connection
 from ..core.consent import ConsentRequest
-from ..core.errors import BrokerError, ClosedError, FilesError
-from ..core.locks import LockInfo
+from ..core.errors import BrokerError, FilesError
 from ..core.serverlog import LogEntry, ServerLog
 from ..core.watch import ChangeEvent
 from .closing import close_parts, close_tree
@@ -59,7 +57,7 @@ from .markup import (
     totals_html,
 )
 from .style import REJECT, WARN, style_html
-from .text import ENDED_STATES, ConnectionView, grant_holder, sandbox_text
+from .text import ENDED_STATES, ConnectionView, follow_broker, grant_holder, kept_locks, sandbox_text
 
 __all__ = ["Dashboard"]
 
@@ -258,15 +256,9 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self.add_class("fsbroker-dashboard")
 
         # Subscribe first, then read what is there: nothing appended in between is lost.
-        self._unsubscribe: list[Callable[[], None]] = [
-            broker.audit.subscribe(self._on_audit),
-            broker.on_change(self._on_change),
-            broker.roots.subscribe(self._on_event),
-            broker.grants.subscribe(self._on_event),
-            broker.on_connections(self._on_event),
-        ]
-        with contextlib.suppress(ClosedError):  # a closed broker has no locks to watch
-            self._unsubscribe.append(broker.locks.subscribe(self._on_event))
+        self._unsubscribe = follow_broker(
+            broker, self._on_event, audit=self._on_audit, change=self._on_change
+        )
         known = broker.audit.records(limit=self._activity.maxlen)
         with self._state:
             fresh = list(self._activity)
@@ -377,12 +369,6 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             log.exception("the dashboard could not list the connections")
             return ()
 
-    def _kept_locks(self) -> tuple[LockInfo, ...]:
-        try:
-            return tuple(info for info in self.broker.locks.held() if info.kept and info.lock_id)
-        except ClosedError:
-            return ()
-
     def _render(self, changes: list[_Change], activity: list[AuditRecord]) -> None:
         broker = self.broker
         now = time.time()
@@ -392,7 +378,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             broker.grants.grants(),
             key=lambda g: (g.connection_id is not None, g.server, g.path, g.created_at),
         )
-        locks = self._kept_locks()
+        locks = kept_locks(broker)
         totals = broker.audit.totals()
         servers = {conn.id: conn.server for conn in broker.connections()}
         waiting = sum(1 for child in self.consent_area.children if not getattr(child, "done", True))

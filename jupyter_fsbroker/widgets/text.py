@@ -1,15 +1,18 @@
 """Text views, for terminals and frontends without widgets.
 
 The dashboard as plain text (:func:`status_text`, shown by :class:`TextView`
-where a widget would be), and the small formatting helpers that the widget views
+where a widget would be), the small formatting helpers that the widget views
 and the text prompts share (reasons in words, sizes, durations, what a decision
-means, escaping what servers chose). Views only: nothing here decides anything.
+means, escaping what servers chose), and what every view of the broker reads
+the same way: which events change it (:func:`follow_broker`) and which locks a
+user may release (:func:`kept_locks`). Views only: nothing here decides anything.
 Nothing here imports ``ipywidgets``: the CLI and a terminal IPython use this
 module alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -20,9 +23,11 @@ from ..core.errors import ClosedError
 if TYPE_CHECKING:
     from ..core.audit import AuditRecord
     from ..core.broker import Broker
+    from ..core.connection import Connection
     from ..core.consent import ConsentDecision, ConsentRequest
     from ..core.grants import Grant
     from ..core.locks import LockInfo
+    from ..core.watch import ChangeEvent
 
 __all__ = [
     "ConnectionView",
@@ -31,9 +36,11 @@ __all__ = [
     "decision_text",
     "duration_text",
     "expiry_text",
+    "follow_broker",
     "format_age",
     "format_bytes",
     "grant_holder",
+    "kept_locks",
     "plural",
     "printable",
     "reason_text",
@@ -265,11 +272,50 @@ def grant_holder(grant: Grant, servers: dict[str, str] | None = None) -> str:
     return grant.server or (servers or {}).get(grant.connection_id, grant.connection_id)
 
 
-def _kept_locks(broker: Broker) -> tuple[LockInfo, ...]:
+def kept_locks(broker: Broker) -> tuple[LockInfo, ...]:
+    """The kept locks (``keepLocked``) held now: the ones a user may need to force-release."""
     try:
-        return tuple(info for info in broker.locks.held() if info.kept)
+        return tuple(info for info in broker.locks.held() if info.kept and info.lock_id)
     except ClosedError:
         return ()
+
+
+def follow_broker(
+    broker: Broker,
+    changed: Callable[[], None],
+    *,
+    audit: Callable[[AuditRecord], None] | None = None,
+    change: Callable[[ChangeEvent, Connection], object] | None = None,
+) -> list[Callable[[], None]]:
+    """Subscribe a view to everything that changes what it shows of *broker*.
+
+    Parameters
+    ----------
+    broker
+        The broker shown.
+    changed
+        Called (any thread, must not block) when the roots, grants, connections
+        or kept locks change (a closed broker has no locks to follow).
+    audit, change
+        Called with each new audit record and each change event sent to a
+        server, for views that keep their tails; default *changed*.
+
+    Returns
+    -------
+    list
+        The functions that unsubscribe. Subscribe first, then read what is
+        there: nothing that happens in between is lost.
+    """
+    stops = [
+        broker.audit.subscribe(audit if audit is not None else lambda record: changed()),
+        broker.on_change(change if change is not None else lambda event, connection: changed()),
+        broker.roots.subscribe(lambda generation: changed()),
+        broker.grants.subscribe(changed),
+        broker.on_connections(changed),
+    ]
+    with contextlib.suppress(ClosedError):
+        stops.append(broker.locks.subscribe(changed))
+    return stops
 
 
 def _activity_line(record: AuditRecord) -> str:
@@ -314,7 +360,7 @@ def status_text(
     views = tuple(connections() if callable(connections) else connections)
     roots = broker.roots.snapshot()
     grants = broker.grants.grants()
-    locks = _kept_locks(broker)
+    locks = kept_locks(broker)
     totals = broker.audit.totals()
     servers = {conn.id: conn.server for conn in broker.connections()}
     read = sum(t["read"] for t in totals.values())
