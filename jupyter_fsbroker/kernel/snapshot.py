@@ -117,7 +117,14 @@ def _connection(view: ConnectionView) -> dict[str, Any]:
         "closeReason": getattr(view, "close_reason", None),
         "protocolVersion": view.protocol_version,
         "sandbox": sandbox_text(view) or None,
+        "confined": _confined(view),
     }
+
+
+def _confined(view: ConnectionView) -> bool | None:
+    """Whether the server runs confined; ``None`` for a remote one (or a view that cannot tell)."""
+    sandbox = getattr(view, "sandbox", None)
+    return None if sandbox is None else bool(sandbox.confined)
 
 
 def _grant(grant: Grant, servers: dict[str, str]) -> dict[str, Any]:

@@ -58,6 +58,9 @@ def test_the_setting_confines_local_servers_and_files_still_serves_them(kernel: 
         kernel.run(f"free = broker.connect('free', command={SNOOPING}, env={ENV}, sandbox=False)")
         assert kernel.value("free.sandbox.describe()") == "not sandboxed"
         assert call(kernel, "free", "open_directly", notes) == "ok"
+        # The snapshot other views render (the JupyterLab panel) says the same.
+        confined = kernel.value("{c['name']: c['confined'] for c in broker.snapshot()['connections']}")
+        assert confined == {"boxed": True, "free": False}
     finally:
         kernel.run("%config FSBroker.sandbox = 'off'")
 
