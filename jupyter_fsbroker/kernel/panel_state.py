@@ -24,7 +24,7 @@ from ..core.connection import Connection
 from ..core.consent import ConsentDecision, ConsentRequest
 from ..core.timestamps import iso_utc
 from ..core.watch import ChangeEvent
-from ..widgets.consent_text import ending
+from ..widgets.consent_text import TIMED_OUT, WITHDRAWN, ending
 from ..widgets.text import decision_text, follow_broker
 from . import ipykernel_compat as ipk
 from .consent import Ask, KernelConsenter
@@ -63,10 +63,9 @@ def _outcome(ask: Ask, answered_here: bool) -> Outcome:
     now = time.time()
     how = ending(request, future)
     if how == "timeout":
-        return Outcome(request.id, request.server, "timeout", "Timed out: refused", "broker", now)
+        return Outcome(request.id, request.server, "timeout", TIMED_OUT, "broker", now)
     if how == "withdrawn":
-        text = "Withdrawn: the call ended or the connection closed"
-        return Outcome(request.id, request.server, "withdrawn", text, "broker", now)
+        return Outcome(request.id, request.server, "withdrawn", WITHDRAWN, "broker", now)
     if how == "failed":
         return Outcome(request.id, request.server, "denied", "Denied", "broker", now)
     text = decision_text(request, future.result())

@@ -29,7 +29,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
 from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest
 from .closing import close_parts
-from .consent_text import TIMEOUT_SLACK, ending, item_label
+from .consent_text import TIMED_OUT, TIMEOUT_SLACK, WITHDRAWN, ending, item_label
 from .style import ACCEPT, REJECT, style_html
 from .text import decision_text, printable, reason_text
 
@@ -364,9 +364,9 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         # A short request (a test's) must not count an early withdrawal as its timeout.
         how = ending(self.request, future, slack=min(TIMEOUT_SLACK, self.request.timeout / 10))
         if how == "timeout":
-            return "Timed out — denied"
+            return TIMED_OUT
         if how == "withdrawn":
-            return "Withdrawn: the connection closed or the request was cancelled"
+            return WITHDRAWN
         if how == "failed":
             return f"Failed ({type(future.exception()).__name__}) — denied"
         return decision_text(self.request, future.result())

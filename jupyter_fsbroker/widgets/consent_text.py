@@ -34,7 +34,9 @@ __all__ = [
     "APPROVE_ANSWERS",
     "DENY_ANSWERS",
     "READ_ANSWERS",
+    "TIMED_OUT",
     "TIMEOUT_SLACK",
+    "WITHDRAWN",
     "Ending",
     "ending",
     "item_label",
@@ -52,6 +54,10 @@ DENY_ANSWERS = frozenset({"n", "no", ""})
 
 #: A cancellation this close to the deadline (or later) counts as the timeout (:func:`ending`).
 TIMEOUT_SLACK = 1.0
+#: A prompt's outcome when no one answered in time (the cell's prompt and the panel say the same).
+TIMED_OUT = "Timed out — denied"
+#: A prompt's outcome when the request was withdrawn before an answer.
+WITHDRAWN = "Withdrawn: the connection closed or the request was cancelled"
 
 #: How a consent request whose future is done ended (:func:`ending`).
 Ending = Literal["answered", "timeout", "withdrawn", "failed"]
