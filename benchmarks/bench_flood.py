@@ -1,6 +1,6 @@
 """A server floods the broker: peak memory of the brokering process, with and without a memory budget.
 
-Run ``python benchmarks/bench_flood.py`` (about a minute; ``--quick``: one run).
+Run ``python benchmarks/bench_flood.py`` (about a minute and a half; ``--quick``: one run).
 ``--json FILE`` also writes the measurements.
 
 The server is ``tests/reliability/servers/flood.py``: it writes, without
