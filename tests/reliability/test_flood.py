@@ -88,4 +88,8 @@ async def test_a_flood_of_large_reads_stays_within_the_memory_budget(tmp_path: P
     assert report["outcomes"].get("result", 0) >= 300, report
     assert all(retry > 0 for retry in report["retry_after_ms"])
     growth_mib = (peak - before) / 1024
+    print(
+        f"\nflood: {report['requests']} requests, budget {BUDGET // MiB} MiB, outcomes {report['outcomes']}; "
+        f"peak RSS growth {growth_mib:.0f} MiB"
+    )
     assert growth_mib < 4 * BUDGET / MiB + 128, f"the process grew by {growth_mib:.0f} MiB"

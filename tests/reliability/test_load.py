@@ -24,6 +24,7 @@ PATIENCE = 600.0
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(PATIENCE + 120)
 def test_two_brokering_processes_increment_one_counter_exactly(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from jupyter_fsbroker.sandbox.policy import Access, Policy, PolicyError, Rule
 from jupyter_fsbroker.sandbox.reach import SandboxError, plan
 from tests.sandbox.conftest import environment
+from tests.support.env import not_here
 
 
 def rules_of(policy: Policy) -> dict[str, Access]:
@@ -75,10 +77,10 @@ def test_a_node_script_gets_its_outermost_node_modules(tmp_path: Path) -> None:
     package = tmp_path / "app" / "node_modules" / "@scope" / "server" / "node_modules" / "dep" / "dist"
     package.mkdir(parents=True)
     (package / "index.js").write_text("")
-    node = "/usr/bin/node" if os.path.exists("/usr/bin/node") else sys.executable
+    node = shutil.which("node")
+    if node is None:
+        not_here("node is not installed")
     rules, _ = make_plan(tmp_path, [node, "--no-warnings", str(package / "index.js")])
-    if node == sys.executable:
-        pytest.skip("node is not installed")
     assert rules[str(tmp_path / "app" / "node_modules")] is Access.READ
     assert str(tmp_path / "app") not in rules
 
