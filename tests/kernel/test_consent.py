@@ -11,12 +11,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from .conftest import connect_stdio, load
+from .conftest import PROFILE, PROFILE_RAW, connect_stdio, load, shown_prompt
 from .harness import Kernel, Widget
-
-PROFILE = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"})'
-#: The same call returning a failure instead of raising ToolError.
-PROFILE_RAW = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"}, raise_on_error=False)'
 
 
 @pytest.fixture(scope="module")
@@ -26,28 +22,6 @@ def kernel(start_kernel: Callable[..., Kernel]) -> Iterator[Kernel]:
     load(kernel)
     connect_stdio(kernel)
     yield kernel
-
-
-@pytest.fixture
-def fresh_grants(kernel: Kernel) -> Iterator[None]:
-    kernel.run("analysis.revoke()\n%config FSBroker.consent_timeout = 120")
-    yield
-    kernel.run("analysis.revoke()")
-
-
-def shown_prompt(kernel: Kernel, timeout: float = 30.0) -> Widget:
-    """The next consent prompt once it is displayed in a call's panel (clickable for a user)."""
-
-    def displayed() -> Widget | None:
-        for panel in kernel.find_widgets("fsbroker-call"):
-            for widget in kernel.descendants(panel):
-                if "fsbroker-consent" in widget.classes and widget.comm_id not in kernel.seen:
-                    return widget
-        return None
-
-    prompt: Widget = kernel.wait_for(displayed, timeout, "a consent prompt displayed in the calling cell")
-    kernel.seen.add(prompt.comm_id)
-    return prompt
 
 
 def outcome(kernel: Kernel, prompt: Widget, timeout: float = 10.0) -> str:
