@@ -12,7 +12,7 @@ from jupyter_fsbroker.core.limits import Limits
 from tests.protocol.servers.harness import HttpServer, make_broker, make_tree
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # module-scoped: some modules share async fixtures across their tests
 def anyio_backend() -> str:
     return "asyncio"
 
@@ -20,11 +20,8 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module")
 def http() -> Iterator[HttpServer]:
     """The test server under uvicorn, one per module (tests that kill it start their own)."""
-    server = HttpServer()
-    try:
+    with HttpServer() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

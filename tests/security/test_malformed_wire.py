@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -28,7 +27,7 @@ import pytest
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.protocol import open_connection
 from tests.support.brokers import ALL_OPS, make_broker
-from tests.support.ports import listening_socket, port_of
+from tests.support.handover import HandedOverServer
 
 HOSTILE = str(Path(__file__).resolve().parent / "servers" / "hostile.py")
 NULL = None
@@ -156,24 +155,8 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
 
 @pytest.fixture
 def http_url() -> Iterator[str]:
-    listener = listening_socket()
-    fd = listener.fileno()
-    process = subprocess.Popen(
-        [sys.executable, HOSTILE, "--http", "--fd", str(fd)],
-        stdout=subprocess.PIPE,
-        text=True,
-        pass_fds=(fd,),
-    )
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline().startswith("PORT ")
-        yield f"http://127.0.0.1:{port_of(listener)}/mcp"
-    finally:
-        process.terminate()
-        process.wait(10)
-        assert process.stdout is not None
-        process.stdout.close()
-        listener.close()
+    with HandedOverServer([sys.executable, HOSTILE]) as server:
+        yield server.url
 
 
 def check(cases: list[Case], answers: list[dict[str, Any]]) -> None:

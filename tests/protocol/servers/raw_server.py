@@ -17,46 +17,28 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import select
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
+
+from tests.support.linewire import LineWire
 
 EXPECTED_ROOTS_CAPABILITY = {"listChanged": True, "filesystemBrokering": True}
 MODERN = "2026-07-28"
 
 
-class Wire:
+class Wire(LineWire):
     """Newline-delimited JSON-RPC on fds 0 and 1, with receive timeouts."""
 
     def __init__(self) -> None:
-        self.buffer = b""
+        super().__init__()
         self.next_id = 1000
         self.notifications: list[dict[str, Any]] = []
-
-    def send(self, message: dict[str, Any]) -> None:
-        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
-        view = memoryview(data)
-        while view:
-            written = os.write(1, view)
-            view = view[written:]
-
-    def recv_line(self, timeout: float) -> bytes | None:
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([0], [], [], left)
-            if ready:
-                chunk = os.read(0, 1 << 20)
-                if not chunk:
-                    raise SystemExit(0)  # the client closed stdin
-                self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
 
     def recv(self, timeout: float) -> tuple[bytes, dict[str, Any]] | None:
         line = self.recv_line(timeout)

@@ -17,42 +17,15 @@ Usage: ``fuzz_server.py`` (stdio). Tool arguments of ``send``:
 from __future__ import annotations
 
 import json
-import os
-import select
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
 
-class Wire:
-    """Newline-delimited JSON on fds 0 and 1."""
-
-    def __init__(self) -> None:
-        self.buffer = b""
-
-    def send_bytes(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            written = os.write(1, view)
-            view = view[written:]
-
-    def send(self, message: dict[str, Any]) -> None:
-        self.send_bytes((json.dumps(message, separators=(",", ":")) + "\n").encode())
-
-    def recv_line(self, timeout: float) -> bytes | None:
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([0], [], [], left)
-            if ready:
-                chunk = os.read(0, 1 << 20)
-                if not chunk:
-                    raise SystemExit(0)  # the client hung up
-                self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
+from tests.support.linewire import LineWire
 
 
 def summary(line: bytes) -> dict[str, Any]:
@@ -74,7 +47,7 @@ def summary(line: bytes) -> dict[str, Any]:
     return {"result": sorted(result) if isinstance(result, dict) else repr(result)[:100]}
 
 
-def send_batch(wire: Wire, args: dict[str, Any], first_id: int) -> dict[str, Any]:
+def send_batch(wire: LineWire, args: dict[str, Any], first_id: int) -> dict[str, Any]:
     requests: list[list[Any]] = args["requests"]
     timeout = float(args.get("timeout", 60.0))
     ids = list(range(first_id, first_id + len(requests)))
@@ -128,7 +101,7 @@ def send_batch(wire: Wire, args: dict[str, Any], first_id: int) -> dict[str, Any
 
 
 def main() -> int:
-    wire = Wire()
+    wire = LineWire()
     next_id = 1000
     while True:
         line = wire.recv_line(3600.0)

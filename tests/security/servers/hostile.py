@@ -16,7 +16,8 @@ It answers the handshake and ``tools/list`` like any server, then offers:
     (without the sentinel's answer), each as ``{"raw": text}`` when it is not
     valid JSON, else the parsed message.
 
-It imports nothing but the standard library (and starlette and uvicorn for HTTP).
+It imports nothing but the standard library and the tests' own wire helpers, which keep to it (and
+starlette and uvicorn for HTTP).
 """
 
 from __future__ import annotations
@@ -25,12 +26,16 @@ import argparse
 import asyncio
 import base64
 import json
-import os
-import select
-import socket
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
+
+from tests.support.handover import serve_on_inherited
+from tests.support.linewire import LineWire
 
 #: Seconds the server waits for the answers it expects.
 PATIENCE = 60.0
@@ -72,34 +77,10 @@ def handshake_result(request: dict[str, Any]) -> dict[str, Any]:
 # -- stdio ---------------------------------------------------------------------------------------
 
 
-class Pipe:
-    def __init__(self) -> None:
-        self.buffer = b""
-
-    def send(self, data: bytes) -> None:
-        view = memoryview(data + b"\n")
-        while view:
-            view = view[os.write(1, view) :]
-
-    def send_json(self, message: dict[str, Any]) -> None:
-        self.send(json.dumps(message).encode())
-
-    def receive(self, timeout: float | None = None) -> bytes | None:
-        while b"\n" not in self.buffer:
-            if not select.select([0], [], [], timeout)[0]:
-                return None
-            chunk = os.read(0, 1 << 20)
-            if not chunk:
-                raise SystemExit(0)
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
-
-
 def serve_stdio() -> None:
-    pipe = Pipe()
+    pipe = LineWire()
     while True:
-        line = pipe.receive()
+        line = pipe.recv_line()
         assert line is not None
         if not line.strip():
             continue
@@ -108,25 +89,25 @@ def serve_stdio() -> None:
         if request_id is None:
             continue  # a notification
         if method == "initialize":
-            pipe.send_json({"jsonrpc": "2.0", "id": request_id, "result": handshake_result(message)})
+            pipe.send({"jsonrpc": "2.0", "id": request_id, "result": handshake_result(message)})
         elif method == "tools/list":
-            pipe.send_json({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
+            pipe.send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
         elif method == "tools/call":
             arguments = message["params"]["arguments"]
             for raw in messages(arguments):
-                pipe.send(raw)
+                pipe.send_bytes(raw + b"\n")
             answers: list[dict[str, Any]] = []
             deadline = time.monotonic() + PATIENCE
             sentinel_sent = False
             while True:
                 if len(answers) >= arguments["expect"] and not sentinel_sent:
-                    pipe.send_json(SENTINEL)
+                    pipe.send(SENTINEL)
                     sentinel_sent = True
-                got = pipe.receive(max(0.0, deadline - time.monotonic()))
+                got = pipe.recv_line(max(0.0, deadline - time.monotonic()))
                 if got is None:  # out of patience: report what came
                     if sentinel_sent:
                         break
-                    pipe.send_json(SENTINEL)
+                    pipe.send(SENTINEL)
                     sentinel_sent = True
                     deadline = time.monotonic() + PATIENCE
                     continue
@@ -136,17 +117,16 @@ def serve_stdio() -> None:
                 if answer.get("method", "").startswith("notifications/"):
                     continue
                 answers.append(answer)
-            pipe.send_json({"jsonrpc": "2.0", "id": request_id, "result": tool_result(answers)})
+            pipe.send({"jsonrpc": "2.0", "id": request_id, "result": tool_result(answers)})
         else:
             error = {"code": -32601, "message": "Method not found"}
-            pipe.send_json({"jsonrpc": "2.0", "id": request_id, "error": error})
+            pipe.send({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
 # -- Streamable HTTP, by hand ------------------------------------------------------------------
 
 
 def serve_http(fd: int) -> None:
-    import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -206,10 +186,7 @@ def serve_http(fd: int) -> None:
         return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})
 
     app = Starlette(routes=[Route("/mcp", mcp, methods=["GET", "POST", "DELETE"])])
-    listener = socket.socket(fileno=fd)
-    print(f"PORT {listener.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    uvicorn.Server(config).run(sockets=[listener])
+    serve_on_inherited(app, fd, lifespan="off")
 
 
 def main() -> None:
