@@ -146,8 +146,22 @@ def load(kernel: Kernel, *, consent_timeout: float | None = None) -> None:
     kernel.run("\n".join(cells))
 
 
-def connect_stdio(kernel: Kernel, name: str = "analysis") -> None:
-    kernel.run(f"{name} = broker.connect({name!r}, command={STDIO_COMMAND})")
+def connect_stdio(kernel: Kernel, name: str = "analysis", *, pythonpath: bool = False) -> None:
+    """The example server over stdio as *name*; with *pythonpath*, given the kernel's ``PYTHONPATH``.
+
+    Stdio servers get a bare environment: without it, the server imports this checkout only
+    through the link in the notebook folder (:func:`make_workdir`).
+    """
+    env = ", env={'PYTHONPATH': __import__('os').environ['PYTHONPATH']}" if pythonpath else ""
+    kernel.run(f"{name} = broker.connect({name!r}, command={STDIO_COMMAND}{env})")
+
+
+def analysis_kernel(start_kernel: Callable[..., Kernel], *, pythonpath: bool = False) -> Kernel:
+    """A new kernel with the extension loaded, ``./data`` shared and the example server connected."""
+    kernel = start_kernel()
+    load(kernel)
+    connect_stdio(kernel, pythonpath=pythonpath)
+    return kernel
 
 
 @pytest.fixture

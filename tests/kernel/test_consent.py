@@ -11,17 +11,14 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from .conftest import PROFILE, PROFILE_RAW, connect_stdio, load, shown_prompt
+from .conftest import PROFILE, PROFILE_RAW, analysis_kernel, shown_prompt
 from .harness import Kernel, Widget
 
 
 @pytest.fixture(scope="module")
 def kernel(start_kernel: Callable[..., Kernel]) -> Iterator[Kernel]:
     """A kernel with the extension loaded, ``./data`` shared and the example server over stdio."""
-    kernel = start_kernel()
-    load(kernel)
-    connect_stdio(kernel)
-    yield kernel
+    yield analysis_kernel(start_kernel)
 
 
 def outcome(kernel: Kernel, prompt: Widget, timeout: float = 10.0) -> str:
@@ -89,9 +86,9 @@ def test_interrupt_cancels_a_blocked_call(kernel: Kernel) -> None:
 
 
 def test_stdin_answers_where_clicks_cannot_arrive(start_kernel: Callable[..., Kernel]) -> None:
-    kernel = start_kernel()  # no subshell: a frontend that cannot deliver clicks to a busy kernel
-    load(kernel)
-    connect_stdio(kernel)
+    kernel = analysis_kernel(
+        start_kernel
+    )  # no subshell: a frontend that cannot deliver clicks to a busy kernel
     cell = kernel.submit(f"result = {PROFILE}\nprint(result.data['rows'])", allow_stdin=True)
     shown_prompt(kernel)  # the widget still shows, for frontends that render it
     request = kernel.wait_stdin_request()

@@ -12,24 +12,15 @@ import pytest
 
 from tests.support.env import server_env
 
-from .conftest import PROFILE, STDIO_COMMAND, load, shown_prompt
+from .conftest import PROFILE, analysis_kernel, shown_prompt
 from .harness import Kernel
 
 pytestmark = pytest.mark.usefixtures("fresh_grants")
 
 
-def connect_stdio(kernel: Kernel) -> None:
-    """The example server over stdio, importing this checkout too (stdio servers get a bare environment)."""
-    env = "{'PYTHONPATH': __import__('os').environ['PYTHONPATH']}"
-    kernel.run(f"analysis = broker.connect('analysis', command={STDIO_COMMAND}, env={env})")
-
-
 @pytest.fixture(scope="module")
 def kernel(start_kernel: Callable[..., Kernel]) -> Iterator[Kernel]:
-    kernel = start_kernel()
-    load(kernel)
-    connect_stdio(kernel)
-    yield kernel
+    yield analysis_kernel(start_kernel, pythonpath=True)
 
 
 @pytest.fixture
@@ -143,9 +134,7 @@ def test_the_importable_extension_does_not_import_mcp() -> None:
 
 
 def test_reload_says_what_it_closed_and_keeps_the_folders(start_kernel: Callable[..., Kernel]) -> None:
-    kernel = start_kernel()
-    load(kernel)
-    connect_stdio(kernel)
+    kernel = analysis_kernel(start_kernel, pythonpath=True)
     kernel.run("broker.dashboard()")
     dash = kernel.wait_widget("fsbroker-dashboard")
     out = kernel.run("%reload_ext jupyter_fsbroker", 60)

@@ -78,11 +78,6 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def consents() -> Consents:
-    return Consents()
-
-
-@pytest.fixture(scope="module")
 def broker(data: Path) -> Iterator[Broker]:
     with make_broker(data.parent, limits=Limits(lock_wait=0.5)) as b:
         b.add_root(data, name="data")

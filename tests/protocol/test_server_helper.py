@@ -59,11 +59,6 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def consents() -> Consents:
-    return Consents()
-
-
-@pytest.fixture(scope="module")
 def broker(workdir: Path) -> Iterator[Broker]:
     with make_broker(workdir, limits=Limits(lock_wait=0.3)) as b:
         b.add_root(workdir / "data", name="data")

@@ -45,11 +45,6 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def consents() -> Consents:
-    return Consents()
-
-
-@pytest.fixture(scope="module")
 def broker(workdir: Path) -> Iterator[Broker]:
     config = BrokerConfig(
         lock_dir=str(workdir / "locks"), trash_dir=str(workdir / "trash"), limits=Limits(lock_wait=0.3)

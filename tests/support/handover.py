@@ -6,17 +6,19 @@ sides live here:
 
 * the test's: :class:`HandedOverServer` starts ``SCRIPT --http --fd N`` and waits for its
   ``PORT <n>`` line;
-* the server's: :func:`serve_on` prints that line and runs uvicorn on the socket.
+* the server's: :func:`serve_on` prints that line and runs uvicorn on the socket, and
+  :func:`run_server` reads the command line that chooses between it and stdio.
 
 Standard library only at module level: the hand-written servers import it too.
 """
 
 from __future__ import annotations
 
+import argparse
 import signal
 import socket
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .ports import LOOPBACK, listening_socket, port_of
@@ -35,6 +37,18 @@ def serve_on(app: Any, sock: socket.socket, *, lifespan: str = "on") -> None:
 def serve_on_inherited(app: Any, fd: int, *, lifespan: str = "on") -> None:
     """:func:`serve_on` the socket inherited as descriptor *fd* (bound and listening: the parent made it)."""
     serve_on(app, socket.socket(fileno=fd), lifespan=lifespan)
+
+
+def run_server(stdio: Callable[[], None], http: Callable[[int], None]) -> None:
+    """A test server's command line: ``--http --fd N`` runs ``http(N)``, no option ``stdio()``."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", action="store_true")
+    parser.add_argument("--fd", type=int)
+    args = parser.parse_args()
+    if args.http:
+        http(args.fd)
+    else:
+        stdio()
 
 
 class HandedOverServer:

@@ -22,7 +22,6 @@ starlette and uvicorn for HTTP).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import json
@@ -34,7 +33,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
 
-from tests.support.handover import serve_on_inherited
+from tests.support.handover import run_server, serve_on_inherited
 from tests.support.linewire import LineWire
 
 #: Seconds the server waits for the answers it expects.
@@ -190,14 +189,7 @@ def serve_http(fd: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--http", action="store_true")
-    parser.add_argument("--fd", type=int)
-    args = parser.parse_args()
-    if args.http:
-        serve_http(args.fd)
-    else:
-        serve_stdio()
+    run_server(serve_stdio, serve_http)
 
 
 if __name__ == "__main__":
