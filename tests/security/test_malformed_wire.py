@@ -206,19 +206,27 @@ async def attack(conn: Any, cases: list[Case], *, huge: int = 0) -> list[dict[st
     return json.loads(result["content"][0]["text"])["answers"]  # type: ignore[no-any-return]
 
 
+async def answered_twice(conn: Any, cases: list[Case]) -> None:
+    """Every case gets exactly one answer; then the connection survives, and answers again the same way."""
+    check(cases, await attack(conn, cases))
+    again = cases[:3] + cases[-1:]
+    check(again, await attack(conn, again))
+    assert conn.state == "open"
+
+
+def assert_nothing_written(tmp_path: Path) -> None:
+    """Nothing appeared beside the root, nor in it."""
+    assert not (tmp_path / "outside.txt").exists()
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["hello.txt"]
+
+
 @pytest.mark.anyio
 async def test_over_stdio_every_malformed_request_gets_exactly_one_answer(
     broker: Broker, tmp_path: Path
 ) -> None:
     async with open_connection(broker, "hostile", command=sys.executable, args=[HOSTILE]) as conn:
-        answers = await attack(conn, CASES)
-        check(CASES, answers)
-        # The connection survives, and answers again, the same way.
-        again = await attack(conn, CASES[:3] + CASES[-1:])
-        check(CASES[:3] + CASES[-1:], again)
-        assert conn.state == "open"
-    assert not (tmp_path / "outside.txt").exists()
-    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["hello.txt"]
+        await answered_twice(conn, CASES)
+    assert_nothing_written(tmp_path)
 
 
 @pytest.mark.anyio
@@ -227,13 +235,8 @@ async def test_over_http_every_malformed_event_gets_exactly_one_answer(
 ) -> None:
     cases = [case for case in CASES if case.http]
     async with open_connection(broker, "hostile", url=http_url, keepalive=None) as conn:
-        answers = await attack(conn, cases)
-        check(cases, answers)
-        again = await attack(conn, cases[:3] + cases[-1:])
-        check(cases[:3] + cases[-1:], again)
-        assert conn.state == "open"
-    assert not (tmp_path / "outside.txt").exists()
-    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["hello.txt"]
+        await answered_twice(conn, cases)
+    assert_nothing_written(tmp_path)
 
 
 @pytest.mark.anyio

@@ -36,6 +36,17 @@ class LineWire:
         """Write *message* as one line of compact JSON."""
         self.send_bytes((json.dumps(message, separators=(",", ":")) + "\n").encode())
 
+    def reply(self, request_id: Any, result: dict[str, Any]) -> None:
+        """Answer the request *request_id* with *result*."""
+        self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def reply_error(self, request_id: Any, code: int, message: str, data: Any = None) -> None:
+        """Answer the request *request_id* with a JSON-RPC error (``data`` only when given)."""
+        error: dict[str, Any] = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        self.send({"jsonrpc": "2.0", "id": request_id, "error": error})
+
     def recv_line(self, timeout: float | None = None) -> bytes | None:
         """The next line without its newline; ``None`` if none came within *timeout* seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -50,3 +61,8 @@ class LineWire:
                 self.buffer += chunk
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line
+
+
+def text_result(value: Any) -> dict[str, Any]:
+    """A successful ``tools/call`` result whose one text content is *value* as JSON."""
+    return {"content": [{"type": "text", "text": json.dumps(value)}], "isError": False}

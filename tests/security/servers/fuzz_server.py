@@ -25,7 +25,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
 
-from tests.support.linewire import LineWire
+from tests.support.linewire import LineWire, text_result
 
 
 def summary(line: bytes) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def send_batch(wire: LineWire, args: dict[str, Any], first_id: int) -> dict[str,
             continue
         if "method" in message:
             if "id" in message:  # a request of the client (ping ...): not ours to serve
-                wire.send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "no"}})
+                wire.reply_error(message["id"], -32601, "no")
             continue
         key = message.get("id")
         if isinstance(key, int) and key in answers:
@@ -123,15 +123,13 @@ def main() -> int:
             args = message["params"].get("arguments") or {}
             report = send_batch(wire, args, next_id)
             next_id += len(args["requests"]) + 1
-            result = {"content": [{"type": "text", "text": json.dumps(report)}], "isError": False}
+            result = text_result(report)
         elif method == "ping":
             result = {}
         else:
-            wire.send(
-                {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "not here"}}
-            )
+            wire.reply_error(message["id"], -32601, "not here")
             continue
-        wire.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+        wire.reply(message["id"], result)
 
 
 if __name__ == "__main__":

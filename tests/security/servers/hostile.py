@@ -34,7 +34,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
 
 from tests.support.handover import run_server, serve_on_inherited
-from tests.support.linewire import LineWire
+from tests.support.linewire import LineWire, text_result
 
 #: Seconds the server waits for the answers it expects.
 PATIENCE = 60.0
@@ -61,8 +61,7 @@ def messages(arguments: dict[str, Any]) -> list[bytes]:
 
 
 def tool_result(answers: list[dict[str, Any]]) -> dict[str, Any]:
-    text = json.dumps({"answers": answers})
-    return {"content": [{"type": "text", "text": text}], "isError": False}
+    return text_result({"answers": answers})
 
 
 def handshake_result(request: dict[str, Any]) -> dict[str, Any]:
@@ -88,9 +87,9 @@ def serve_stdio() -> None:
         if request_id is None:
             continue  # a notification
         if method == "initialize":
-            pipe.send({"jsonrpc": "2.0", "id": request_id, "result": handshake_result(message)})
+            pipe.reply(request_id, handshake_result(message))
         elif method == "tools/list":
-            pipe.send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
+            pipe.reply(request_id, {"tools": TOOLS})
         elif method == "tools/call":
             arguments = message["params"]["arguments"]
             for raw in messages(arguments):
@@ -116,10 +115,9 @@ def serve_stdio() -> None:
                 if answer.get("method", "").startswith("notifications/"):
                     continue
                 answers.append(answer)
-            pipe.send({"jsonrpc": "2.0", "id": request_id, "result": tool_result(answers)})
+            pipe.reply(request_id, tool_result(answers))
         else:
-            error = {"code": -32601, "message": "Method not found"}
-            pipe.send({"jsonrpc": "2.0", "id": request_id, "error": error})
+            pipe.reply_error(request_id, -32601, "Method not found")
 
 
 # -- Streamable HTTP, by hand ------------------------------------------------------------------
