@@ -19,13 +19,16 @@ import signal
 import socket
 import subprocess
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from .ports import LOOPBACK, listening_socket, port_of
 from .processes import stop_process
 
+#: Whether uvicorn runs the app's lifespan (startup and shutdown events).
+Lifespan = Literal["on", "off"]
 
-def serve_on(app: Any, sock: socket.socket, *, lifespan: str = "on") -> None:
+
+def serve_on(app: Any, sock: socket.socket, *, lifespan: Lifespan = "on") -> None:
     """Say ``PORT <n>`` on stdout, then serve the ASGI *app* under uvicorn on the listening *sock*."""
     import uvicorn
 
@@ -34,7 +37,7 @@ def serve_on(app: Any, sock: socket.socket, *, lifespan: str = "on") -> None:
     uvicorn.Server(config).run(sockets=[sock])
 
 
-def serve_on_inherited(app: Any, fd: int, *, lifespan: str = "on") -> None:
+def serve_on_inherited(app: Any, fd: int, *, lifespan: Lifespan = "on") -> None:
     """:func:`serve_on` the socket inherited as descriptor *fd* (bound and listening: the parent made it)."""
     serve_on(app, socket.socket(fileno=fd), lifespan=lifespan)
 
