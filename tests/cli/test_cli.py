@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import select
@@ -15,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
-from jupyter_fsbroker.widgets.terminal import TerminalConsenter
 from tests.support.env import server_env
 from tests.support.ports import refusing_port
 from tests.support.servers import MODULE, analysis_server_http
+from tests.support.terminal import ask_at_the_terminal
 
 SERVER = [sys.executable, "-m", MODULE]
 CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
@@ -179,32 +178,15 @@ def _request(timeout: float = 30) -> ConsentRequest:
     ],
 )
 def test_terminal_consenter_answers(answer: str, expected: ConsentDecision) -> None:
-    read_fd, write_fd = os.pipe()
-    shown = io.StringIO()
-    with os.fdopen(read_fd) as reader:
-        consenter = TerminalConsenter(input=reader, output=shown)
-        try:
-            future = consenter.request_consent(_request())
-            os.write(write_fd, answer.encode())
-            assert future.result(10) == expected
-        finally:
-            consenter.close()
-            os.close(write_fd)
-    text = shown.getvalue()
+    decision, text = ask_at_the_terminal(_request(), answer.encode())
+    assert decision == expected
     assert "analysis asks" in text and "Profile the sales data" in text and "outside_roots" in text
 
 
 def test_terminal_consenter_withdraws_a_cancelled_request() -> None:
-    read_fd, write_fd = os.pipe()
-    with os.fdopen(read_fd) as reader:
-        consenter = TerminalConsenter(input=reader, output=io.StringIO())
-        try:
-            future = consenter.request_consent(_request(timeout=0.3))
-            # Nobody answers: past the deadline the prompt gives up and refuses.
-            assert future.result(10) == ConsentDecision.deny()
-        finally:
-            consenter.close()
-            os.close(write_fd)
+    # Nobody answers: past the deadline the prompt gives up and refuses.
+    decision, _ = ask_at_the_terminal(_request(timeout=0.3), None)
+    assert decision == ConsentDecision.deny()
 
 
 def test_root_and_allow_problems_name_the_spelling(workdir: Path) -> None:

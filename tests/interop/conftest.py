@@ -7,7 +7,6 @@ npm or the registry the tests are skipped with the reason — except under CI
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,23 +14,13 @@ from pathlib import Path
 import pytest
 
 from jupyter_fsbroker.core.broker import Broker
-from tests.interop.npm import NodeTools, NpmUnavailable, install
+from tests.interop.npm import NodeTools, install_or_skip
 from tests.support.brokers import make_broker
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
 @pytest.fixture(scope="session")
 def node_tools() -> NodeTools:
-    try:
-        return install()
-    except NpmUnavailable as exc:
-        message = f"INTEROP TESTS NOT RUN: {exc}"
-        if in_ci():
-            pytest.fail(message + " (CI=true: the interop tests must run)")
-        pytest.skip(message)
+    return install_or_skip("INTEROP TESTS", "the interop tests")
 
 
 @pytest.fixture

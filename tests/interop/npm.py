@@ -23,6 +23,8 @@ from pathlib import Path
 
 import platformdirs
 
+from tests.support.ci import cannot_run
+
 #: Exactly what is installed. The Inspector's own package (``@modelcontextprotocol/inspector``)
 #: wants Node >= 22.7.5; its CLI package declares no engine and runs on Node 20.
 PINS: dict[str, str] = {
@@ -142,3 +144,14 @@ def install() -> NodeTools:
         for source in JS_SOURCES.glob("*.mjs"):
             shutil.copyfile(source, folder / source.name)
     return NodeTools(folder, node)
+
+
+def install_or_skip(title: str, who: str = "these tests") -> NodeTools:
+    """:func:`install`, or skip the tests that need it, saying ``TITLE NOT RUN`` and why.
+
+    Under CI, a failure instead: there *who* must run.
+    """
+    try:
+        return install()
+    except NpmUnavailable as exc:
+        cannot_run(f"{title} NOT RUN: {exc}", who)

@@ -21,12 +21,9 @@ import pytest
 from jupyter_fsbroker.examples.analysis_server import CsvProfiler
 from tests.interop.npm import NodeTools
 from tests.support.env import server_env
-from tests.support.servers import analysis_server_http
+from tests.support.servers import SEP_MESSAGE, TOOLS, analysis_server_http
 
 ANALYSIS = [sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"]
-SEP_MESSAGE = (
-    "Filesystem access is required but the client is not advertising the filesystemBrokering capability"
-)
 
 
 @contextmanager
@@ -80,18 +77,7 @@ def test_the_inspector_cli_lists_and_calls_the_example_servers_tools(
         )
     assert listed.returncode == 0, listed.stderr
     tools = {tool["name"]: tool for tool in json.loads(listed.stdout)["tools"]}
-    assert set(tools) == {
-        "profile_csv",
-        "write_report",
-        "filter_csv",
-        "read_text",
-        "write_text",
-        "list_files",
-        "atomic_increment",
-        "lock_file",
-        "unlock_file",
-        "watch_changes",
-    }
+    assert set(tools) == TOOLS
     description = tools["profile_csv"]["description"]
     assert description.startswith("Per-column statistics") and "\n        " not in description
     # The Inspector does not broker files: the tool says so with SEP-1708's error.

@@ -18,37 +18,19 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from jupyter_fsbroker.core.broker import Broker
-from jupyter_fsbroker.core.serverlog import LogEntry, ServerLog
 from jupyter_fsbroker.protocol import ServerConnection, connect
 from tests.interop.conftest import free_port
 from tests.interop.npm import NodeTools
 from tests.support.env import server_env
+from tests.support.serverlog import logged
 
 pytestmark = pytest.mark.anyio
 
 CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
-
-
-async def logged(log: ServerLog, predicate: Any, timeout: float = 20.0) -> LogEntry:
-    """Wait until *log* holds an entry matching *predicate*."""
-    found: asyncio.Future[LogEntry] = asyncio.get_running_loop().create_future()
-
-    def check(entry: LogEntry) -> None:
-        if predicate(entry) and not found.done():
-            found.set_result(entry)
-
-    stop = log.follow(check)
-    try:
-        for entry in log.entries():
-            check(entry)
-        return await asyncio.wait_for(found, timeout)
-    finally:
-        stop()
 
 
 @asynccontextmanager
@@ -114,10 +96,10 @@ async def test_log_messages_reach_the_log_and_python_logging(
         roots = await conn.call_tool("get-roots-list", {})
         assert data.resolve().as_uri() in roots["content"][0]["text"]
         # It says so in a log message when it fetched the roots, and logs at random levels when asked.
-        entry = await logged(conn.log, lambda e: e.source == "message" and "Roots updated" in e.text)
+        entry = await logged(conn.log, lambda e: e.source == "message" and "Roots updated" in e.text, 20.0)
         assert (entry.level, entry.logger) == ("info", "everything-server")
         await conn.call_tool("toggle-simulated-logging", {})
-        await logged(conn.log, lambda e: e.source == "message" and "-level message" in e.text)
+        await logged(conn.log, lambda e: e.source == "message" and "-level message" in e.text, 20.0)
         await conn.call_tool("toggle-simulated-logging", {})
     if transport == "stdio":
         assert any(e.source == "stderr" for e in conn.log.entries())

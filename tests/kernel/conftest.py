@@ -17,12 +17,17 @@ from tests.support.servers import MODULE as SERVER_MODULE
 from tests.support.servers import analysis_server_http
 
 try:
-    from .harness import Kernel, isolated_env
+    from .harness import Kernel, Widget, isolated_env
 except ImportError:  # run from this folder
-    from harness import Kernel, isolated_env  # type: ignore[no-redef]
+    from harness import Kernel, Widget, isolated_env  # type: ignore[no-redef]
 
 #: The example server over stdio, as a Python string for cells.
 STDIO_COMMAND = repr([sys.executable, "-m", SERVER_MODULE])
+
+#: A call of the example server that asks for consent on a file no grant covers.
+PROFILE = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"})'
+#: The same call returning a failure instead of raising ToolError.
+PROFILE_RAW = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"}, raise_on_error=False)'
 
 SALES_CSV = "region,amount\nnorth,10\nsouth,20\neast,\nwest,40\n"
 
@@ -141,8 +146,48 @@ def load(kernel: Kernel, *, consent_timeout: float | None = None) -> None:
     kernel.run("\n".join(cells))
 
 
-def connect_stdio(kernel: Kernel, name: str = "analysis") -> None:
-    kernel.run(f"{name} = broker.connect({name!r}, command={STDIO_COMMAND})")
+def connect_stdio(kernel: Kernel, name: str = "analysis", *, pythonpath: bool = False) -> None:
+    """The example server over stdio as *name*; with *pythonpath*, given the kernel's ``PYTHONPATH``.
+
+    Stdio servers get a bare environment: without it, the server imports this checkout only
+    through the link in the notebook folder (:func:`make_workdir`).
+    """
+    env = ", env={'PYTHONPATH': __import__('os').environ['PYTHONPATH']}" if pythonpath else ""
+    kernel.run(f"{name} = broker.connect({name!r}, command={STDIO_COMMAND}{env})")
+
+
+def analysis_kernel(start_kernel: Callable[..., Kernel], *, pythonpath: bool = False) -> Kernel:
+    """A new kernel with the extension loaded, ``./data`` shared and the example server connected."""
+    kernel = start_kernel()
+    load(kernel)
+    connect_stdio(kernel, pythonpath=pythonpath)
+    return kernel
+
+
+@pytest.fixture
+def fresh_grants(kernel: Kernel) -> Iterator[None]:
+    """No grant of ``analysis`` before and after the test, so that its calls ask; a long consent timeout.
+
+    *kernel* is the module's own fixture: a kernel with ``analysis`` connected.
+    """
+    kernel.run("analysis.revoke()\n%config FSBroker.consent_timeout = 120")
+    yield
+    kernel.run("analysis.revoke()")
+
+
+def shown_prompt(kernel: Kernel, timeout: float = 30.0) -> Widget:
+    """The next consent prompt once it is displayed in a call's panel (clickable for a user)."""
+
+    def displayed() -> Widget | None:
+        for panel in kernel.find_widgets("fsbroker-call"):
+            for widget in kernel.descendants(panel):
+                if "fsbroker-consent" in widget.classes and widget.comm_id not in kernel.seen:
+                    return widget
+        return None
+
+    prompt: Widget = kernel.wait_for(displayed, timeout, "a consent prompt displayed in the calling cell")
+    kernel.seen.add(prompt.comm_id)
+    return prompt
 
 
 @pytest.fixture(scope="session")

@@ -7,24 +7,13 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from tests.support.servers import TOOLS as SERVER_TOOLS
+
 from .conftest import ASK_BETWEEN_CELLS, STDIO_COMMAND, load
 from .harness import Kernel, Widget
 
 HANDSHAKE_VERSIONS = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
-TOOLS = sorted(
-    [
-        "atomic_increment",
-        "filter_csv",
-        "list_files",
-        "lock_file",
-        "profile_csv",
-        "read_text",
-        "unlock_file",
-        "watch_changes",
-        "write_report",
-        "write_text",
-    ]
-)
+TOOLS = sorted(SERVER_TOOLS)
 MiB = 1024 * 1024
 
 

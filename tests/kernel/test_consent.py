@@ -11,43 +11,14 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from .conftest import connect_stdio, load
+from .conftest import PROFILE, PROFILE_RAW, analysis_kernel, shown_prompt
 from .harness import Kernel, Widget
-
-PROFILE = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"})'
-#: The same call returning a failure instead of raising ToolError.
-PROFILE_RAW = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"}, raise_on_error=False)'
 
 
 @pytest.fixture(scope="module")
 def kernel(start_kernel: Callable[..., Kernel]) -> Iterator[Kernel]:
     """A kernel with the extension loaded, ``./data`` shared and the example server over stdio."""
-    kernel = start_kernel()
-    load(kernel)
-    connect_stdio(kernel)
-    yield kernel
-
-
-@pytest.fixture
-def fresh_grants(kernel: Kernel) -> Iterator[None]:
-    kernel.run("analysis.revoke()\n%config FSBroker.consent_timeout = 120")
-    yield
-    kernel.run("analysis.revoke()")
-
-
-def shown_prompt(kernel: Kernel, timeout: float = 30.0) -> Widget:
-    """The next consent prompt once it is displayed in a call's panel (clickable for a user)."""
-
-    def displayed() -> Widget | None:
-        for panel in kernel.find_widgets("fsbroker-call"):
-            for widget in kernel.descendants(panel):
-                if "fsbroker-consent" in widget.classes and widget.comm_id not in kernel.seen:
-                    return widget
-        return None
-
-    prompt: Widget = kernel.wait_for(displayed, timeout, "a consent prompt displayed in the calling cell")
-    kernel.seen.add(prompt.comm_id)
-    return prompt
+    yield analysis_kernel(start_kernel)
 
 
 def outcome(kernel: Kernel, prompt: Widget, timeout: float = 10.0) -> str:
@@ -115,9 +86,9 @@ def test_interrupt_cancels_a_blocked_call(kernel: Kernel) -> None:
 
 
 def test_stdin_answers_where_clicks_cannot_arrive(start_kernel: Callable[..., Kernel]) -> None:
-    kernel = start_kernel()  # no subshell: a frontend that cannot deliver clicks to a busy kernel
-    load(kernel)
-    connect_stdio(kernel)
+    kernel = analysis_kernel(
+        start_kernel
+    )  # no subshell: a frontend that cannot deliver clicks to a busy kernel
     cell = kernel.submit(f"result = {PROFILE}\nprint(result.data['rows'])", allow_stdin=True)
     shown_prompt(kernel)  # the widget still shows, for frontends that render it
     request = kernel.wait_stdin_request()

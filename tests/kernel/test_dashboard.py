@@ -8,11 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ASK_BETWEEN_CELLS, STDIO_COMMAND, load
+from .conftest import ASK_BETWEEN_CELLS, PROFILE, PROFILE_RAW, STDIO_COMMAND, load, shown_prompt
 from .harness import Kernel, Widget
-
-PROFILE = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"})'
-PROFILE_RAW = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"}, raise_on_error=False)'
 
 
 @pytest.fixture(scope="module")
@@ -50,19 +47,6 @@ def disconnect_button(kernel: Kernel, name: str, timeout: float = 15.0) -> Widge
     return button
 
 
-def displayed_prompt(kernel: Kernel, timeout: float = 30.0) -> Widget:
-    def find() -> Widget | None:
-        for panel in kernel.find_widgets("fsbroker-call"):
-            for widget in kernel.descendants(panel):
-                if "fsbroker-consent" in widget.classes and widget.comm_id not in kernel.seen:
-                    return widget
-        return None
-
-    prompt: Widget = kernel.wait_for(find, timeout, "a consent prompt in the calling cell")
-    kernel.seen.add(prompt.comm_id)
-    return prompt
-
-
 def lock_files(kernel: Kernel) -> list[Path]:
     folder = Path(kernel.env["XDG_RUNTIME_DIR"]) / "jupyter_fsbroker" / "locks"
     return list(folder.iterdir()) if folder.exists() else []
@@ -89,7 +73,7 @@ def test_disconnect_works_while_a_cell_blocks_on_the_same_connection(kernel: Ker
     kernel.run(f"doomed = broker.connect('doomed', command={STDIO_COMMAND})")
     subshell = kernel.create_subshell()
     cell = kernel.submit("doomed.call_tool('profile_csv', {'path': 'data/sales.csv'})")
-    displayed_prompt(kernel)  # the call waits for consent: the main shell is blocked
+    shown_prompt(kernel)  # the call waits for consent: the main shell is blocked
     kernel.click(disconnect_button(kernel, "doomed"), subshell_id=subshell)
     kernel.wait(cell, 30)
     assert cell.failure is not None and cell.failure["ename"] == "ConnectionClosedError", cell.failure
@@ -99,7 +83,7 @@ def test_disconnect_works_while_a_cell_blocks_on_the_same_connection(kernel: Ker
 def test_revoke_takes_effect_for_the_next_operation(kernel: Kernel) -> None:
     subshell = kernel.create_subshell()
     cell = kernel.submit(f"print({PROFILE}.data['rows'])")
-    kernel.click(kernel.child(displayed_prompt(kernel), "fsbroker-approve"), subshell_id=subshell)
+    kernel.click(kernel.child(shown_prompt(kernel), "fsbroker-approve"), subshell_id=subshell)
     kernel.wait(cell, 30).check()
     assert cell.stdout.strip() == "4"
     assert kernel.value("[g.path for g in analysis.grants() if g.connection_id]") == ["data/sales.csv"]
@@ -111,7 +95,7 @@ def test_revoke_takes_effect_for_the_next_operation(kernel: Kernel) -> None:
     error = kernel.run_fail("analysis.connection.handle('files/stat', {'path': 'data/sales.csv'})")
     assert error["ename"] == "PermissionDenied" and "no read access" in error["evalue"]
     cell = kernel.submit(f"print({PROFILE_RAW}.is_error)")  # the server is refused and asks again
-    kernel.click(kernel.child(displayed_prompt(kernel), "fsbroker-deny"), subshell_id=subshell)
+    kernel.click(kernel.child(shown_prompt(kernel), "fsbroker-deny"), subshell_id=subshell)
     kernel.wait(cell, 30).check()
     assert cell.stdout.strip() == "True"
 

@@ -12,24 +12,15 @@ import pytest
 
 from tests.support.env import server_env
 
-from .conftest import STDIO_COMMAND, load
-from .harness import Kernel, Widget
+from .conftest import PROFILE, analysis_kernel, shown_prompt
+from .harness import Kernel
 
-PROFILE = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"})'
-
-
-def connect_stdio(kernel: Kernel) -> None:
-    """The example server over stdio, importing this checkout too (stdio servers get a bare environment)."""
-    env = "{'PYTHONPATH': __import__('os').environ['PYTHONPATH']}"
-    kernel.run(f"analysis = broker.connect('analysis', command={STDIO_COMMAND}, env={env})")
+pytestmark = pytest.mark.usefixtures("fresh_grants")
 
 
 @pytest.fixture(scope="module")
 def kernel(start_kernel: Callable[..., Kernel]) -> Iterator[Kernel]:
-    kernel = start_kernel()
-    load(kernel)
-    connect_stdio(kernel)
-    yield kernel
+    yield analysis_kernel(start_kernel, pythonpath=True)
 
 
 @pytest.fixture
@@ -37,33 +28,11 @@ def subshell(kernel: Kernel) -> str:
     return kernel.create_subshell()
 
 
-@pytest.fixture(autouse=True)
-def _fresh_grants(kernel: Kernel) -> Iterator[None]:
-    kernel.run("analysis.revoke()\n%config FSBroker.consent_timeout = 120")
-    yield
-    kernel.run("analysis.revoke()")
-
-
-def next_prompt(kernel: Kernel, timeout: float = 30.0) -> Widget:
-    """The next consent prompt displayed in a calling cell."""
-
-    def displayed() -> Widget | None:
-        for panel in kernel.find_widgets("fsbroker-call"):
-            for widget in kernel.descendants(panel):
-                if "fsbroker-consent" in widget.classes and widget.comm_id not in kernel.seen:
-                    return widget
-        return None
-
-    prompt: Widget = kernel.wait_for(displayed, timeout, "a consent prompt in the calling cell")
-    kernel.seen.add(prompt.comm_id)
-    return prompt
-
-
 def test_write_is_granted_on_the_report_only(kernel: Kernel, subshell: str) -> None:
     cell = kernel.submit(
         "r = analysis.call_tool('write_report', {'path': 'data/sales.csv'})\nprint(r.data['rows'])"
     )
-    prompt = next_prompt(kernel)
+    prompt = shown_prompt(kernel)
     boxes = {
         (kernel.text_of(w), cls)
         for w in kernel.descendants(prompt)
@@ -81,7 +50,7 @@ def test_write_is_granted_on_the_report_only(kernel: Kernel, subshell: str) -> N
 
 def test_a_denied_consent_raises_a_tool_error_that_says_so(kernel: Kernel, subshell: str) -> None:
     cell = kernel.submit(PROFILE)
-    kernel.click(kernel.child(next_prompt(kernel), "fsbroker-deny"), subshell_id=subshell)
+    kernel.click(kernel.child(shown_prompt(kernel), "fsbroker-deny"), subshell_id=subshell)
     kernel.wait(cell, 60)
     failure = cell.failure
     assert failure is not None and failure["ename"] == "ToolError"
@@ -91,7 +60,7 @@ def test_a_denied_consent_raises_a_tool_error_that_says_so(kernel: Kernel, subsh
 def test_a_timed_out_prompt_says_so_in_the_cell(kernel: Kernel) -> None:
     kernel.run("%config FSBroker.consent_timeout = 2")
     cell = kernel.submit(PROFILE)
-    prompt = next_prompt(kernel)
+    prompt = shown_prompt(kernel)
     kernel.wait(cell, 60)
     assert cell.failure is not None and "timed out" in cell.failure["evalue"]
     assert "consent request for data/sales.csv timed out after 2 s" in cell.stderr
@@ -125,7 +94,7 @@ def test_results_and_tools_display_for_people(kernel: Kernel) -> None:
 
 def test_a_consent_can_be_answered_from_elsewhere(kernel: Kernel, subshell: str) -> None:
     cell = kernel.submit(f"print({PROFILE}.data['rows'])")
-    next_prompt(kernel)
+    shown_prompt(kernel)
     snapshot = kernel.wait(
         kernel.submit("print(broker.snapshot()['pending'][0]['server'])", subshell_id=subshell), 30
     ).check()
@@ -165,9 +134,7 @@ def test_the_importable_extension_does_not_import_mcp() -> None:
 
 
 def test_reload_says_what_it_closed_and_keeps_the_folders(start_kernel: Callable[..., Kernel]) -> None:
-    kernel = start_kernel()
-    load(kernel)
-    connect_stdio(kernel)
+    kernel = analysis_kernel(start_kernel, pythonpath=True)
     kernel.run("broker.dashboard()")
     dash = kernel.wait_widget("fsbroker-dashboard")
     out = kernel.run("%reload_ext jupyter_fsbroker", 60)

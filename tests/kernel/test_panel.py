@@ -17,8 +17,8 @@ import pytest
 
 from jupyter_fsbroker.kernel import panel_protocol as proto
 
-from .conftest import STDIO_COMMAND, load
-from .harness import Kernel
+from .conftest import STDIO_COMMAND, connect_stdio, load
+from .harness import Kernel, Result
 
 pytestmark = pytest.mark.slow
 
@@ -97,6 +97,17 @@ def kernel(start_kernel: Callable[..., Kernel]) -> Iterator[Kernel]:
     yield kernel
 
 
+def consent_on_the_panel(kernel: Kernel, call: str) -> tuple[Panel, Result, dict[str, Any]]:
+    """A cell that runs *call* of ``analysis`` (connected here), blocked on a consent: the panel (on a
+    subshell) that shows it, the cell, and the consent as the panel's snapshot has it."""
+    load(kernel)
+    connect_stdio(kernel)
+    panel = Panel(kernel, subshell_id=kernel.create_subshell())
+    cell = kernel.submit(call)
+    consent: dict[str, Any] = panel.state(lambda s: s["consents"])["consents"][0]
+    return panel, cell, consent
+
+
 def test_a_kernel_without_the_extension_closes_the_panel_and_nothing_breaks(kernel: Kernel) -> None:
     panel = Panel(kernel)
     kernel.wait_for(lambda: panel.closed() is not None, 30, "the kernel to close a comm without a target")
@@ -158,11 +169,8 @@ def test_disconnect_on_a_subshell_ends_a_call_that_blocks_the_main_shell(kernel:
 
 
 def test_a_consent_answered_on_the_panel_unblocks_a_sync_cell(kernel: Kernel) -> None:
-    load(kernel)
-    kernel.run(f"analysis = broker.connect('analysis', command={STDIO_COMMAND})")
-    panel = Panel(kernel, subshell_id=kernel.create_subshell())
-    cell = kernel.submit('analysis.call_tool("profile_csv", {"path": "data/sales.csv"})["isError"]')
-    consent = panel.state(lambda s: s["consents"])["consents"][0]
+    call = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"})["isError"]'
+    panel, cell, consent = consent_on_the_panel(kernel, call)
     assert consent["server"] == "analysis"
     (item,) = consent["items"]
     assert (item["rel"], item["approvable"], item["grantable"]) == ("data/sales.csv", True, ["read"])
@@ -221,11 +229,8 @@ def test_reload_ext_closes_the_panels_with_a_reason_and_a_new_panel_attaches(ker
 
 
 def test_a_per_path_answer_grants_each_path_only_what_was_chosen(kernel: Kernel) -> None:
-    load(kernel)
-    kernel.run(f"analysis = broker.connect('analysis', command={STDIO_COMMAND})")
-    panel = Panel(kernel, subshell_id=kernel.create_subshell())
-    cell = kernel.submit('analysis.call_tool("write_report", {"path": "data/sales.csv"}).data["report"]')
-    consent = panel.state(lambda s: s["consents"])["consents"][0]
+    call = 'analysis.call_tool("write_report", {"path": "data/sales.csv"}).data["report"]'
+    panel, cell, consent = consent_on_the_panel(kernel, call)
     asked = {item["rel"]: item["operations"] for item in consent["items"]}
     assert asked == {"data/sales.csv": ["read"], "data/sales.report.md": ["write"]}
 

@@ -9,10 +9,10 @@ import pytest
 
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.limits import Limits
-from tests.protocol.servers.harness import HttpServer, make_broker, make_tree
+from tests.protocol.servers.harness import Consents, HttpServer, make_broker, make_tree
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # module-scoped: some modules share async fixtures across their tests
 def anyio_backend() -> str:
     return "asyncio"
 
@@ -20,11 +20,8 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module")
 def http() -> Iterator[HttpServer]:
     """The test server under uvicorn, one per module (tests that kill it start their own)."""
-    server = HttpServer()
-    try:
+    with HttpServer() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -37,3 +34,9 @@ def broker(tmp_path: Path, data: Path) -> Iterator[Broker]:
     with make_broker(tmp_path, limits=Limits(lock_wait=0.2), coalesce=0.01) as b:
         b.add_root(data, name="data")
         yield b
+
+
+@pytest.fixture(scope="module")
+def consents() -> Consents:
+    """The consent policy of a module's clients: approve all but what it denies, recording each request."""
+    return Consents()

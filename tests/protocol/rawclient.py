@@ -22,7 +22,7 @@ import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import httpx2
 import pydantic_core
@@ -129,7 +129,7 @@ class RawClient:
             if not future.done():
                 future.set_exception(ConnectionError("closed"))
 
-    async def __aenter__(self) -> RawClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -177,6 +177,16 @@ class RawClient:
 
     def _initialized(self, result: dict[str, Any]) -> None:
         pass
+
+    async def _started(self, initialize: bool) -> Self:
+        """This client once its transport is up: after the handshake if *initialize* (closed if it fails)."""
+        if initialize:
+            try:
+                await self.initialize()
+            except BaseException:
+                await self.close()
+                raise
+        return self
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any] | None = None, *, timeout: float = 60
@@ -352,13 +362,7 @@ class StdioClient(RawClient):
         )
         client._spawn(client._read_stdout())
         client._spawn(client._read_stderr())
-        if initialize:
-            try:
-                await client.initialize()
-            except BaseException:
-                await client.close()
-                raise
-        return client
+        return await client._started(initialize)
 
     async def _read_stdout(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
@@ -422,14 +426,7 @@ class HttpClient(RawClient):
 
     @classmethod
     async def start(cls, url: str, broker: Broker, *, initialize: bool = True, **kwargs: Any) -> HttpClient:
-        client = cls(url, broker, **kwargs)
-        if initialize:
-            try:
-                await client.initialize()
-            except BaseException:
-                await client.close()
-                raise
-        return client
+        return await cls(url, broker, **kwargs)._started(initialize)
 
     def _initialized(self, result: dict[str, Any]) -> None:
         self.protocol_version = result.get("protocolVersion")

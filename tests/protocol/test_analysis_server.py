@@ -22,13 +22,14 @@ from typing import Any
 import pytest
 
 from jupyter_fsbroker.core.broker import Broker
-from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
+from jupyter_fsbroker.core.consent import CallbackConsenter
 from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.examples.analysis_server import CsvProfiler, render_report, report_path
 from jupyter_fsbroker.examples.csvstream import RowFilter
+from tests.protocol.servers.harness import Consents
 from tests.support.brokers import make_broker
 from tests.support.env import server_env
-from tests.support.servers import MODULE, analysis_server_http
+from tests.support.servers import MODULE, SEP_MESSAGE, TOOLS, analysis_server_http
 
 if __package__:
     from .rawclient import HttpClient, RawClient, RpcError, StdioClient, python_argv
@@ -38,21 +39,6 @@ else:  # collected without a package
 pytestmark = pytest.mark.anyio
 
 MiB = 1024 * 1024
-SEP_MESSAGE = (
-    "Filesystem access is required but the client is not advertising the filesystemBrokering capability"
-)
-TOOLS = {
-    "profile_csv",
-    "write_report",
-    "filter_csv",
-    "read_text",
-    "write_text",
-    "list_files",
-    "atomic_increment",
-    "lock_file",
-    "unlock_file",
-    "watch_changes",
-}
 
 
 def make_csv(target: int, seed: int) -> str:
@@ -82,20 +68,6 @@ def make_csv(target: int, seed: int) -> str:
     return out.getvalue()
 
 
-class Consents:
-    def __init__(self) -> None:
-        self.requests: list[ConsentRequest] = []
-
-    def decide(self, request: ConsentRequest) -> ConsentDecision:
-        self.requests.append(request)
-        return ConsentDecision.approve_all(request)
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("analysis")
@@ -103,11 +75,6 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder.mkdir()
     (folder / "sales.csv").write_text(make_csv(3 * MiB + 1000, seed=11), encoding="utf-8")
     return folder
-
-
-@pytest.fixture(scope="module")
-def consents() -> Consents:
-    return Consents()
 
 
 @pytest.fixture(scope="module")
@@ -119,13 +86,10 @@ def broker(data: Path) -> Iterator[Broker]:
 
 @pytest.fixture(scope="module")
 async def stdio(broker: Broker, consents: Consents) -> AsyncIterator[StdioClient]:
-    c = await StdioClient.start(
-        python_argv("-m", MODULE), broker, env=server_env(), consenter=CallbackConsenter(consents.decide)
-    )
-    try:
+    argv = python_argv("-m", MODULE)
+    consenter = CallbackConsenter(consents.decide)
+    async with await StdioClient.start(argv, broker, env=server_env(), consenter=consenter) as c:
         yield c
-    finally:
-        await c.close()
 
 
 @pytest.fixture(scope="module")
@@ -137,13 +101,9 @@ def http_url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 async def http(http_url: str, broker: Broker, consents: Consents) -> AsyncIterator[HttpClient]:
-    c = await HttpClient.start(
-        http_url, broker, name="analysis-http", consenter=CallbackConsenter(consents.decide)
-    )
-    try:
+    consenter = CallbackConsenter(consents.decide)
+    async with await HttpClient.start(http_url, broker, name="analysis-http", consenter=consenter) as c:
         yield c
-    finally:
-        await c.close()
 
 
 @pytest.fixture(params=["stdio", "http"])

@@ -24,11 +24,6 @@ TIMEOUT = 5.0
 ROOTS = [{"uri": "file:///data", "name": "data"}]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass
 class Wire:
     """Both far ends of the middleware: the server's and the session's."""

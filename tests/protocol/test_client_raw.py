@@ -34,11 +34,6 @@ ERROR_CODES = {
 SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def result_of(responses: dict[str, Any], name: str) -> dict[str, Any]:
     response = responses[name]
     assert set(response) == {"jsonrpc", "id", "result"}, (name, response)

@@ -9,7 +9,6 @@ the clock.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sys
@@ -21,9 +20,10 @@ from typing import Any
 import pytest
 
 from jupyter_fsbroker.core.broker import Broker, BrokerConfig
-from jupyter_fsbroker.core.serverlog import LogEntry, ServerLog
+from jupyter_fsbroker.core.serverlog import LogEntry
 from jupyter_fsbroker.protocol import ConnectError, RootsGrace, ServerConnection, connect
 from tests.support.brokers import make_broker
+from tests.support.serverlog import logged
 
 pytestmark = pytest.mark.anyio
 
@@ -46,23 +46,6 @@ async def roots_in_force(conn: ServerConnection) -> dict[str, Any]:
     assert result["isError"] is False, result
     seen: dict[str, Any] = json.loads(result["content"][0]["text"])
     return seen
-
-
-async def logged(log: ServerLog, predicate: Any, timeout: float = 10.0) -> LogEntry:
-    """Wait until *log* holds an entry matching *predicate*; return it."""
-    found: asyncio.Future[LogEntry] = asyncio.get_running_loop().create_future()
-
-    def check(entry: LogEntry) -> None:
-        if predicate(entry) and not found.done():
-            found.set_result(entry)
-
-    stop = log.follow(check)
-    try:
-        for entry in log.entries():
-            check(entry)
-        return await asyncio.wait_for(found, timeout)
-    finally:
-        stop()
 
 
 # -- the roots race --------------------------------------------------------------------------------

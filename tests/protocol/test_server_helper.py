@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from jupyter_fsbroker.core.broker import Broker
-from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
+from jupyter_fsbroker.core.consent import CallbackConsenter
 from jupyter_fsbroker.core.errors import FileLocked as CoreFileLocked
 from jupyter_fsbroker.core.errors import RateLimited as CoreRateLimited
 from jupyter_fsbroker.core.errors import TooLarge as CoreTooLarge
@@ -31,8 +31,10 @@ from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.protocol import server as helper
 from jupyter_fsbroker.protocol.server.connection import ConnectionFiles
 from jupyter_fsbroker.protocol.server.mcp_internals import connection_state, lowlevel_server
+from tests.protocol.servers.harness import Consents, node_folder
 from tests.support.brokers import make_broker
 from tests.support.env import server_env
+from tests.support.servers import SEP_MESSAGE
 
 if __package__:
     from .rawclient import Answered, RpcError, StdioClient, python_argv
@@ -45,28 +47,6 @@ HERE = Path(__file__).resolve().parent
 APP = str(HERE / "test_server_helper_app.py")
 MiB = 1024 * 1024
 ALL_OPS = ("read", "write", "delete", "watch")
-SEP_MESSAGE = (
-    "Filesystem access is required but the client is not advertising the filesystemBrokering capability"
-)
-
-
-class Consents:
-    """A CallbackConsenter policy: approve everything, except paths in ``deny``; record requests."""
-
-    def __init__(self) -> None:
-        self.requests: list[ConsentRequest] = []
-        self.deny: set[str] = set()
-
-    def decide(self, request: ConsentRequest) -> ConsentDecision:
-        self.requests.append(request)
-        if any(item.path in self.deny for item in request.items):
-            return ConsentDecision.deny()
-        return ConsentDecision.approve_all(request)
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture(scope="module")
@@ -79,11 +59,6 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def consents() -> Consents:
-    return Consents()
-
-
-@pytest.fixture(scope="module")
 def broker(workdir: Path) -> Iterator[Broker]:
     with make_broker(workdir, limits=Limits(lock_wait=0.3)) as b:
         b.add_root(workdir / "data", name="data")
@@ -92,22 +67,16 @@ def broker(workdir: Path) -> Iterator[Broker]:
 
 @pytest.fixture(scope="module")
 async def client(broker: Broker, consents: Consents) -> AsyncIterator[StdioClient]:
-    c = await StdioClient.start(
-        python_argv(APP, "--require"),
-        broker,
-        env=server_env(),
-        consenter=CallbackConsenter(consents.decide),
-    )
-    try:
+    argv = python_argv(APP, "--require")
+    consenter = CallbackConsenter(consents.decide)
+    async with await StdioClient.start(argv, broker, env=server_env(), consenter=consenter) as c:
         yield c
-    finally:
-        await c.close()
 
 
 @pytest.fixture
 def folder(request: pytest.FixtureRequest, workdir: Path, broker: Broker, client: StdioClient) -> Path:
     """A fresh folder ``data/<test>`` with every operation pre-approved."""
-    name = request.node.name.replace("[", "_").replace("]", "").replace("-", "_")
+    name = node_folder(request)
     path = workdir / "data" / name
     path.mkdir()
     broker.allow(f"data/{name}", ops=ALL_OPS)
@@ -119,7 +88,7 @@ def rel(path: Path, workdir: Path) -> str:
     return path.relative_to(workdir).as_posix()
 
 
-async def call(client: StdioClient, op: str, timeout: float = 30, **kwargs: Any) -> dict[str, Any]:
+async def call(client: StdioClient, op: str, timeout: float = 60, **kwargs: Any) -> dict[str, Any]:
     """Run ``OPS[op]`` in the server; return ``{"ok": ...}`` or ``{"error": ...}``."""
     args: dict[str, Any] = {"op": op, "args": kwargs.pop("args", {})}
     args.update(kwargs)

@@ -27,16 +27,13 @@ from jupyter_fsbroker.core.errors import PermissionDenied as CorePermissionDenie
 from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.examples.analysis_server import CsvProfiler
 from tests.protocol.rawclient import Interceptor, StdioClient, WireError, python_argv
-from tests.protocol.test_server_helper import APP, Consents, server_env
+from tests.protocol.servers.harness import Consents, node_folder
+from tests.protocol.test_server_helper import APP, call
+from tests.support.env import server_env
 
 pytestmark = pytest.mark.anyio
 
 ANALYSIS = [sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"]
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +42,6 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (base / "data").mkdir()
     (base / "ref").mkdir()
     return base
-
-
-@pytest.fixture(scope="module")
-def consents() -> Consents:
-    return Consents()
 
 
 @pytest.fixture(scope="module")
@@ -65,29 +57,18 @@ def broker(workdir: Path) -> Iterator[Broker]:
 
 @pytest.fixture(scope="module")
 async def client(broker: Broker, consents: Consents) -> AsyncIterator[StdioClient]:
-    c = await StdioClient.start(
-        python_argv(APP), broker, env=server_env(), consenter=CallbackConsenter(consents.decide)
-    )
-    try:
+    consenter = CallbackConsenter(consents.decide)
+    async with await StdioClient.start(python_argv(APP), broker, env=server_env(), consenter=consenter) as c:
         yield c
-    finally:
-        await c.close()
 
 
 @pytest.fixture
 def folder(request: pytest.FixtureRequest, workdir: Path, client: StdioClient) -> Path:
     """A fresh folder ``data/<test>``, granted to nobody."""
-    path = workdir / "data" / request.node.name.replace("[", "_").replace("]", "").replace("-", "_")
+    path = workdir / "data" / node_folder(request)
     path.mkdir()
     client.reset()
     return path
-
-
-async def call(client: StdioClient, op: str, **kwargs: Any) -> dict[str, Any]:
-    args: dict[str, Any] = {"op": op, "args": kwargs.pop("args", {})}
-    args.update(kwargs)
-    result: dict[str, Any] = await client.tool_json("call", args, timeout=60)
-    return result
 
 
 def sep_dialect(client: StdioClient, *, refusal: dict[str, Any] | None = None) -> Interceptor:

@@ -23,11 +23,6 @@ from tests.support.processes import pid_alive
 MiB = 1024 * 1024
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # -- the memory budget -------------------------------------------------------------------------
 
 

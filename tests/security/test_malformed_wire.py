@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -28,7 +27,7 @@ import pytest
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.protocol import open_connection
 from tests.support.brokers import ALL_OPS, make_broker
-from tests.support.ports import listening_socket, port_of
+from tests.support.handover import HandedOverServer
 
 HOSTILE = str(Path(__file__).resolve().parent / "servers" / "hostile.py")
 NULL = None
@@ -156,24 +155,8 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
 
 @pytest.fixture
 def http_url() -> Iterator[str]:
-    listener = listening_socket()
-    fd = listener.fileno()
-    process = subprocess.Popen(
-        [sys.executable, HOSTILE, "--http", "--fd", str(fd)],
-        stdout=subprocess.PIPE,
-        text=True,
-        pass_fds=(fd,),
-    )
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline().startswith("PORT ")
-        yield f"http://127.0.0.1:{port_of(listener)}/mcp"
-    finally:
-        process.terminate()
-        process.wait(10)
-        assert process.stdout is not None
-        process.stdout.close()
-        listener.close()
+    with HandedOverServer([sys.executable, HOSTILE]) as server:
+        yield server.url
 
 
 def check(cases: list[Case], answers: list[dict[str, Any]]) -> None:
@@ -223,19 +206,27 @@ async def attack(conn: Any, cases: list[Case], *, huge: int = 0) -> list[dict[st
     return json.loads(result["content"][0]["text"])["answers"]  # type: ignore[no-any-return]
 
 
+async def answered_twice(conn: Any, cases: list[Case]) -> None:
+    """Every case gets exactly one answer; then the connection survives, and answers again the same way."""
+    check(cases, await attack(conn, cases))
+    again = cases[:3] + cases[-1:]
+    check(again, await attack(conn, again))
+    assert conn.state == "open"
+
+
+def assert_nothing_written(tmp_path: Path) -> None:
+    """Nothing appeared beside the root, nor in it."""
+    assert not (tmp_path / "outside.txt").exists()
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["hello.txt"]
+
+
 @pytest.mark.anyio
 async def test_over_stdio_every_malformed_request_gets_exactly_one_answer(
     broker: Broker, tmp_path: Path
 ) -> None:
     async with open_connection(broker, "hostile", command=sys.executable, args=[HOSTILE]) as conn:
-        answers = await attack(conn, CASES)
-        check(CASES, answers)
-        # The connection survives, and answers again, the same way.
-        again = await attack(conn, CASES[:3] + CASES[-1:])
-        check(CASES[:3] + CASES[-1:], again)
-        assert conn.state == "open"
-    assert not (tmp_path / "outside.txt").exists()
-    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["hello.txt"]
+        await answered_twice(conn, CASES)
+    assert_nothing_written(tmp_path)
 
 
 @pytest.mark.anyio
@@ -244,13 +235,8 @@ async def test_over_http_every_malformed_event_gets_exactly_one_answer(
 ) -> None:
     cases = [case for case in CASES if case.http]
     async with open_connection(broker, "hostile", url=http_url, keepalive=None) as conn:
-        answers = await attack(conn, cases)
-        check(cases, answers)
-        again = await attack(conn, cases[:3] + cases[-1:])
-        check(cases[:3] + cases[-1:], again)
-        assert conn.state == "open"
-    assert not (tmp_path / "outside.txt").exists()
-    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["hello.txt"]
+        await answered_twice(conn, cases)
+    assert_nothing_written(tmp_path)
 
 
 @pytest.mark.anyio

@@ -1,11 +1,13 @@
-"""Processes, read from ``/proc`` (Linux): what a test started and whether it still runs."""
+"""Processes, read from ``/proc`` (Linux): what a test started, whether it still runs, and its end."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import subprocess
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -76,3 +78,14 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def stop_process(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
+    """Terminate *process* and wait for it; kill it if it lingers past *timeout* seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

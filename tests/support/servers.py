@@ -18,8 +18,29 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .env import server_env
+from .processes import stop_process
 
 MODULE = "jupyter_fsbroker.examples.analysis_server"
+#: The tools the example server offers.
+TOOLS = frozenset(
+    {
+        "atomic_increment",
+        "filter_csv",
+        "list_files",
+        "lock_file",
+        "profile_csv",
+        "read_text",
+        "unlock_file",
+        "watch_changes",
+        "write_report",
+        "write_text",
+    }
+)
+#: What a server built with the helper answers a client that does not broker files: SEP-1708's
+#: words, spelled here as the specification has them (not taken from the package).
+SEP_MESSAGE = (
+    "Filesystem access is required but the client is not advertising the filesystemBrokering capability"
+)
 #: Seconds the server gets to listen after it was started.
 STARTUP_TIMEOUT = 30.0
 #: Lines of the server's stderr kept for failure messages.
@@ -88,13 +109,7 @@ class AnalysisServer:
 
     def stop(self) -> None:
         """Terminate the server (kill it if it lingers) and wait for it."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self._reader.join(10)
         if self.process.stderr is not None:
             self.process.stderr.close()

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import ipywidgets
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from jupyter_fsbroker.core.broker import Broker, Connection
 from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
 from jupyter_fsbroker.core.limits import Limits
+from jupyter_fsbroker.sandbox import SandboxStatus
 from jupyter_fsbroker.widgets.consent import ConsentPrompt
 from tests.support.brokers import ALL_OPS as ALL_OPS  # re-exported for the tests here
 from tests.support.brokers import make_broker
@@ -117,6 +119,24 @@ class PromptConsenter:
         with self.shown:
             assert self.shown.wait_for(lambda: len(self.prompts) > index, WAIT)
             return self.prompts[index]
+
+
+@dataclass
+class FakeConnection:
+    """What a connection card reads of a kernel connection (``sandbox``: of a local server's)."""
+
+    name: str = "analysis"
+    server_name: str = "Analysis Server"
+    transport: str = "stdio"
+    protocol_version: str | None = "2025-06-18"
+    state: str = "open"
+    closed: bool = False
+    close_reason: str | None = None
+    tools: tuple[dict[str, Any], ...] = field(default_factory=lambda: ({"name": "profile_csv"},))
+    sandbox: SandboxStatus | None = None
+
+    def close(self) -> None:
+        self.closed, self.state, self.close_reason = True, "closed", "closed by the user"
 
 
 @dataclass(eq=False)

@@ -6,7 +6,9 @@ import asyncio
 import dataclasses
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -315,27 +317,25 @@ def test_clicks_racing_the_timeout() -> None:
 # -- with a real broker ---------------------------------------------------------------------------
 
 
-def _ask(
-    broker: Broker, consenter: PromptConsenter
-) -> tuple[Any, Future[dict[str, Any]], ThreadPoolExecutor]:
+@contextmanager
+def _asking(broker: Broker, consenter: PromptConsenter) -> Iterator[tuple[Any, Future[dict[str, Any]]]]:
+    """A connection of *consenter* asking ``files/consent`` in another thread: it and the answer to come."""
     conn = broker.connect("analysis", consenter=consenter)
     pool = ThreadPoolExecutor(1)
-    result = pool.submit(
-        conn.handle,
-        "files/consent",
-        {
-            "message": "Profile the sales data",
-            "requestedPaths": ["data/sales", "/etc/passwd", "data/.env"],
-            "operations": ["read", "write"],
-        },
-    )
-    return conn, result, pool
+    params = {
+        "message": "Profile the sales data",
+        "requestedPaths": ["data/sales", "/etc/passwd", "data/.env"],
+        "operations": ["read", "write"],
+    }
+    try:
+        yield conn, pool.submit(conn.handle, "files/consent", params)
+    finally:
+        pool.shutdown()
 
 
 def test_broker_consent_answered_with_the_prompt(broker: Broker) -> None:
     consenter = PromptConsenter()
-    conn, result, pool = _ask(broker, consenter)
-    try:
+    with _asking(broker, consenter) as (conn, result):
         prompt = consenter.next_prompt()
         assert [box.disabled for box in prompt.checkboxes] == [False, True, True]
         prompt.op_toggles["write"].value = False
@@ -352,28 +352,22 @@ def test_broker_consent_answered_with_the_prompt(broker: Broker) -> None:
             conn.handle("files/write", {"path": "data/sales/2024.csv", "content": "x"})
         with pytest.raises(PermissionDenied):
             conn.handle("files/read", {"path": "data/x.csv"})
-    finally:
-        pool.shutdown()
 
 
 def test_broker_consent_denied_with_the_prompt(broker: Broker) -> None:
     consenter = PromptConsenter()
-    conn, result, pool = _ask(broker, consenter)
-    try:
+    with _asking(broker, consenter) as (conn, result):
         consenter.next_prompt().deny_button.click()
         assert result.result(WAIT) == {"granted": False, "approvedPaths": [], "operations": []}
         with pytest.raises(PermissionDenied):
             conn.handle("files/read", {"path": "data/sales/2024.csv"})
-    finally:
-        pool.shutdown()
 
 
 def test_broker_timeout_shows_timed_out(tmp_path: Any, data: Any) -> None:
     with make_broker(tmp_path, limits=Limits(consent_timeout=0.3)) as broker:
         broker.add_root(data, name="data")
         consenter = PromptConsenter()
-        conn, result, pool = _ask(broker, consenter)
-        try:
+        with _asking(broker, consenter) as (conn, result):
             prompt = consenter.next_prompt()
             assert result.result(WAIT)["granted"] is False
             assert prompt.outcome_text == "Timed out — denied"
@@ -382,21 +376,16 @@ def test_broker_timeout_shows_timed_out(tmp_path: Any, data: Any) -> None:
             with pytest.raises(PermissionDenied):
                 conn.handle("files/read", {"path": "data/sales/2024.csv"})
             join_all(countdown_threads(prompt.request))
-        finally:
-            pool.shutdown()
 
 
 def test_connection_closed_withdraws_the_prompt(broker: Broker) -> None:
     consenter = PromptConsenter()
-    conn, result, pool = _ask(broker, consenter)
-    try:
+    with _asking(broker, consenter) as (conn, result):
         prompt = consenter.next_prompt()
         conn.close()
         assert result.result(WAIT)["granted"] is False
         assert prompt.outcome_text.startswith("Withdrawn")
         join_all(countdown_threads(prompt.request))
-    finally:
-        pool.shutdown()
 
 
 def test_async_broker_consent_answered_from_another_thread(broker: Broker) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import os
 import time
 from concurrent.futures import Future
 
@@ -11,7 +9,7 @@ import pytest
 
 from jupyter_fsbroker.core.consent import ConsentDecision
 from jupyter_fsbroker.widgets.consent_text import outcome_text, parse_answer, question_text
-from jupyter_fsbroker.widgets.terminal import TerminalConsenter
+from tests.support.terminal import ask_at_the_terminal
 
 from .conftest import WAIT, make_request
 
@@ -101,16 +99,6 @@ def test_outcomes() -> None:
 
 @pytest.mark.parametrize(("answer", "expected"), [(b"yes\n", ALL), (b"READ\n", READ), (b" no \n", DENY)])
 def test_the_terminal_accepts_the_same_answers(answer: bytes, expected: ConsentDecision) -> None:
-    read_fd, write_fd = os.pipe()
-    shown = io.StringIO()
-    with os.fdopen(read_fd) as reader:
-        consenter = TerminalConsenter(input=reader, output=shown)
-        try:
-            request = make_request(timeout=WAIT, created_at=time.time())
-            future = consenter.request_consent(request)
-            os.write(write_fd, answer)
-            assert future.result(WAIT) == expected
-        finally:
-            consenter.close()
-            os.close(write_fd)
-    assert "analysis asks for access to your files: Profile the sales data" in shown.getvalue()
+    decision, shown = ask_at_the_terminal(make_request(timeout=WAIT, created_at=time.time()), answer, WAIT)
+    assert decision == expected
+    assert "analysis asks for access to your files: Profile the sales data" in shown

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any
 
 import ipywidgets
 
@@ -12,24 +10,7 @@ from jupyter_fsbroker.core.consent import ConsentDecision
 from jupyter_fsbroker.widgets.consent import ConsentPrompt
 from jupyter_fsbroker.widgets.places import KEEP_DECIDED, CallPanel, ConnectionCard, PromptShelf, card_text
 
-from .conftest import make_request
-
-
-@dataclass
-class FakeConnection:
-    """What a card reads of a kernel connection."""
-
-    name: str = "analysis"
-    server_name: str = "Analysis Server"
-    transport: str = "stdio"
-    protocol_version: str | None = "2025-06-18"
-    state: str = "open"
-    closed: bool = False
-    close_reason: str | None = None
-    tools: tuple[dict[str, Any], ...] = field(default_factory=lambda: ({"name": "profile_csv"},))
-
-    def close(self) -> None:
-        self.closed, self.state, self.close_reason = True, "closed", "closed by the user"
+from .conftest import FakeConnection, make_request
 
 
 def _prompt() -> ConsentPrompt:

@@ -9,7 +9,7 @@ from jupyter_fsbroker.sandbox import Sandbox, SandboxStatus
 from jupyter_fsbroker.widgets.markup import connection_html
 from jupyter_fsbroker.widgets.places import card_text
 from jupyter_fsbroker.widgets.text import ConnectionView, sandbox_text, status_text
-from tests.widgets.conftest import FakeView
+from tests.widgets.conftest import FakeConnection, FakeView
 
 
 @dataclass(eq=False)
@@ -17,24 +17,6 @@ class LocalView(FakeView):
     """A connection to a local server, with its sandbox."""
 
     sandbox: SandboxStatus | None = None
-
-
-@dataclass
-class CardView:
-    """What a connection card reads."""
-
-    name: str
-    sandbox: SandboxStatus | None
-    server_name: str = "snooping"
-    transport: str = "stdio"
-    protocol_version: str | None = "2025-06-18"
-    state: str = "open"
-    closed: bool = False
-    close_reason: str | None = None
-    tools: tuple[dict[str, object], ...] = ()
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def test_the_words_for_each_case() -> None:
@@ -51,7 +33,8 @@ def test_the_words_for_each_case() -> None:
 
 def test_card_dashboard_row_and_status(broker: Broker) -> None:
     view = LocalView("boxed", sandbox=SandboxStatus(Sandbox(), abi=7))
-    assert card_text(CardView("boxed", view.sandbox)).endswith(", 0 tools, sandboxed (files; Landlock ABI 7)")
+    card = FakeConnection("boxed", "snooping", tools=(), sandbox=view.sandbox)
+    assert card_text(card).endswith(", 0 tools, sandboxed (files; Landlock ABI 7)")
     row = connection_html("boxed", "s", "stdio", "2025-06-18", "connected", sandbox_text(view))
     assert row.endswith(" · sandboxed (files; Landlock ABI 7)")
     lines = status_text(broker, [view, FakeView("remote", transport="http")]).splitlines()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import os
 import re
 import subprocess
 import sys
@@ -15,7 +13,6 @@ from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision
 from jupyter_fsbroker.core.errors import FilesError
 from jupyter_fsbroker.widgets import text
-from jupyter_fsbroker.widgets.terminal import TerminalConsenter
 from jupyter_fsbroker.widgets.text import (
     decision_text,
     format_age,
@@ -24,6 +21,7 @@ from jupyter_fsbroker.widgets.text import (
     reason_text,
     status_text,
 )
+from tests.support.terminal import ask_at_the_terminal
 
 from .conftest import WAIT, FakeView, make_request
 
@@ -81,18 +79,8 @@ def test_helpers() -> None:
 
 
 def test_terminal_prompt_names_reasons_in_words() -> None:
-    read_fd, write_fd = os.pipe()
-    shown = io.StringIO()
-    with os.fdopen(read_fd) as reader:
-        consenter = TerminalConsenter(input=reader, output=shown)
-        try:
-            future = consenter.request_consent(make_request(timeout=WAIT, created_at=time.time()))
-            os.write(write_fd, b"r\n")
-            assert future.result(WAIT) == ConsentDecision(("data/sales", "ref/tables"), ("read",))
-        finally:
-            consenter.close()
-            os.close(write_fd)
-    out = shown.getvalue()
+    decision, out = ask_at_the_terminal(make_request(timeout=WAIT, created_at=time.time()), b"r\n", WAIT)
+    assert decision == ConsentDecision(("data/sales", "ref/tables"), ("read",))
     assert "outside the shared folders [outside_roots]" in out
     assert "(read-only folder)" in out
 
@@ -124,16 +112,8 @@ def test_server_chosen_strings_cannot_drive_the_terminal(broker: Broker) -> None
 
 
 def test_terminal_prompt_escapes_the_message() -> None:
-    read_fd, write_fd = os.pipe()
-    shown = io.StringIO()
-    with os.fdopen(read_fd) as reader:
-        consenter = TerminalConsenter(input=reader, output=shown)
-        try:
-            request = make_request(timeout=WAIT, message="hi\x1b[2J\u202eyes")
-            future = consenter.request_consent(request)
-            os.write(write_fd, b"n\n")
-            assert future.result(WAIT) == ConsentDecision.deny()
-        finally:
-            consenter.close()
-            os.close(write_fd)
-    assert "hi\\x1b[2J\\u202eyes" in shown.getvalue() and "\x1b" not in shown.getvalue()
+    decision, shown = ask_at_the_terminal(
+        make_request(timeout=WAIT, message="hi\x1b[2J\u202eyes"), b"n\n", WAIT
+    )
+    assert decision == ConsentDecision.deny()
+    assert "hi\\x1b[2J\\u202eyes" in shown and "\x1b" not in shown

@@ -16,8 +16,7 @@ from jupyter_fsbroker.widgets.markup import plain
 from jupyter_fsbroker.widgets.places import CallPanel, ConnectionCard
 from jupyter_fsbroker.widgets.progress import TransferProgress
 
-from .conftest import make_request
-from .test_places import FakeConnection
+from .conftest import FakeConnection, make_request
 
 
 def _text(widget: object) -> str:

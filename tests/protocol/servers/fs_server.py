@@ -27,7 +27,11 @@ import socket
 import sys
 from collections import defaultdict, deque
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
 
 import anyio
 import mcp_types as types
@@ -36,6 +40,8 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ConfigDict
+
+from tests.support.handover import serve_on
 
 HTTP_LOG: list[tuple[str, str | None]] = []
 RECORDED_NOTIFICATIONS = ("notifications/files/changed", "notifications/roots/list_changed")
@@ -237,8 +243,6 @@ class Gate:
 
 
 def run_http(token: str | None, port: int, fd: int | None) -> None:
-    import uvicorn
-
     app = Gate(make_server().streamable_http_app(host="127.0.0.1"), token)
     if fd is not None:
         sock = socket.socket(fileno=fd)  # already listening: the parent bound it before starting us
@@ -247,9 +251,7 @@ def run_http(token: str | None, port: int, fd: int | None) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))
         sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
-    print(f"PORT {sock.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
+    serve_on(app, sock)
 
 
 def main() -> None:

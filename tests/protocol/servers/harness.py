@@ -5,35 +5,34 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import queue
-import signal
 import socket
-import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
+import pytest
 
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
 from jupyter_fsbroker.core.tempfiles import is_temp_name
 from jupyter_fsbroker.protocol.client import ServerConnection
 from tests.support.brokers import ALL_OPS, make_broker
-from tests.support.ports import listening_socket, port_of
+from tests.support.handover import HandedOverServer
 from tests.support.processes import pid_alive
 
 __all__ = [
     "ALL_OPS",
     "FS_SERVER",
     "RAW_SERVER",
+    "Consents",
     "HeldConsenter",
     "HttpServer",
     "approve_all",
     "http_server",
     "make_broker",
     "make_tree",
+    "node_folder",
     "ok",
     "payload",
     "pid_alive",
@@ -69,7 +68,7 @@ def stdio_options(**extra: Any) -> dict[str, Any]:
     return {"command": sys.executable, "args": [FS_SERVER], **extra}
 
 
-class HttpServer:
+class HttpServer(HandedOverServer):
     """The mcp-based test server under uvicorn on 127.0.0.1, in a subprocess.
 
     It serves on a socket this process bound and made listen before starting it
@@ -79,53 +78,31 @@ class HttpServer:
     """
 
     def __init__(self, *args: str, listener: socket.socket | None = None) -> None:
-        self.listener = listener if listener is not None else listening_socket()
-        fd = self.listener.fileno()
-        self.process = subprocess.Popen(
-            [sys.executable, FS_SERVER, "--http", "--fd", str(fd), *args],
-            stdout=subprocess.PIPE,
-            text=True,
-            pass_fds=(fd,),
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line.startswith("PORT "):
-            self.stop()
-            raise RuntimeError(f"the HTTP test server did not start: {line!r}")
-        self.port = port_of(self.listener)
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-
-    def kill(self, *, keep_port: bool = False) -> None:
-        """Make the server go away at once, without any goodbye.
-
-        Its port then refuses connections, unless *keep_port*: then it stays
-        bound and listening here (connections wait) for a successor.
-        """
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
-        if not keep_port:
-            self.listener.close()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        self.listener.close()
+        super().__init__([sys.executable, FS_SERVER], *args, listener=listener)
 
 
-@contextmanager
-def http_server(*args: str, listener: socket.socket | None = None) -> Iterator[HttpServer]:
-    server = HttpServer(*args, listener=listener)
-    try:
-        yield server
-    finally:
-        server.stop()
+def http_server(*args: str, listener: socket.socket | None = None) -> HttpServer:
+    """:class:`HttpServer`, for a ``with`` block (it stops when the block ends)."""
+    return HttpServer(*args, listener=listener)
+
+
+class Consents:
+    """A :class:`CallbackConsenter` policy: approve everything, except paths in ``deny``; record requests."""
+
+    def __init__(self) -> None:
+        self.requests: list[ConsentRequest] = []
+        self.deny: set[str] = set()
+
+    def decide(self, request: ConsentRequest) -> ConsentDecision:
+        self.requests.append(request)
+        if any(item.path in self.deny for item in request.items):
+            return ConsentDecision.deny()
+        return ConsentDecision.approve_all(request)
+
+
+def node_folder(request: pytest.FixtureRequest) -> str:
+    """The running test's name, spelled as a folder name (no brackets, no dashes)."""
+    return request.node.name.replace("[", "_").replace("]", "").replace("-", "_")  # type: ignore[no-any-return]
 
 
 class HeldConsenter:

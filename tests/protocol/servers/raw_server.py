@@ -17,46 +17,28 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import select
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
+
+from tests.support.linewire import LineWire, text_result
 
 EXPECTED_ROOTS_CAPABILITY = {"listChanged": True, "filesystemBrokering": True}
 MODERN = "2026-07-28"
 
 
-class Wire:
+class Wire(LineWire):
     """Newline-delimited JSON-RPC on fds 0 and 1, with receive timeouts."""
 
     def __init__(self) -> None:
-        self.buffer = b""
+        super().__init__()
         self.next_id = 1000
         self.notifications: list[dict[str, Any]] = []
-
-    def send(self, message: dict[str, Any]) -> None:
-        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
-        view = memoryview(data)
-        while view:
-            written = os.write(1, view)
-            view = view[written:]
-
-    def recv_line(self, timeout: float) -> bytes | None:
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([0], [], [], left)
-            if ready:
-                chunk = os.read(0, 1 << 20)
-                if not chunk:
-                    raise SystemExit(0)  # the client closed stdin
-                self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
 
     def recv(self, timeout: float) -> tuple[bytes, dict[str, Any]] | None:
         line = self.recv_line(timeout)
@@ -88,15 +70,9 @@ class Wire:
             self.notifications.append(message)
         elif "method" in message:
             if message["method"] == "ping":
-                self.send({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+                self.reply(message["id"], {})
             else:
-                self.send(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": message["id"],
-                        "error": {"code": -32601, "message": "not available during the script"},
-                    }
-                )
+                self.reply_error(message["id"], -32601, "not available during the script")
 
     def wait_notification(self, method: str, timeout: float) -> dict[str, Any] | None:
         deadline = time.monotonic() + timeout
@@ -228,37 +204,25 @@ def main() -> int:
     report["initialize_line"] = line.decode()
     report["initialize"] = init
     if mode == "--modern-error":
-        wire.send(
-            {
-                "jsonrpc": "2.0",
-                "id": init["id"],
-                "error": {
-                    "code": -32022,
-                    "message": "Unsupported protocol version",
-                    "data": {"supported": [MODERN], "requested": init["params"]["protocolVersion"]},
-                },
-            }
-        )
+        supported = {"supported": [MODERN], "requested": init["params"]["protocolVersion"]}
+        wire.reply_error(init["id"], -32022, "Unsupported protocol version", supported)
         save()
         wire.recv(30.0)  # wait for the client to hang up
         return 0
     roots = init.get("params", {}).get("capabilities", {}).get("roots")
     report["capability_ok"] = roots == EXPECTED_ROOTS_CAPABILITY
     if not report["capability_ok"]:
-        wire.send({"jsonrpc": "2.0", "id": init["id"], "error": {"code": -32602, "message": "no brokering"}})
+        wire.reply_error(init["id"], -32602, "no brokering")
         save()
         return 3
     version = MODERN if mode == "--modern-result" else init["params"]["protocolVersion"]
-    wire.send(
+    wire.reply(
+        init["id"],
         {
-            "jsonrpc": "2.0",
-            "id": init["id"],
-            "result": {
-                "protocolVersion": version,
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "raw-wire", "version": "0.0.1"},
-            },
-        }
+            "protocolVersion": version,
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "raw-wire", "version": "0.0.1"},
+        },
     )
     save()
     while True:
@@ -276,29 +240,19 @@ def main() -> int:
                 {"name": "run", "inputSchema": {"type": "object"}},
                 {"name": "wait", "inputSchema": {"type": "object"}},
             ]
-            wire.send({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": tools}})
+            wire.reply(message["id"], {"tools": tools})
         elif method == "tools/call" and message["params"]["name"] == "run":
             report["script"] = run_script(wire)
             save()
-            text = json.dumps(report["script"])
-            result = {"content": [{"type": "text", "text": text}], "isError": False}
-            wire.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+            wire.reply(message["id"], text_result(report["script"]))
         elif method == "tools/call" and message["params"]["name"] == "wait":
             args = message["params"].get("arguments") or {}
             note = wire.wait_notification(args["method"], float(args.get("timeout", 10.0)))
-            text = json.dumps({"notification": note})
-            result = {"content": [{"type": "text", "text": text}], "isError": False}
-            wire.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+            wire.reply(message["id"], text_result({"notification": note}))
         elif method == "ping":
-            wire.send({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+            wire.reply(message["id"], {})
         else:
-            wire.send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": message["id"],
-                    "error": {"code": -32601, "message": "Method not found"},
-                }
-            )
+            wire.reply_error(message["id"], -32601, "Method not found")
 
 
 if __name__ == "__main__":

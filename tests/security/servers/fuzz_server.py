@@ -17,42 +17,15 @@ Usage: ``fuzz_server.py`` (stdio). Tool arguments of ``send``:
 from __future__ import annotations
 
 import json
-import os
-import select
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
 
-class Wire:
-    """Newline-delimited JSON on fds 0 and 1."""
-
-    def __init__(self) -> None:
-        self.buffer = b""
-
-    def send_bytes(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            written = os.write(1, view)
-            view = view[written:]
-
-    def send(self, message: dict[str, Any]) -> None:
-        self.send_bytes((json.dumps(message, separators=(",", ":")) + "\n").encode())
-
-    def recv_line(self, timeout: float) -> bytes | None:
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([0], [], [], left)
-            if ready:
-                chunk = os.read(0, 1 << 20)
-                if not chunk:
-                    raise SystemExit(0)  # the client hung up
-                self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
+from tests.support.linewire import LineWire, text_result
 
 
 def summary(line: bytes) -> dict[str, Any]:
@@ -74,7 +47,7 @@ def summary(line: bytes) -> dict[str, Any]:
     return {"result": sorted(result) if isinstance(result, dict) else repr(result)[:100]}
 
 
-def send_batch(wire: Wire, args: dict[str, Any], first_id: int) -> dict[str, Any]:
+def send_batch(wire: LineWire, args: dict[str, Any], first_id: int) -> dict[str, Any]:
     requests: list[list[Any]] = args["requests"]
     timeout = float(args.get("timeout", 60.0))
     ids = list(range(first_id, first_id + len(requests)))
@@ -113,7 +86,7 @@ def send_batch(wire: Wire, args: dict[str, Any], first_id: int) -> dict[str, Any
             continue
         if "method" in message:
             if "id" in message:  # a request of the client (ping ...): not ours to serve
-                wire.send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "no"}})
+                wire.reply_error(message["id"], -32601, "no")
             continue
         key = message.get("id")
         if isinstance(key, int) and key in answers:
@@ -128,7 +101,7 @@ def send_batch(wire: Wire, args: dict[str, Any], first_id: int) -> dict[str, Any
 
 
 def main() -> int:
-    wire = Wire()
+    wire = LineWire()
     next_id = 1000
     while True:
         line = wire.recv_line(3600.0)
@@ -150,15 +123,13 @@ def main() -> int:
             args = message["params"].get("arguments") or {}
             report = send_batch(wire, args, next_id)
             next_id += len(args["requests"]) + 1
-            result = {"content": [{"type": "text", "text": json.dumps(report)}], "isError": False}
+            result = text_result(report)
         elif method == "ping":
             result = {}
         else:
-            wire.send(
-                {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "not here"}}
-            )
+            wire.reply_error(message["id"], -32601, "not here")
             continue
-        wire.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+        wire.reply(message["id"], result)
 
 
 if __name__ == "__main__":

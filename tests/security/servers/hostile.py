@@ -16,21 +16,25 @@ It answers the handshake and ``tools/list`` like any server, then offers:
     (without the sentinel's answer), each as ``{"raw": text}`` when it is not
     valid JSON, else the parsed message.
 
-It imports nothing but the standard library (and starlette and uvicorn for HTTP).
+It imports nothing but the standard library and the tests' own wire helpers, which keep to it (and
+starlette and uvicorn for HTTP).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import json
-import os
-import select
-import socket
 import sys
 import time
+from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
+
+from tests.support.handover import run_server, serve_on_inherited
+from tests.support.linewire import LineWire, text_result
 
 #: Seconds the server waits for the answers it expects.
 PATIENCE = 60.0
@@ -57,8 +61,7 @@ def messages(arguments: dict[str, Any]) -> list[bytes]:
 
 
 def tool_result(answers: list[dict[str, Any]]) -> dict[str, Any]:
-    text = json.dumps({"answers": answers})
-    return {"content": [{"type": "text", "text": text}], "isError": False}
+    return text_result({"answers": answers})
 
 
 def handshake_result(request: dict[str, Any]) -> dict[str, Any]:
@@ -72,34 +75,10 @@ def handshake_result(request: dict[str, Any]) -> dict[str, Any]:
 # -- stdio ---------------------------------------------------------------------------------------
 
 
-class Pipe:
-    def __init__(self) -> None:
-        self.buffer = b""
-
-    def send(self, data: bytes) -> None:
-        view = memoryview(data + b"\n")
-        while view:
-            view = view[os.write(1, view) :]
-
-    def send_json(self, message: dict[str, Any]) -> None:
-        self.send(json.dumps(message).encode())
-
-    def receive(self, timeout: float | None = None) -> bytes | None:
-        while b"\n" not in self.buffer:
-            if not select.select([0], [], [], timeout)[0]:
-                return None
-            chunk = os.read(0, 1 << 20)
-            if not chunk:
-                raise SystemExit(0)
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
-
-
 def serve_stdio() -> None:
-    pipe = Pipe()
+    pipe = LineWire()
     while True:
-        line = pipe.receive()
+        line = pipe.recv_line()
         assert line is not None
         if not line.strip():
             continue
@@ -108,25 +87,25 @@ def serve_stdio() -> None:
         if request_id is None:
             continue  # a notification
         if method == "initialize":
-            pipe.send_json({"jsonrpc": "2.0", "id": request_id, "result": handshake_result(message)})
+            pipe.reply(request_id, handshake_result(message))
         elif method == "tools/list":
-            pipe.send_json({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
+            pipe.reply(request_id, {"tools": TOOLS})
         elif method == "tools/call":
             arguments = message["params"]["arguments"]
             for raw in messages(arguments):
-                pipe.send(raw)
+                pipe.send_bytes(raw + b"\n")
             answers: list[dict[str, Any]] = []
             deadline = time.monotonic() + PATIENCE
             sentinel_sent = False
             while True:
                 if len(answers) >= arguments["expect"] and not sentinel_sent:
-                    pipe.send_json(SENTINEL)
+                    pipe.send(SENTINEL)
                     sentinel_sent = True
-                got = pipe.receive(max(0.0, deadline - time.monotonic()))
+                got = pipe.recv_line(max(0.0, deadline - time.monotonic()))
                 if got is None:  # out of patience: report what came
                     if sentinel_sent:
                         break
-                    pipe.send_json(SENTINEL)
+                    pipe.send(SENTINEL)
                     sentinel_sent = True
                     deadline = time.monotonic() + PATIENCE
                     continue
@@ -136,17 +115,15 @@ def serve_stdio() -> None:
                 if answer.get("method", "").startswith("notifications/"):
                     continue
                 answers.append(answer)
-            pipe.send_json({"jsonrpc": "2.0", "id": request_id, "result": tool_result(answers)})
+            pipe.reply(request_id, tool_result(answers))
         else:
-            error = {"code": -32601, "message": "Method not found"}
-            pipe.send_json({"jsonrpc": "2.0", "id": request_id, "error": error})
+            pipe.reply_error(request_id, -32601, "Method not found")
 
 
 # -- Streamable HTTP, by hand ------------------------------------------------------------------
 
 
 def serve_http(fd: int) -> None:
-    import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -206,21 +183,11 @@ def serve_http(fd: int) -> None:
         return JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error})
 
     app = Starlette(routes=[Route("/mcp", mcp, methods=["GET", "POST", "DELETE"])])
-    listener = socket.socket(fileno=fd)
-    print(f"PORT {listener.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    uvicorn.Server(config).run(sockets=[listener])
+    serve_on_inherited(app, fd, lifespan="off")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--http", action="store_true")
-    parser.add_argument("--fd", type=int)
-    args = parser.parse_args()
-    if args.http:
-        serve_http(args.fd)
-    else:
-        serve_stdio()
+    run_server(serve_stdio, serve_http)
 
 
 if __name__ == "__main__":
