@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.ci import cannot_run
 from tests.support.env import REPO
 from tests.support.processes import Proc, descendants
 
@@ -35,10 +36,6 @@ CHROMIUM_ARGS = [
 ]
 #: Milliseconds playwright waits for an action (click, screenshot) or an ``expect`` before failing.
 ACTION_TIMEOUT_MS = 30_000
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -58,10 +55,10 @@ def _failed(request: pytest.FixtureRequest) -> bool:
 def _browser_tools() -> None:
     """Skip (locally) or fail (CI) without Chromium; fail without the Python packages."""
     if not os.access(CHROMIUM, os.X_OK):
-        message = f"{CHROMIUM} is missing: install Debian's Chromium with `apt-get install -y chromium`"
-        if in_ci():
-            pytest.fail(message + " (CI=true: the browser tests must run)")
-        pytest.skip(message)
+        cannot_run(
+            f"{CHROMIUM} is missing: install Debian's Chromium with `apt-get install -y chromium`",
+            "the browser tests",
+        )
     for module in ("playwright", "jupyterlab"):
         try:
             __import__(module)
@@ -87,9 +84,7 @@ def labextension() -> Path:
             "the JupyterLab extension is not built: python -m pip install -e . "
             "(or npm run build in labextension/)"
         )
-        if in_ci():
-            pytest.fail(message)
-        pytest.skip(message)
+        cannot_run(message, "the browser tests")
     return LABEXTENSION
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from jupyter_fsbroker.sandbox.landlock import ENV_SIMULATE_UNAVAILABLE
 from jupyter_fsbroker.sandbox.launch import SandboxUnavailable, landlock_abi
-from tests.support.env import not_here
+from tests.support.ci import cannot_run
 
 from .conftest import load
 from .harness import Kernel
@@ -29,7 +29,7 @@ def kernel(start_kernel: Callable[..., Kernel]) -> Iterator[Kernel]:
     try:
         landlock_abi()
     except SandboxUnavailable as exc:
-        not_here(f"Landlock is unavailable here: {exc}")
+        cannot_run(f"Landlock is unavailable here: {exc}")
     kernel = start_kernel()
     load(kernel)
     kernel.run("import os\nopen('data/notes.txt', 'w').write('hello\\n')")

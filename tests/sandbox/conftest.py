@@ -13,7 +13,8 @@ import pytest
 
 from jupyter_fsbroker.sandbox import Sandbox, choose, prepare
 from jupyter_fsbroker.sandbox.launch import Launch, SandboxUnavailable, landlock_abi
-from tests.support.env import not_here, server_env
+from tests.support.ci import cannot_run
+from tests.support.env import server_env
 
 PROBE = Path(__file__).resolve().parent / "probe.py"
 
@@ -24,7 +25,7 @@ def abi() -> int:
     try:
         return landlock_abi()
     except SandboxUnavailable as exc:
-        not_here(f"SANDBOX TESTS NOT RUN: Landlock is unavailable here: {exc}")
+        cannot_run(f"SANDBOX TESTS NOT RUN: Landlock is unavailable here: {exc}")
 
 
 def environment(**extra: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ from jupyter_fsbroker.sandbox.landlock import ENV_SIMULATE_UNAVAILABLE
 from jupyter_fsbroker.sandbox.launch import launcher_command
 from jupyter_fsbroker.sandbox.run import CANNOT_CONFINE, NOT_FOUND
 from tests.sandbox.conftest import PROBE, environment, run_launch
-from tests.support.env import not_here
+from tests.support.ci import cannot_run
 
 SIMULATED = "this kernel is too old (test)"
 
@@ -129,7 +129,7 @@ def test_folders_of_a_killed_broker_are_removed_by_the_next_one() -> None:
 def test_node_starts_and_runs_under_the_sandbox(tmp_path: Path) -> None:
     node = shutil.which("node")
     if node is None:
-        not_here("node is not installed")
+        cannot_run("node is not installed")
     script = tmp_path / "server" / "main.js"
     script.parent.mkdir()
     script.write_text(

@@ -12,7 +12,7 @@ import pytest
 from jupyter_fsbroker.sandbox.policy import Access, Policy, PolicyError, Rule
 from jupyter_fsbroker.sandbox.reach import SandboxError, plan
 from tests.sandbox.conftest import environment
-from tests.support.env import not_here
+from tests.support.ci import cannot_run
 
 
 def rules_of(policy: Policy) -> dict[str, Access]:
@@ -79,7 +79,7 @@ def test_a_node_script_gets_its_outermost_node_modules(tmp_path: Path) -> None:
     (package / "index.js").write_text("")
     node = shutil.which("node")
     if node is None:
-        not_here("node is not installed")
+        cannot_run("node is not installed")
     rules, _ = make_plan(tmp_path, [node, "--no-warnings", str(package / "index.js")])
     assert rules[str(tmp_path / "app" / "node_modules")] is Access.READ
     assert str(tmp_path / "app") not in rules

@@ -30,7 +30,8 @@ from jupyter_fsbroker.sandbox.landlock import ENV_SIMULATE_UNAVAILABLE
 from tests.interop.npm import NodeTools, NpmUnavailable, install
 from tests.sandbox.test_confine import placed
 from tests.support.brokers import make_broker
-from tests.support.env import not_here, server_env
+from tests.support.ci import cannot_run
+from tests.support.env import server_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("abi")]
 
@@ -48,7 +49,7 @@ def node_tools() -> NodeTools:
     try:
         return install()
     except NpmUnavailable as exc:
-        not_here(f"SANDBOX TESTS OF THE OFFICIAL SERVER NOT RUN: {exc}")
+        cannot_run(f"SANDBOX TESTS OF THE OFFICIAL SERVER NOT RUN: {exc}")
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def etc_files(stack: contextlib.ExitStack) -> list[Path]:
         return [stack.enter_context(placed(Path("/etc"))), Path("/etc/shadow")]
     public = [Path(p) for p in ("/etc/issue", "/etc/debian_version", "/etc/fstab") if os.access(p, os.R_OK)]
     if not public:
-        not_here("no file under /etc that this user can read and the sandbox does not grant")
+        cannot_run("no file under /etc that this user can read and the sandbox does not grant")
     return public[:1]
 
 

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NoReturn
-
-import pytest
 
 #: The root of this checkout.
 REPO = Path(__file__).resolve().parents[2]
@@ -21,19 +18,3 @@ def server_env() -> dict[str, str]:
     """
     path = os.environ.get("PYTHONPATH")
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), path) if p)}
-
-
-def in_ci() -> bool:
-    """Whether the tests run under CI (``CI=true``), where every test must run."""
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def not_here(message: str) -> NoReturn:
-    """Skip a test whose requirement this machine lacks, or fail it under CI, which must have it.
-
-    ``scripts/test.sh`` installs what the tests need (Node, npm, Chromium); a skip
-    there would hide a missing install.
-    """
-    if in_ci():
-        pytest.fail(f"{message} (CI=true: this test must run)")
-    pytest.skip(message)
