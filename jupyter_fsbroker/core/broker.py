@@ -84,6 +84,10 @@ __all__ = ["Broker"]
 
 log = logging.getLogger(__name__)
 
+#: Seconds a released lock file stays open for the next lock of its key (the janitor then
+#: removes it): creating and removing one per operation costs more than a small read.
+_LOCK_FILE_LINGER = 2.0
+
 #: Settings a running broker keeps: they name folders and files it opened, or sized its pools.
 _FIXED_SETTINGS = (
     "trash_dir",
@@ -117,7 +121,9 @@ class Broker(Closeable):
         self._config = config
         self.roots = RootSet()
         self.grants = GrantTable()
-        self.locks = LockManager(config.lock_dir or default_lock_dir(), wait=config.limits.lock_wait)
+        self.locks = LockManager(
+            config.lock_dir or default_lock_dir(), wait=config.limits.lock_wait, linger=_LOCK_FILE_LINGER
+        )
         self.watches = WatchManager(coalesce=config.coalesce)
         self.audit = AuditLog(capacity=config.audit_capacity, path=config.audit_path)
         self.temp_files = TempFiles(config.stale_temp_age)
@@ -525,6 +531,7 @@ class Broker(Closeable):
         while not self._stop.wait(1.0):
             try:
                 self.grants.purge_expired()
+                self.locks.tidy()
                 for conn in self.connections():
                     conn.uploads.discard_idle()
                     conn.listings.discard_idle()

@@ -236,6 +236,10 @@ class LockManager(Closeable):
     wait
         How long (seconds) a conflict with another operation's transient lock is
         waited out before :class:`FileLocked` is raised.
+    linger
+        Seconds a released lock file stays open for the next lock of its key
+        (see :mod:`~jupyter_fsbroker.core.lockfiles`); :meth:`tidy` removes it
+        afterwards, :meth:`close` at once. ``0``: removed at release.
 
     Notes
     -----
@@ -245,9 +249,9 @@ class LockManager(Closeable):
     hold its key.
     """
 
-    def __init__(self, lock_dir: str | os.PathLike[str], *, wait: float = 2.0) -> None:
+    def __init__(self, lock_dir: str | os.PathLike[str], *, wait: float = 2.0, linger: float = 0.0) -> None:
         self._dir = os.path.abspath(os.fspath(lock_dir))
-        self._files = LockFiles(self._dir)
+        self._files = LockFiles(self._dir, linger=linger)
         self._wait = _check_wait(wait)
         self._cond = threading.Condition(threading.Lock())
         self._states: dict[str, _State] = {}
@@ -490,6 +494,12 @@ class LockManager(Closeable):
             self._check_open()
         return self._listeners.add(listener)
 
+    def tidy(self) -> None:
+        """Remove the lock files that lingered long enough after their last lock (call now and then)."""
+        with self._cond:
+            if not self._closed:
+                self._files.reap()
+
     def close(self) -> None:
         """Release every lock, remove this process's lock files; idempotent.
 
@@ -509,6 +519,7 @@ class LockManager(Closeable):
                     hold._released = True
                 if state.os_lock is not None:
                     self._files.unlock(key, state.os_lock)
+            self._files.close()
             self._states.clear()
             self._kept_ids.clear()
             self._cond.notify_all()
