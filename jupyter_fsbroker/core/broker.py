@@ -84,9 +84,9 @@ __all__ = ["Broker"]
 
 log = logging.getLogger(__name__)
 
-#: Seconds a released lock file stays open for the next lock of its key (the janitor then
-#: removes it): creating and removing one per operation costs more than a small read.
-_LOCK_FILE_LINGER = 2.0
+#: Released lock files kept open for their connection's next lock of the same key (until it
+#: closes): creating and removing one per operation costs more than a small read.
+_IDLE_LOCK_FILES = 64
 
 #: Settings a running broker keeps: they name folders and files it opened, or sized its pools.
 _FIXED_SETTINGS = (
@@ -122,7 +122,7 @@ class Broker(Closeable):
         self.roots = RootSet()
         self.grants = GrantTable()
         self.locks = LockManager(
-            config.lock_dir or default_lock_dir(), wait=config.limits.lock_wait, linger=_LOCK_FILE_LINGER
+            config.lock_dir or default_lock_dir(), wait=config.limits.lock_wait, idle_files=_IDLE_LOCK_FILES
         )
         self.watches = WatchManager(coalesce=config.coalesce)
         self.audit = AuditLog(capacity=config.audit_capacity, path=config.audit_path)
@@ -531,7 +531,6 @@ class Broker(Closeable):
         while not self._stop.wait(1.0):
             try:
                 self.grants.purge_expired()
-                self.locks.tidy()
                 for conn in self.connections():
                     conn.uploads.discard_idle()
                     conn.listings.discard_idle()

@@ -15,15 +15,17 @@ the file it locked is still the one at the path (same inode) and otherwise
 retries. A process that dies loses its OS locks at once (the kernel closes its
 files), and the stale content it may leave is cleared by the next holder.
 
-With a *linger* (the broker's choice), a released lock file is not removed at
-once: its descriptor stays open, holding no lock, for *linger* seconds (at most
-``max_idle`` of them), and the next lock of the same key takes it again with
-one ``flock`` instead of creating and removing a file. Creating and removing
-a file are journaled metadata operations: on ext4 they cost 0.1 to 0.8 ms per
-lock on a busy machine, more than a whole small read otherwise costs. An idle
-file is an ordinary free lock file to every other process (they may lock it or
-remove it; the same-inode check catches a removal), and :meth:`LockFiles.reap`
-removes it, in the usual way, once its time is up.
+With ``max_idle`` (the broker's choice), a released lock file is not removed at
+once: its descriptor stays open, holding no lock, for the next lock of the same
+key, which takes it again with one ``flock`` instead of creating and removing a
+file. Creating and removing a file are journaled metadata operations: on ext4
+they cost 0.1 to 0.8 ms per lock on a busy machine, more than a whole small
+read otherwise costs. An idle file belongs to the owner (connection) that
+released it last and is removed, in the usual way, when that owner is
+forgotten (:meth:`LockFiles.forget`: its connection closed), when more than
+``max_idle`` are idle (the oldest first), or at :meth:`LockFiles.close`. To
+every other process it is an ordinary free lock file: they may lock it or
+remove it (the same-inode check catches a removal).
 
 Every call here is non-blocking (``LOCK_NB``): waiting is the caller's business
 (:class:`~jupyter_fsbroker.core.locks.LockManager`), and nothing here ever
@@ -39,7 +41,6 @@ import json
 import logging
 import os
 import threading
-import time
 from dataclasses import dataclass
 
 import portalocker
@@ -77,19 +78,16 @@ class LockFiles:
     ----------
     directory
         An absolute path; created (mode ``0o700``, with parents) if missing.
-    linger
-        Seconds a released lock file stays open and idle for the next lock of
-        its key before :meth:`reap` removes it; ``0`` removes it at release.
     max_idle
-        The most idle lock files kept open at once (the oldest goes first).
+        How many released lock files stay open, idle, for the next lock of
+        their key (the oldest goes first); ``0`` removes a lock file at release.
     """
 
-    def __init__(self, directory: str, *, linger: float = 0.0, max_idle: int = 64) -> None:
+    def __init__(self, directory: str, *, max_idle: int = 0) -> None:
         self._dir = directory
-        self._linger = linger
         self._max_idle = max_idle
-        # key -> (descriptor holding no lock, when it was released); oldest first.
-        self._idle: dict[str, tuple[int, float]] = {}
+        # key -> (descriptor holding no lock, the owner that released it); oldest first.
+        self._idle: dict[str, tuple[int, str]] = {}
         self._idle_lock = threading.Lock()
         os.makedirs(self._dir, mode=0o700, exist_ok=True)
 
@@ -115,9 +113,9 @@ class LockFiles:
 
     def _try_lock(self, key: str, exclusive: bool) -> LockFile | str | None:
         path = self._path(key)
-        idle = self._take_idle(key)
+        idle, owner = self._take_idle(key)
         if idle is not None:
-            done, again = self._relock(key, idle, path, exclusive)
+            done, again = self._relock(key, idle, owner, path, exclusive)
             if done:
                 return again
         while True:
@@ -144,49 +142,50 @@ class LockFiles:
                 if fd >= 0:
                     os.close(fd)
 
-    def unlock(self, key: str, lock: LockFile) -> None:
-        """Release *lock*; its lock file is removed when no other process holds it (or left idle)."""
-        if self._linger > 0:
+    def unlock(self, key: str, lock: LockFile, *, owner: str | None = None) -> None:
+        """Release *lock*; its lock file is removed when no other process holds it.
+
+        With an *owner* (and ``max_idle``), the file stays open and idle for
+        the next lock of *key* until *owner* is forgotten.
+        """
+        if self._max_idle > 0 and owner is not None:
             try:
                 portalocker.unlock(lock.fd)
             except (OSError, LockException):
                 _log.warning("could not release a lock file", exc_info=True)
             else:
-                self._park(key, lock.fd)
+                self._park(key, lock.fd, owner)
                 return
         self._remove(key, lock.fd, exclusive=lock.exclusive)
 
-    def reap(self, *, everything: bool = False) -> None:
-        """Remove the idle lock files whose linger is over (all of them with *everything*)."""
-        deadline = time.monotonic() - self._linger
+    def forget(self, owner: str | None = None) -> None:
+        """Remove the idle lock files *owner* released (every idle one without an owner)."""
         with self._idle_lock:
-            expired = [
-                (key, fd) for key, (fd, since) in self._idle.items() if everything or since <= deadline
-            ]
-            for key, _ in expired:
+            gone = [(key, fd) for key, (fd, by) in self._idle.items() if owner is None or by == owner]
+            for key, _ in gone:
                 del self._idle[key]
-        for key, fd in expired:
+        for key, fd in gone:
             self._remove(key, fd, exclusive=False)
 
     def close(self) -> None:
         """Remove every idle lock file; locks still held are their holders' to release."""
-        self.reap(everything=True)
+        self.forget()
 
     def probe(self, key: str) -> bool:
         """Whether another process holds the OS lock of *key*; a leftover file is removed."""
         path = self._path(key)
-        idle = self._take_idle(key)
+        idle, owner = self._take_idle(key)
         if idle is not None:
             try:
                 portalocker.lock(idle, _EXCLUSIVE)
             except AlreadyLocked:
                 if _same_file(idle, path):
-                    self._park(key, idle)
+                    self._park(key, idle, owner)
                     return True
             else:
                 portalocker.unlock(idle)
                 if _same_file(idle, path):
-                    self._park(key, idle)
+                    self._park(key, idle, owner)
                     return False
             os.close(idle)  # removed under us: look at whatever is at the path now
         try:
@@ -243,28 +242,30 @@ class LockFiles:
         finally:
             os.close(fd)
 
-    def _take_idle(self, key: str) -> int | None:
+    def _take_idle(self, key: str) -> tuple[int | None, str]:
         if not self._idle:
-            return None
+            return None, ""
         with self._idle_lock:
             entry = self._idle.pop(key, None)
-        return None if entry is None else entry[0]
+        return (None, "") if entry is None else entry
 
-    def _park(self, key: str, fd: int) -> None:
+    def _park(self, key: str, fd: int, owner: str) -> None:
         """Keep *fd* (holding no lock) idle for the next lock of *key*; the oldest over the limit goes."""
         evicted: list[tuple[str, int]] = []
         with self._idle_lock:
             previous = self._idle.pop(key, None)
             if previous is not None:  # pragma: no cover - one descriptor per key is ever taken
                 evicted.append((key, previous[0]))
-            self._idle[key] = (fd, time.monotonic())
+            self._idle[key] = (fd, owner)
             while len(self._idle) > self._max_idle:
                 oldest = next(iter(self._idle))
                 evicted.append((oldest, self._idle.pop(oldest)[0]))
         for old_key, old_fd in evicted:
             self._remove(old_key, old_fd, exclusive=False)
 
-    def _relock(self, key: str, fd: int, path: str, exclusive: bool) -> tuple[bool, LockFile | str | None]:
+    def _relock(
+        self, key: str, fd: int, owner: str, path: str, exclusive: bool
+    ) -> tuple[bool, LockFile | str | None]:
         """Lock the idle *fd* of *key* again: ``(True, what try_lock returns)``, or
         ``(False, None)`` if its file was removed meanwhile (*fd* is then closed)."""
         try:
@@ -272,7 +273,7 @@ class LockFiles:
         except AlreadyLocked:
             if _same_file(fd, path):
                 kept_by = _read_kept_by(fd)
-                self._park(key, fd)
+                self._park(key, fd, owner)
                 return True, kept_by
             os.close(fd)
             return False, None

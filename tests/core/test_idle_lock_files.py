@@ -1,7 +1,8 @@
-"""Lock files that linger after release (``LockManager(linger=...)``), as the broker runs them.
+"""Lock files kept open after release (``LockManager(idle_files=...)``), as the broker runs them.
 
-A released lock file stays open, holding no lock, for the next lock of its key;
-every other process still sees a free lock file it may take or remove.
+A released lock file stays open, holding no lock, for the next lock of its key
+while the connection that released it lives; every other process still sees a
+free lock file it may take or remove.
 """
 
 from __future__ import annotations
@@ -26,22 +27,15 @@ def lock_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    now = [1000.0]
-    monkeypatch.setattr(lockfiles.time, "monotonic", lambda: now[0])
-    return now
-
-
-@pytest.fixture
-def mgr(lock_dir: Path, clock: list[float]) -> Iterator[LockManager]:
-    manager = LockManager(lock_dir, wait=0, linger=2.0)
+def mgr(lock_dir: Path) -> Iterator[LockManager]:
+    manager = LockManager(lock_dir, wait=0, idle_files=8)
     yield manager
     manager.close()
 
 
 @pytest.fixture
 def other(lock_dir: Path) -> Iterator[LockManager]:
-    """What another process has: its own table, the same lock files, no linger."""
+    """What another process has: its own table, the same lock files, none kept idle."""
     manager = LockManager(lock_dir, wait=0)
     yield manager
     manager.close()
@@ -55,24 +49,32 @@ def inodes(lock_dir: Path) -> list[int]:
     return sorted(os.stat(lock_dir / name).st_ino for name in os.listdir(lock_dir))
 
 
-def test_a_released_lock_file_is_taken_again_then_removed_when_its_time_is_up(
-    mgr: LockManager, lock_dir: Path, clock: list[float]
+def test_a_released_lock_file_is_taken_again_until_its_connection_ends(
+    mgr: LockManager, lock_dir: Path
 ) -> None:
     with hold(mgr):
         first = inodes(lock_dir)
-    assert inodes(lock_dir) == first  # lingering, open and idle
-    with hold(mgr, "exclusive"):
-        assert inodes(lock_dir) == first  # the same file, locked again
-    clock[0] += 1.0
-    mgr.tidy()
-    assert inodes(lock_dir) == first
-    clock[0] += 1.5
-    mgr.tidy()
+    assert inodes(lock_dir) == first  # open and idle
+    with hold(mgr, "exclusive", owner="b"):
+        assert inodes(lock_dir) == first  # the same file, locked again (by another connection)
+    assert mgr.release_owner("a") == 0
+    assert inodes(lock_dir) == first  # b released it last
+    mgr.release_owner("b")
     assert os.listdir(lock_dir) == []
 
 
-def test_close_removes_lingering_files(lock_dir: Path, clock: list[float]) -> None:
-    manager = LockManager(lock_dir, linger=2.0)
+def test_a_kept_lock_released_leaves_its_file_idle_for_its_owner(mgr: LockManager, lock_dir: Path) -> None:
+    with hold(mgr, "exclusive") as mine:
+        lock_id = mine.keep()
+    mgr.release(lock_id, owner="a")
+    (name,) = os.listdir(lock_dir)
+    assert (lock_dir / name).read_text() == ""  # no longer says it is kept
+    mgr.release_owner("a")
+    assert os.listdir(lock_dir) == []
+
+
+def test_close_removes_idle_files(lock_dir: Path) -> None:
+    manager = LockManager(lock_dir, idle_files=8)
     for i in range(3):
         with manager.hold(f"/srv/k{i}", "shared", owner="a", owner_label="A", path=f"k{i}"):
             pass
@@ -81,7 +83,7 @@ def test_close_removes_lingering_files(lock_dir: Path, clock: list[float]) -> No
     assert os.listdir(lock_dir) == []
 
 
-def test_a_lingering_file_is_free_for_other_processes_and_its_locks_conflict(
+def test_a_idle_file_is_free_for_other_processes_and_its_locks_conflict(
     mgr: LockManager, other: LockManager
 ) -> None:
     with hold(mgr):
@@ -97,7 +99,7 @@ def test_a_lingering_file_is_free_for_other_processes_and_its_locks_conflict(
             hold(other, owner="b")
 
 
-def test_a_lingering_file_removed_by_another_process_is_made_again(
+def test_a_idle_file_removed_by_another_process_is_made_again(
     mgr: LockManager, other: LockManager, lock_dir: Path
 ) -> None:
     with hold(mgr):
@@ -112,9 +114,7 @@ def test_a_lingering_file_removed_by_another_process_is_made_again(
             hold(other, owner="b")  # the new file is the one locked
 
 
-def test_a_kept_lock_seen_through_a_lingering_file_names_its_holder(
-    mgr: LockManager, other: LockManager
-) -> None:
+def test_a_kept_lock_seen_through_a_idle_file_names_its_holder(mgr: LockManager, other: LockManager) -> None:
     with hold(mgr):
         pass
     with hold(other, "exclusive", owner="b") as theirs:
@@ -124,13 +124,15 @@ def test_a_kept_lock_seen_through_a_lingering_file_names_its_holder(
     assert info.value.data["lockedBy"].startswith("b (process ")
 
 
-def test_no_more_than_max_idle_files_linger(lock_dir: Path, clock: list[float]) -> None:
-    files = lockfiles.LockFiles(str(lock_dir), linger=60.0, max_idle=2)
+def test_no_more_than_max_idle_files_stay(lock_dir: Path) -> None:
+    files = lockfiles.LockFiles(str(lock_dir), max_idle=2)
     for i in range(4):
         lock = files.try_lock(f"/srv/k{i}", exclusive=False)
         assert isinstance(lock, lockfiles.LockFile)
-        files.unlock(f"/srv/k{i}", lock)
-        clock[0] += 1.0
+        files.unlock(f"/srv/k{i}", lock, owner="a")
     assert len(os.listdir(lock_dir)) == 2  # the two oldest went
+    lock = files.try_lock("/srv/k9", exclusive=True)
+    assert isinstance(lock, lockfiles.LockFile)
+    files.unlock("/srv/k9", lock)  # no owner: removed at once
     files.close()
     assert os.listdir(lock_dir) == []
