@@ -84,6 +84,10 @@ __all__ = ["Broker"]
 
 log = logging.getLogger(__name__)
 
+#: Released lock files kept open for their connection's next lock of the same key (until it
+#: closes): creating and removing one per operation costs more than a small read.
+_IDLE_LOCK_FILES = 64
+
 #: Settings a running broker keeps: they name folders and files it opened, or sized its pools.
 _FIXED_SETTINGS = (
     "trash_dir",
@@ -117,7 +121,9 @@ class Broker(Closeable):
         self._config = config
         self.roots = RootSet()
         self.grants = GrantTable()
-        self.locks = LockManager(config.lock_dir or default_lock_dir(), wait=config.limits.lock_wait)
+        self.locks = LockManager(
+            config.lock_dir or default_lock_dir(), wait=config.limits.lock_wait, idle_files=_IDLE_LOCK_FILES
+        )
         self.watches = WatchManager(coalesce=config.coalesce)
         self.audit = AuditLog(capacity=config.audit_capacity, path=config.audit_path)
         self.temp_files = TempFiles(config.stale_temp_age)

@@ -236,6 +236,11 @@ class LockManager(Closeable):
     wait
         How long (seconds) a conflict with another operation's transient lock is
         waited out before :class:`FileLocked` is raised.
+    idle_files
+        How many released lock files stay open for the next lock of their key
+        while the owner that released them lives (see
+        :mod:`~jupyter_fsbroker.core.lockfiles`); :meth:`release_owner` and
+        :meth:`close` remove them. ``0``: a lock file is removed at release.
 
     Notes
     -----
@@ -245,9 +250,9 @@ class LockManager(Closeable):
     hold its key.
     """
 
-    def __init__(self, lock_dir: str | os.PathLike[str], *, wait: float = 2.0) -> None:
+    def __init__(self, lock_dir: str | os.PathLike[str], *, wait: float = 2.0, idle_files: int = 0) -> None:
         self._dir = os.path.abspath(os.fspath(lock_dir))
-        self._files = LockFiles(self._dir)
+        self._files = LockFiles(self._dir, max_idle=idle_files)
         self._wait = _check_wait(wait)
         self._cond = threading.Condition(threading.Lock())
         self._states: dict[str, _State] = {}
@@ -405,7 +410,7 @@ class LockManager(Closeable):
         """Release every kept lock of *owner* (its connection ended); return how many.
 
         Transient holds of the owner are left to their operations, which
-        release them when they end.
+        release them when they end. The idle lock files *owner* released go.
         """
         count = 0
         with self._cond:
@@ -415,6 +420,7 @@ class LockManager(Closeable):
                 if state is not None and state.kept is not None and state.kept.owner == owner:
                     self._drop_kept(key, state)
                     count += 1
+            self._files.forget(owner)
         if count:
             self._notify()
         return count
@@ -509,6 +515,7 @@ class LockManager(Closeable):
                     hold._released = True
                 if state.os_lock is not None:
                     self._files.unlock(key, state.os_lock)
+            self._files.close()
             self._states.clear()
             self._kept_ids.clear()
             self._cond.notify_all()
@@ -562,7 +569,7 @@ class LockManager(Closeable):
             else:
                 with contextlib.suppress(ValueError):
                     state.readers.remove(hold)
-            self._settle(hold.key, state)
+            self._settle(hold.key, state, hold.owner)
             self._cond.notify_all()
 
     # ------------------------------------------------------------------ internals (under self._cond)
@@ -629,19 +636,20 @@ class LockManager(Closeable):
 
     def _drop_kept(self, key: str, state: _State) -> None:
         assert state.kept is not None
+        owner = state.kept.owner
         self._kept_ids.pop(state.kept.lock_id, None)
         state.kept = None
         if state.os_lock is not None:
             self._files.mark_transient(state.os_lock)
-        self._settle(key, state)
+        self._settle(key, state, owner)
         self._cond.notify_all()
 
-    def _settle(self, key: str, state: _State) -> None:
-        """Drop the OS lock and the table entry of a key nobody holds any more."""
+    def _settle(self, key: str, state: _State, owner: str) -> None:
+        """Drop the OS lock and the table entry of a key nobody holds any more (*owner* let go last)."""
         if not state.idle():
             return
         if state.os_lock is not None:
-            self._files.unlock(key, state.os_lock)
+            self._files.unlock(key, state.os_lock, owner=owner)
             state.os_lock = None
         del self._states[key]
 

@@ -12,7 +12,9 @@ Requests go out through the public ``ServerSession.send_request`` with a
 generic request model and ``related_request_id`` set to the tool call's id, so
 over Streamable HTTP they ride the tool call's own SSE stream; the raw result
 dict comes back unchanged, and an error answer arrives as ``MCPError`` and
-becomes the typed exception of :mod:`.errors`. Every other module of the helper
+becomes the typed exception of :mod:`.errors`. On the helper's own stdio pipes
+they go past the session, straight onto the pipe (:mod:`.direct`), with the
+same results and errors. Every other module of the helper
 sends through a :class:`Requester`; none builds mcp requests itself.
 """
 
@@ -30,6 +32,7 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import RootModel
 
 from .contract import NOT_GRANTED
+from .direct import current_channel
 from .errors import FilesError, InvalidParams, PermissionDenied, error_from_jsonrpc
 from .policy import RetryPolicy, Timeouts
 from .results import ConsentResult, Root
@@ -198,6 +201,9 @@ class Requester:
         return tuple(root for root in found if root is not None)
 
     async def _send(self, method: str, params: Mapping[str, Any] | None, timeout: float) -> dict[str, Any]:
+        direct = current_channel()
+        if direct is not None:  # the helper's own stdio pipes: past mcp's session (see .direct)
+            return await direct.request(method, params, timeout)
         request = _RawRequest(method=method, params=dict(params or {}))
         try:
             result = await self._session.send_request(

@@ -24,6 +24,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
 from .contract import MiB
+from .direct import DirectChannel
 from .mcp_internals import lowlevel_server
 
 __all__ = ["run_stdio", "serve_stdio", "stdio_streams"]
@@ -116,8 +117,16 @@ async def _pipe_streams(
     inbound_send, inbound = anyio.create_memory_object_stream[SessionMessage | Exception](32)
     outbound, outbound_receive = anyio.create_memory_object_stream[SessionMessage](32)
     written = anyio.Event()
+    # The helper's requests to the client skip mcp's session on these pipes (see .direct).
+    direct = DirectChannel(writer)
 
     async def read_lines() -> None:
+        try:
+            await read_messages()
+        finally:
+            direct.close()  # the requests still waiting for an answer get ConnectionClosed
+
+    async def read_messages() -> None:
         async with inbound_send:
             while True:
                 try:
@@ -137,6 +146,8 @@ async def _pipe_streams(
                 try:
                     # Parsed first, then validated: a quarter of validate_json's time on a large answer.
                     raw = pydantic_core.from_json(line)
+                    if direct.route(raw):
+                        continue
                     message = mcp_types.jsonrpc_message_adapter.validate_python(raw, by_name=False)
                 except Exception as exc:
                     await inbound_send.send(exc)
@@ -159,7 +170,8 @@ async def _pipe_streams(
         tg.start_soon(read_lines)
         tg.start_soon(write_lines)
         try:
-            yield inbound, outbound
+            with direct.active():
+                yield inbound, outbound
         finally:
             # Let the answers already queued reach the wire, then stop.
             outbound.close()
