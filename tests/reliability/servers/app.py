@@ -24,16 +24,19 @@ Tools (paths as the client shares them, ``data/...``):
 
 from __future__ import annotations
 
-import argparse
 import base64
 import os
 import random
-import socket
+import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -47,6 +50,7 @@ from jupyter_fsbroker.protocol.server import (
     files,
     run_stdio,
 )
+from tests.support.handover import run_server, serve_on_inherited
 
 #: Requests are sent once: the tools count and check every answer themselves.
 ONCE = RetryPolicy(retries=0)
@@ -324,24 +328,11 @@ def build_server() -> MCPServer[Any]:
 
 
 def serve_http(fd: int) -> None:
-    import uvicorn
-
-    app = build_server().streamable_http_app(host="127.0.0.1")
-    listener = socket.socket(fileno=fd)  # bound and listening already: the parent made it
-    print(f"PORT {listener.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    uvicorn.Server(config).run(sockets=[listener])
+    serve_on_inherited(build_server().streamable_http_app(host="127.0.0.1"), fd)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--http", action="store_true")
-    parser.add_argument("--fd", type=int)
-    args = parser.parse_args()
-    if args.http:
-        serve_http(args.fd)
-    else:
-        run_stdio(build_server())
+    run_server(lambda: run_stdio(build_server()), serve_http)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,8 @@ Tools:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,6 +27,7 @@ if __package__ in (None, ""):
 from mcp.server.mcpserver import Context, MCPServer
 
 from jupyter_fsbroker.protocol.server import enable_files, files, run_stdio
+from tests.support.handover import run_server, serve_on_inherited
 
 
 def build_server() -> MCPServer[Any]:
@@ -71,24 +70,11 @@ def build_server() -> MCPServer[Any]:
 
 
 def serve_http(fd: int) -> None:
-    import uvicorn
-
-    app = build_server().streamable_http_app(host="127.0.0.1")
-    listener = socket.socket(fileno=fd)
-    print(f"PORT {listener.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    uvicorn.Server(config).run(sockets=[listener])
+    serve_on_inherited(build_server().streamable_http_app(host="127.0.0.1"), fd)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--http", action="store_true")
-    parser.add_argument("--fd", type=int)
-    args = parser.parse_args()
-    if args.http:
-        serve_http(args.fd)
-    else:
-        run_stdio(build_server())
+    run_server(lambda: run_stdio(build_server()), serve_http)
 
 
 if __name__ == "__main__":
