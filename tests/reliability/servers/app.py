@@ -48,9 +48,8 @@ from jupyter_fsbroker.protocol.server import (
     RetryPolicy,
     enable_files,
     files,
-    run_stdio,
 )
-from tests.support.handover import run_server, serve_on_inherited
+from tests.support.handover import run_files_server
 
 #: Requests are sent once: the tools count and check every answer themselves.
 ONCE = RetryPolicy(retries=0)
@@ -327,13 +326,5 @@ def build_server() -> MCPServer[Any]:
     return server
 
 
-def serve_http(fd: int) -> None:
-    serve_on_inherited(build_server().streamable_http_app(host="127.0.0.1"), fd)
-
-
-def main() -> None:
-    run_server(lambda: run_stdio(build_server()), serve_http)
-
-
 if __name__ == "__main__":
-    main()
+    run_files_server(build_server)

@@ -26,8 +26,8 @@ if __package__ in (None, ""):
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from jupyter_fsbroker.protocol.server import enable_files, files, run_stdio
-from tests.support.handover import run_server, serve_on_inherited
+from jupyter_fsbroker.protocol.server import enable_files, files
+from tests.support.handover import run_files_server
 
 
 def build_server() -> MCPServer[Any]:
@@ -69,13 +69,5 @@ def build_server() -> MCPServer[Any]:
     return server
 
 
-def serve_http(fd: int) -> None:
-    serve_on_inherited(build_server().streamable_http_app(host="127.0.0.1"), fd)
-
-
-def main() -> None:
-    run_server(lambda: run_stdio(build_server()), serve_http)
-
-
 if __name__ == "__main__":
-    main()
+    run_files_server(build_server)
