@@ -30,7 +30,6 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -46,9 +45,9 @@ from jupyter_fsbroker.protocol.server import (
     FilesClient,
     FilesError,
     RetryPolicy,
-    enable_files,
     files,
 )
+from tests.reliability.servers.base import files_server, new_content
 from tests.support.handover import run_files_server
 
 #: Requests are sent once: the tools count and check every answer themselves.
@@ -250,13 +249,7 @@ class Soak:
 
 
 def build_server() -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("reliability", log_level="WARNING")
-    enable_files(server)
-
-    @server.tool()
-    async def info() -> dict[str, Any]:
-        """This process."""
-        return {"pid": os.getpid()}
+    server = files_server("reliability")
 
     @server.tool()
     async def request(method: str, ctx: Context, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -270,15 +263,9 @@ def build_server() -> MCPServer[Any]:
     @server.tool()
     async def upload(path: str, size: int, chunk_size: int, ctx: Context) -> dict[str, Any]:
         """Write *size* bytes in staged chunks."""
-
-        async def content() -> AsyncIterator[bytes]:
-            piece = b"new!" * (chunk_size // 4)
-            for start in range(0, size, chunk_size):
-                yield piece[: min(chunk_size, size - start)]
-
         async with files(ctx) as fs:
             try:
-                result = await fs.write_bytes(path, content(), chunk_size=chunk_size)
+                result = await fs.write_bytes(path, new_content(size, chunk_size), chunk_size=chunk_size)
             except FilesError as exc:
                 return {"error": error_of(exc)}
         return {"bytes": result.bytes_written}
