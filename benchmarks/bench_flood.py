@@ -29,22 +29,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from procmem import memory_kib, reset_peak
+
 HERE = Path(__file__).resolve().parent
 if __package__ in (None, ""):
     sys.path.insert(0, str(HERE.parent))  # import this checkout
 
 FLOOD = str(HERE.parent / "tests" / "reliability" / "servers" / "flood.py")
 MiB = 1024 * 1024
-
-
-def memory_kib() -> tuple[int, int]:
-    found = {}
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                found[key] = int(value.split()[0])
-    return found["VmRSS"], found["VmHWM"]
 
 
 async def flood_once(folder: str, budget: int) -> dict[str, Any]:
@@ -62,9 +54,9 @@ async def flood_once(folder: str, budget: int) -> dict[str, Any]:
         broker.allow("data", ops=("read",))
         conn = await connect(broker, "flood", command=sys.executable, args=[FLOOD])
         try:
-            with open("/proc/self/clear_refs", "w", encoding="ascii") as clear:
-                clear.write("5")
-            before, _ = memory_kib()
+            if not reset_peak():
+                raise RuntimeError("the peak RSS cannot be reset here (/proc/self/clear_refs)")
+            before = memory_kib()["rss_kib"]
             arguments = {
                 "big": 300,
                 "small": 3000,
@@ -73,7 +65,7 @@ async def flood_once(folder: str, budget: int) -> dict[str, Any]:
                 "length": 10**12,
             }
             result = await conn.call_tool("flood", arguments, timeout=600)
-            _, peak = memory_kib()
+            peak = memory_kib()["peak_kib"]
         finally:
             await conn.aclose()
     report = json.loads(result["content"][0]["text"])

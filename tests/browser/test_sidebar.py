@@ -65,6 +65,14 @@ def share_data(lab: JupyterLab) -> None:
     (data / "sales.csv").write_text(SALES_CSV, encoding="utf-8")
 
 
+def open_with_data(lab: JupyterLab, page: Any, name: str, cells: list[str]) -> Notebook:
+    """:func:`share_data`, then a new notebook *name* of *cells*, open in *page*."""
+    share_data(lab)
+    notebook = Notebook(page, lab, lab.create_notebook(name, cells))
+    notebook.open()
+    return notebook
+
+
 KILL_SWITCH = [
     "%load_ext jupyter_fsbroker",
     "import jupyter_fsbroker as fsb, sys\n"
@@ -82,9 +90,7 @@ def test_the_sidebar_lists_the_server_and_lock_and_disconnects_a_blocked_call(
 ) -> None:
     from playwright.sync_api import expect
 
-    share_data(jupyterlab)
-    notebook = Notebook(page, jupyterlab, jupyterlab.create_notebook("kill-switch.ipynb", KILL_SWITCH))
-    notebook.open()
+    notebook = open_with_data(jupyterlab, page, "kill-switch.ipynb", KILL_SWITCH)
     sidebar = page.locator("#fsbroker-sidebar")
     status = page.locator("#fsbroker-status")
 
@@ -142,9 +148,7 @@ def test_a_consent_dialog_unblocks_a_sync_cell_and_yields_to_the_cell_prompt(
 ) -> None:
     from playwright.sync_api import expect
 
-    share_data(jupyterlab)
-    notebook = Notebook(page, jupyterlab, jupyterlab.create_notebook("consent.ipynb", CONSENT))
-    notebook.open()
+    notebook = open_with_data(jupyterlab, page, "consent.ipynb", CONSENT)
     notebook.run_and_wait(0)
     notebook.run_and_wait(1)
     status = page.locator("#fsbroker-status")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -28,7 +27,7 @@ from jupyter_fsbroker.protocol.client import ServerConnection
 from tests.protocol.servers.harness import temp_files
 from tests.reliability.brokerproc import APP, UNLIMITED
 from tests.support.env import server_env
-from tests.support.ports import listening_socket, port_of
+from tests.support.handover import HandedOverServer
 
 __all__ = [
     "APP",
@@ -49,52 +48,30 @@ __all__ = [
 TIMEOUT = 60.0
 
 
-def stdio_app() -> dict[str, Any]:
-    """:func:`~jupyter_fsbroker.protocol.connect` options that start the test server over stdio."""
-    return {"command": sys.executable, "args": [APP], "env": server_env()}
+def stdio_app(script: str = APP) -> dict[str, Any]:
+    """:func:`~jupyter_fsbroker.protocol.connect` options that start the test server *script* over stdio."""
+    return {"command": sys.executable, "args": [script], "env": server_env()}
 
 
-class AppHttpServer:
-    """The test server under uvicorn, on a socket bound here and handed over (no port race)."""
+class AppHttpServer(HandedOverServer):
+    """The test server *script* over HTTP, on a socket bound here and handed over (no port race)."""
 
-    def __init__(self) -> None:
-        self.listener = listening_socket()
-        fd = self.listener.fileno()
-        self.process = subprocess.Popen(
-            [sys.executable, APP, "--http", "--fd", str(fd)],
-            stdout=subprocess.PIPE,
-            text=True,
-            pass_fds=(fd,),
-            env={**os.environ, **server_env()},
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line.startswith("PORT "):
-            self.kill()
-            raise AssertionError(f"the test server did not start over HTTP: {line!r}")
-        self.url = f"http://127.0.0.1:{port_of(self.listener)}/mcp"
+    def __init__(self, script: str = APP) -> None:
+        super().__init__([sys.executable, script], env={**os.environ, **server_env()})
 
     @property
     def pid(self) -> int:
         return self.process.pid
 
-    def kill(self) -> None:
-        """Gone at once, without a goodbye; its port then refuses connections."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-        self.process.wait(TIMEOUT)
-        self.listener.close()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-
 
 @contextmanager
-def app_http_server() -> Iterator[AppHttpServer]:
-    server = AppHttpServer()
-    try:
-        yield server
-    finally:
-        server.kill()
+def app_http_server(script: str = APP) -> Iterator[AppHttpServer]:
+    """:class:`AppHttpServer` for a ``with`` block; gone at once, without a goodbye, when it ends."""
+    with AppHttpServer(script) as server:
+        try:
+            yield server
+        finally:
+            server.kill()
 
 
 def structured(result: dict[str, Any]) -> Any:

@@ -20,13 +20,12 @@ import pytest
 
 from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.protocol import open_connection
+from tests.reliability.harness import UNLIMITED
 from tests.support.brokers import make_broker
 
 FLOOD = str(Path(__file__).resolve().parent / "servers" / "flood.py")
 MiB = 1024 * 1024
 BUDGET = 16 * MiB
-# Rates high enough never to refuse: the budget alone bounds the flood.
-UNLIMITED = {"ops_per_second": 1e6, "ops_burst": 10**6, "bytes_per_second": 1e12, "bytes_burst": 2**50}
 
 
 @pytest.fixture
@@ -68,6 +67,7 @@ async def test_a_flood_of_large_reads_stays_within_the_memory_budget(tmp_path: P
         "small_path": "data/small.txt",
         "length": 10**12,  # clamped to 2 MiB: the whole file, every time
     }
+    # Rates high enough never to refuse: the budget alone bounds the flood.
     with make_broker(tmp_path, limits=Limits(memory_budget=BUDGET, **UNLIMITED)) as broker:
         broker.add_root(data, name="data")
         broker.allow("data", ops=("read",))

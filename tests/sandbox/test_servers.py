@@ -27,7 +27,7 @@ from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, Co
 from jupyter_fsbroker.protocol import connect
 from jupyter_fsbroker.sandbox import Sandbox, SandboxUnavailable, choose
 from jupyter_fsbroker.sandbox.landlock import ENV_SIMULATE_UNAVAILABLE
-from tests.interop.npm import NodeTools, NpmUnavailable, install
+from tests.interop.npm import NodeTools, install_or_skip
 from tests.sandbox.test_confine import placed
 from tests.support.brokers import make_broker
 from tests.support.ci import cannot_run
@@ -46,10 +46,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="session")
 def node_tools() -> NodeTools:
-    try:
-        return install()
-    except NpmUnavailable as exc:
-        cannot_run(f"SANDBOX TESTS OF THE OFFICIAL SERVER NOT RUN: {exc}")
+    return install_or_skip("SANDBOX TESTS OF THE OFFICIAL SERVER")
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ sides live here:
 * the test's: :class:`HandedOverServer` starts ``SCRIPT --http --fd N`` and waits for its
   ``PORT <n>`` line;
 * the server's: :func:`serve_on` prints that line and runs uvicorn on the socket, and
-  :func:`run_server` reads the command line that chooses between it and stdio.
+  :func:`run_server` reads the command line that chooses between it and stdio
+  (:func:`run_files_server` for a server built with the package's server helper).
 
 Standard library only at module level: the hand-written servers import it too.
 """
@@ -52,6 +53,20 @@ def run_server(stdio: Callable[[], None], http: Callable[[int], None]) -> None:
         http(args.fd)
     else:
         stdio()
+
+
+def run_files_server(build: Callable[[], Any]) -> None:
+    """:func:`run_server` for a test server built with the server helper: *build()* makes the ``MCPServer``.
+
+    Over stdio it runs under :func:`~jupyter_fsbroker.protocol.server.run_stdio`; over HTTP its
+    Streamable HTTP app is served on the inherited socket.
+    """
+    from jupyter_fsbroker.protocol.server import run_stdio
+
+    def http(fd: int) -> None:
+        serve_on_inherited(build().streamable_http_app(host=LOOPBACK), fd)
+
+    run_server(lambda: run_stdio(build()), http)
 
 
 class HandedOverServer:

@@ -24,16 +24,18 @@ Tools (paths as the client shares them, ``data/...``):
 
 from __future__ import annotations
 
-import argparse
 import base64
 import os
 import random
-import socket
+import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -43,10 +45,10 @@ from jupyter_fsbroker.protocol.server import (
     FilesClient,
     FilesError,
     RetryPolicy,
-    enable_files,
     files,
-    run_stdio,
 )
+from tests.reliability.servers.base import files_server, new_content
+from tests.support.handover import run_files_server
 
 #: Requests are sent once: the tools count and check every answer themselves.
 ONCE = RetryPolicy(retries=0)
@@ -247,13 +249,7 @@ class Soak:
 
 
 def build_server() -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("reliability", log_level="WARNING")
-    enable_files(server)
-
-    @server.tool()
-    async def info() -> dict[str, Any]:
-        """This process."""
-        return {"pid": os.getpid()}
+    server = files_server("reliability")
 
     @server.tool()
     async def request(method: str, ctx: Context, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -267,15 +263,9 @@ def build_server() -> MCPServer[Any]:
     @server.tool()
     async def upload(path: str, size: int, chunk_size: int, ctx: Context) -> dict[str, Any]:
         """Write *size* bytes in staged chunks."""
-
-        async def content() -> AsyncIterator[bytes]:
-            piece = b"new!" * (chunk_size // 4)
-            for start in range(0, size, chunk_size):
-                yield piece[: min(chunk_size, size - start)]
-
         async with files(ctx) as fs:
             try:
-                result = await fs.write_bytes(path, content(), chunk_size=chunk_size)
+                result = await fs.write_bytes(path, new_content(size, chunk_size), chunk_size=chunk_size)
             except FilesError as exc:
                 return {"error": error_of(exc)}
         return {"bytes": result.bytes_written}
@@ -323,26 +313,5 @@ def build_server() -> MCPServer[Any]:
     return server
 
 
-def serve_http(fd: int) -> None:
-    import uvicorn
-
-    app = build_server().streamable_http_app(host="127.0.0.1")
-    listener = socket.socket(fileno=fd)  # bound and listening already: the parent made it
-    print(f"PORT {listener.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    uvicorn.Server(config).run(sockets=[listener])
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--http", action="store_true")
-    parser.add_argument("--fd", type=int)
-    args = parser.parse_args()
-    if args.http:
-        serve_http(args.fd)
-    else:
-        run_stdio(build_server())
-
-
 if __name__ == "__main__":
-    main()
+    run_files_server(build_server)

@@ -7,47 +7,36 @@ takes them, never waiting for an answer — while the main thread reads the
 answers. Once every request has its answer (or 120 s passed) it returns
 ``{"requests", "answered", "twice", "outcomes": {"result" | code: count}, "retry_after_ms": [...]}``.
 
-It imports nothing but the standard library.
+It imports nothing but the standard library and the tests' own wire helpers, which keep to it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import select
 import sys
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
+
+from tests.support.linewire import LineWire, text_result
 
 PATIENCE = 120.0
 
 
-class Pipe:
-    def __init__(self) -> None:
-        self.buffer = b""
-        self.write_lock = threading.Lock()
-
-    def send(self, message: dict[str, Any]) -> None:
-        data = memoryview(json.dumps(message).encode() + b"\n")
-        with self.write_lock:
-            while data:
-                data = data[os.write(1, data) :]
-
-    def receive(self, timeout: float | None = None) -> dict[str, Any] | None:
-        while b"\n" not in self.buffer:
-            if not select.select([0], [], [], timeout)[0]:
-                return None
-            chunk = os.read(0, 1 << 20)
-            if not chunk:
-                raise SystemExit(0)
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return json.loads(line) if line.strip() else {}
+def receive(wire: LineWire, timeout: float | None = None) -> dict[str, Any] | None:
+    """The next message (``{}`` for a blank line); ``None`` if none came within *timeout* seconds."""
+    line = wire.recv_line(timeout)
+    if line is None:
+        return None
+    return json.loads(line) if line.strip() else {}
 
 
-def flood(pipe: Pipe, args: dict[str, Any]) -> dict[str, Any]:
+def flood(wire: LineWire, args: dict[str, Any]) -> dict[str, Any]:
     big, small = args["big"], args["small"]
     total = big + small
     reads_at = {int(i * total / big) for i in range(big)} if big else set()
@@ -66,7 +55,7 @@ def flood(pipe: Pipe, args: dict[str, Any]) -> dict[str, Any]:
 
     def write_all() -> None:
         for request in requests:
-            pipe.send(request)
+            wire.send(request)
 
     writer = threading.Thread(target=write_all)
     writer.start()
@@ -75,7 +64,7 @@ def flood(pipe: Pipe, args: dict[str, Any]) -> dict[str, Any]:
     retry_after: list[int] = []
     deadline = time.monotonic() + PATIENCE
     while len(answered) < len(requests):
-        message = pipe.receive(max(0.0, deadline - time.monotonic()))
+        message = receive(wire, max(0.0, deadline - time.monotonic()))
         if message is None:
             break
         if "method" in message or "id" not in message:
@@ -99,28 +88,28 @@ def flood(pipe: Pipe, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    pipe = Pipe()
+    wire = LineWire()
     while True:
-        message = pipe.receive()
+        message = receive(wire)
         assert message is not None
         method, request_id = message.get("method"), message.get("id")
         if request_id is None:
             continue
         if method == "initialize":
-            result: dict[str, Any] = {
-                "protocolVersion": message["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "flood", "version": "0"},
-            }
+            wire.reply(
+                request_id,
+                {
+                    "protocolVersion": message["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "flood", "version": "0"},
+                },
+            )
         elif method == "tools/list":
-            result = {"tools": [{"name": "flood", "inputSchema": {"type": "object"}}]}
+            wire.reply(request_id, {"tools": [{"name": "flood", "inputSchema": {"type": "object"}}]})
         elif method == "tools/call":
-            report = flood(pipe, message["params"]["arguments"])
-            result = {"content": [{"type": "text", "text": json.dumps(report)}], "isError": False}
+            wire.reply(request_id, text_result(flood(wire, message["params"]["arguments"])))
         else:
-            pipe.send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no"}})
-            continue
-        pipe.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+            wire.reply_error(request_id, -32601, "no")
 
 
 if __name__ == "__main__":

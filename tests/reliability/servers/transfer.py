@@ -14,12 +14,8 @@ Tools:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import os
-import socket
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +24,13 @@ if __package__ in (None, ""):
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from jupyter_fsbroker.protocol.server import enable_files, files, run_stdio
+from jupyter_fsbroker.protocol.server import files
+from tests.reliability.servers.base import files_server, new_content
+from tests.support.handover import run_files_server
 
 
 def build_server() -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("transfer", log_level="WARNING")
-    enable_files(server)
-
-    @server.tool()
-    async def info() -> dict[str, Any]:
-        """This process."""
-        return {"pid": os.getpid()}
+    server = files_server("transfer")
 
     @server.tool()
     async def read_all(path: str, chunk_size: int, concurrency: int, ctx: Context) -> dict[str, Any]:
@@ -57,39 +49,12 @@ def build_server() -> MCPServer[Any]:
     @server.tool()
     async def upload(path: str, size: int, chunk_size: int, ctx: Context) -> dict[str, Any]:
         """Write *size* bytes in staged chunks."""
-
-        async def content() -> AsyncIterator[bytes]:
-            piece = b"new!" * (chunk_size // 4)
-            for start in range(0, size, chunk_size):
-                yield piece[: min(chunk_size, size - start)]
-
         async with files(ctx) as fs:
-            result = await fs.write_bytes(path, content(), chunk_size=chunk_size)
+            result = await fs.write_bytes(path, new_content(size, chunk_size), chunk_size=chunk_size)
         return {"bytes": result.bytes_written}
 
     return server
 
 
-def serve_http(fd: int) -> None:
-    import uvicorn
-
-    app = build_server().streamable_http_app(host="127.0.0.1")
-    listener = socket.socket(fileno=fd)
-    print(f"PORT {listener.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    uvicorn.Server(config).run(sockets=[listener])
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--http", action="store_true")
-    parser.add_argument("--fd", type=int)
-    args = parser.parse_args()
-    if args.http:
-        serve_http(args.fd)
-    else:
-        run_stdio(build_server())
-
-
 if __name__ == "__main__":
-    main()
+    run_files_server(build_server)
