@@ -16,6 +16,16 @@ from typing import Any
 
 from .errors import IntegrityError
 
+try:
+    # SIMD base64: ~25 times binascii's speed, which otherwise bounds a server's read rate.
+    from pybase64 import b64decode as _b64decode
+except ImportError:  # pragma: no cover - a declared dependency; binascii does the same, slower
+
+    def _b64decode(s: str, altchars: None = None, validate: bool = False) -> bytes:  # type: ignore[misc]
+        # binascii takes the text as it is (base64.b64decode would copy it to bytes first).
+        return binascii.a2b_base64(s, strict_mode=validate)
+
+
 __all__ = [
     "CHUNK_SAFE_CODECS",
     "byte_length",
@@ -81,8 +91,7 @@ def decode_base64(content: str) -> bytes:
         The client sent something that is not base64.
     """
     try:
-        # binascii takes the text as it is (b64decode would copy it to bytes first).
-        return binascii.a2b_base64(content, strict_mode=True)
+        return _b64decode(content, validate=True)
     except (binascii.Error, ValueError):
         raise IntegrityError("the client sent invalid base64", method="files/read") from None
 
