@@ -1,4 +1,4 @@
-"""The brokering process keeps its heap mapped between file chunks (glibc)."""
+"""The brokering process and the server helper keep their heaps mapped between file chunks (glibc)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ import sys
 
 import pytest
 
-from jupyter_fsbroker.protocol.heap import keep_heap
+from jupyter_fsbroker.protocol import heap
+from jupyter_fsbroker.protocol.server import heap as helper_heap
+
+SIDES = pytest.mark.parametrize(
+    "module", ["jupyter_fsbroker.protocol.heap", "jupyter_fsbroker.protocol.server.heap"]
+)
 
 
 def _glibc() -> bool:
@@ -18,12 +23,13 @@ def _glibc() -> bool:
         return False
 
 
+@SIDES
 @pytest.mark.skipif(not _glibc(), reason="glibc's mallopt only")
-def test_buffers_freed_between_chunks_are_reused_not_faulted_in_again() -> None:
+def test_buffers_freed_between_chunks_are_reused_not_faulted_in_again(module: str) -> None:
     # In a fresh process: the thresholds are process-wide and set once.
     code = (
         "import resource\n"
-        "from jupyter_fsbroker.protocol.heap import keep_heap\n"
+        f"from {module} import keep_heap\n"
         "def churn():\n"
         "    for _ in range(50):\n"
         "        held = [bytearray(1 << 20) for _ in range(4)]\n"
@@ -43,4 +49,5 @@ def test_buffers_freed_between_chunks_are_reused_not_faulted_in_again() -> None:
 
 
 def test_it_says_whether_it_applies() -> None:
-    assert keep_heap() is _glibc()
+    assert heap.keep_heap() is _glibc()
+    assert helper_heap.keep_heap() is _glibc()
