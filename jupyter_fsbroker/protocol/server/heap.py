@@ -5,11 +5,11 @@ message, its base64, the bytes). glibc gives the top of its heap back to the
 system whenever a few MiB of it are free, so the next chunk's buffers are
 faulted in again, page by page: measured on a 2-core VM, ~250 page faults and
 ~0.8 ms of kernel time per MiB a server reads, a third of what it spends on the
-chunk. :func:`keep_heap` fixes glibc's thresholds where its own dynamic policy
-ends up after it has seen a 32 MiB block: blocks under 32 MiB come from the
-heap, and up to 64 MiB of free heap is kept for reuse. It runs once per
-process, the first time chunks are streamed; where the C library is not glibc
-it does nothing.
+chunk. :func:`keep_heap` serves blocks under 32 MiB from the heap (glibc's own
+ceiling for its dynamic mmap threshold) and keeps up to 8 MiB of free heap
+for reuse (about 0 page faults, 2.0 instead of 2.8 ms of CPU per MiB read over
+stdio). It runs once per process, the first time chunks are streamed; where
+the C library is not glibc it does nothing.
 
 The brokering side has its own (``jupyter_fsbroker/protocol/heap.py``): this
 helper imports nothing of the project outside its folder.
@@ -24,7 +24,7 @@ __all__ = ["keep_heap"]
 
 # (option, value) for glibc's mallopt: M_MMAP_THRESHOLD first, since setting either
 # option freezes the other where the dynamic policy left it; then M_TRIM_THRESHOLD.
-_SETTINGS = ((-3, 32 * 1024 * 1024), (-1, 64 * 1024 * 1024))
+_SETTINGS = ((-3, 32 * 1024 * 1024), (-1, 8 * 1024 * 1024))
 
 _state: list[bool] = []  # [result] once tried
 
