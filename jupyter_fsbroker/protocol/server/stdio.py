@@ -17,7 +17,6 @@ from typing import Any, cast
 
 import anyio
 import mcp_types
-import pydantic_core
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
@@ -25,6 +24,7 @@ from mcp.shared.message import SessionMessage
 
 from .contract import MiB
 from .direct import DirectChannel
+from .inbound import LineProtocol, loads
 from .mcp_internals import lowlevel_server
 
 __all__ = ["run_stdio", "serve_stdio", "stdio_streams"]
@@ -84,17 +84,15 @@ async def stdio_streams(*, max_line: int = 64 * MiB) -> AsyncIterator[_Streams]:
         os.dup2(devnull, 0)
         os.close(devnull)
         os.dup2(2, 1)
-        reader = asyncio.StreamReader(limit=max_line)
-        read_transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), wire_in
-        )
+        reader = LineProtocol(max_line)
+        read_transport, _ = await loop.connect_read_pipe(lambda: reader, wire_in)
         transports.append(read_transport)
         write_transport, write_protocol = await loop.connect_write_pipe(
             lambda: _WriteProtocol(loop), wire_out
         )
         transports.append(write_transport)
         writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
-        async with _pipe_streams(reader, writer, max_line) as streams:
+        async with _pipe_streams(reader, writer) as streams:
             yield streams
     finally:
         for transport in reversed(transports):
@@ -110,9 +108,7 @@ async def stdio_streams(*, max_line: int = 64 * MiB) -> AsyncIterator[_Streams]:
 
 
 @contextlib.asynccontextmanager
-async def _pipe_streams(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_line: int
-) -> AsyncIterator[_Streams]:
+async def _pipe_streams(reader: LineProtocol, writer: asyncio.StreamWriter) -> AsyncIterator[_Streams]:
     """mcp message streams over newline-delimited JSON on *reader* and *writer*."""
     inbound_send, inbound = anyio.create_memory_object_stream[SessionMessage | Exception](32)
     outbound, outbound_receive = anyio.create_memory_object_stream[SessionMessage](32)
@@ -128,24 +124,13 @@ async def _pipe_streams(
 
     async def read_messages() -> None:
         async with inbound_send:
-            while True:
-                try:
-                    line = await reader.readuntil(b"\n")
-                except asyncio.IncompleteReadError as exc:
-                    line = exc.partial
-                    if not line.strip():
-                        return
-                except asyncio.LimitOverrunError as exc:
-                    await _skip_line(reader, exc.consumed)
-                    await inbound_send.send(ValueError(f"a message longer than {max_line} bytes was dropped"))
-                    continue
-                except (ConnectionError, OSError):
-                    return
-                if not line.strip():
+            while (line := await reader.next_line()) is not None:
+                if isinstance(line, ValueError):  # too long, dropped
+                    await inbound_send.send(line)
                     continue
                 try:
                     # Parsed first, then validated: a quarter of validate_json's time on a large answer.
-                    raw = pydantic_core.from_json(line)
+                    raw = loads(line)
                     if direct.route(raw):
                         continue
                     message = mcp_types.jsonrpc_message_adapter.validate_python(raw, by_name=False)
@@ -194,16 +179,6 @@ class _WriteProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
 
     def _get_close_waiter(self, stream: object) -> asyncio.Future[None]:
         return self._closed_future
-
-
-async def _skip_line(reader: asyncio.StreamReader, consumed: int) -> None:
-    await reader.readexactly(consumed)
-    while True:
-        try:
-            await reader.readuntil(b"\n")
-            return
-        except asyncio.LimitOverrunError as exc:
-            await reader.readexactly(exc.consumed)
 
 
 async def serve_stdio(server: MCPServer[Any] | Server[Any]) -> None:
