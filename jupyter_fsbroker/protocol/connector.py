@@ -154,7 +154,8 @@ async def connect(
     """
     if (command is None) == (url is None):
         raise ValueError("give either command (stdio) or url (Streamable HTTP)")
-    keep_heap()  # file chunks' buffers are reused rather than faulted in again (see .heap)
+    if broker.config.tune_heap:
+        keep_heap()  # file chunks' buffers are reused rather than faulted in again (see .heap)
     launch = None
     if command is not None:
         parameters, launch = await sandboxed_stdio(broker, command, args, env, cwd, sandbox)

@@ -19,7 +19,12 @@ what memory-conscious deployments set with ``MALLOC_ARENA_MAX=2``). The peak
 RSS growth of a 1 GiB read stays at +19 MiB (without the cap, +27 to +34 MiB;
 trimming above 4 MiB instead of 8 faults again).
 
-Nothing happens where ``mallopt`` is not glibc's (macOS, musl, Windows).
+Nothing happens where ``mallopt`` is not glibc's (macOS, musl, Windows), nor
+where the environment already tunes malloc (``MALLOC_ARENA_MAX``,
+``MALLOC_TRIM_THRESHOLD_``, ``GLIBC_TUNABLES=glibc.malloc...``): whoever set those
+decided. In a kernel the thresholds are the whole process's, the user's code's
+too; ``FSBroker.tune_heap = False`` (``BrokerConfig.tune_heap``) keeps a broker's
+connections from calling :func:`keep_heap` at all.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ def keep_heap() -> bool:
     with _lock:
         if _done:
             return True
-        if not _glibc():
+        if not _glibc() or _environment_decides():
             return False
         try:
             mallopt = ctypes.CDLL(None).mallopt  # the process's own C library
@@ -88,3 +93,9 @@ def _glibc() -> bool:
         return os.confstr("CS_GNU_LIBC_VERSION") is not None  # glibc's own configuration name
     except (AttributeError, ValueError, OSError):
         return False
+
+
+def _environment_decides() -> bool:
+    """Whether malloc is tuned through the environment already (glibc reads it at start)."""
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    return "glibc.malloc." in tunables or any(name.startswith("MALLOC_") for name in os.environ)

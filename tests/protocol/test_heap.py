@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from jupyter_fsbroker.protocol import heap
+from jupyter_fsbroker.protocol import connector, heap
+from jupyter_fsbroker.protocol.errors import ConnectError
 from jupyter_fsbroker.protocol.server import heap as helper_heap
+from tests.support.brokers import make_broker
 
 SIDES = pytest.mark.parametrize(
     "module", ["jupyter_fsbroker.protocol.heap", "jupyter_fsbroker.protocol.server.heap"]
@@ -51,3 +54,23 @@ def test_buffers_freed_between_chunks_are_reused_not_faulted_in_again(module: st
 def test_it_says_whether_it_applies() -> None:
     assert heap.keep_heap() is _glibc()
     assert helper_heap.keep_heap() is _glibc()
+
+
+def test_malloc_settings_in_the_environment_are_never_overridden() -> None:
+    code = "from jupyter_fsbroker.protocol.heap import keep_heap\nprint(keep_heap())"
+    env = {**os.environ, "MALLOC_ARENA_MAX": "4"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tune", [True, False])
+async def test_a_broker_that_says_no_leaves_the_heap_alone(
+    tune: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(connector, "keep_heap", lambda: calls.append("keep_heap") or True)
+    # A command that exits at once: the connection fails, after the heap was (or not) tuned.
+    with make_broker(tmp_path, tune_heap=tune) as broker, pytest.raises(ConnectError):
+        await connector.connect(broker, "gone", command=sys.executable, args=["-c", "pass"], timeout=30)
+    assert calls == (["keep_heap"] if tune else [])
