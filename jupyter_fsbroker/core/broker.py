@@ -27,7 +27,6 @@ file content.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import logging
 import os
@@ -67,6 +66,7 @@ from .handlers import (
     watch,
     write,
 )
+from .hop import off_loop
 from .locks import LockManager
 from .names import find_surrogate, readable
 from .observers import Listeners
@@ -400,7 +400,6 @@ class Broker(Closeable):
 
     async def ahandle(self, connection: Connection, method: str, params: object) -> dict[str, Any]:
         """:meth:`handle`, awaitable: file I/O on the worker threads, consent prompts on the loop."""
-        loop = asyncio.get_running_loop()
         if method == "files/consent":
             with self._request(connection, method, params) as (_, p, note):
                 flow = connection.consent
@@ -409,11 +408,11 @@ class Broker(Closeable):
                     return _wire_safe(method, prepared)
                 request, targets = prepared
                 decision = await flow.aask(request)
-                granted = await loop.run_in_executor(
+                granted = await off_loop(
                     self._request_executor(), flow.grant, request, targets, decision, note
                 )
                 return _wire_safe(method, granted)
-        return await loop.run_in_executor(self._request_executor(), self.handle, connection, method, params)
+        return await off_loop(self._request_executor(), self.handle, connection, method, params)
 
     def _request_executor(self) -> concurrent.futures.Executor:
         try:

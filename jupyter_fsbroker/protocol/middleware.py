@@ -48,8 +48,10 @@ passes as a plain ``SessionMessage``::
   ``notifications/files/changed``); the thread-safe form only schedules a
   callback on the event loop and never blocks its caller.
 
-The middleware runs on asyncio (it uses the loop for thread hops); every other
-await is anyio.
+The middleware runs on asyncio: each request is answered in a plain asyncio
+task (cancelled with ``Task.cancel``; anyio's task groups and cancel scopes cost
+more per request than the rest of its way through the loop); every other await
+is anyio.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
@@ -227,7 +230,12 @@ class BrokerMiddleware:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._outbox: MemoryObjectSendStream[SessionMessage] | None = None
-        self._in_flight: dict[RequestId, anyio.CancelScope] = {}
+        # The requests being answered, by id: the ones a server may still cancel.
+        self._in_flight: dict[RequestId, asyncio.Task[None]] = {}
+        # Every answering task, cancellable or not (stopped when the middleware closes).
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._dropped: set[asyncio.Task[None]] = set()  # cancelled by the server: never answered
+        self._task_failure: BaseException | None = None
         self._initialized = False
         self._closing = False
         self._initialize_id: RequestId | None = None
@@ -267,7 +275,8 @@ class BrokerMiddleware:
         session_write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
         outbox, outbox_reader = anyio.create_memory_object_stream[SessionMessage](_OUTBOX_SIZE)
         self._outbox = outbox
-        self._slots = anyio.Semaphore(self._max_in_flight)
+        # Fast acquire: a free slot costs no loop turn (a request's own await follows at once).
+        self._slots = anyio.Semaphore(self._max_in_flight, fast_acquire=True)
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -282,8 +291,12 @@ class BrokerMiddleware:
         finally:
             self._closing = True
             self._tg = None
+            with anyio.CancelScope(shield=True):
+                await self._stop_answering()
             for stream in (to_session, session_read, session_write, from_session, outbox, outbox_reader):
                 stream.close()
+        if self._task_failure is not None:
+            raise self._task_failure
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> bool:
         """Queue a client→server notification; call on the event loop.
@@ -374,9 +387,10 @@ class BrokerMiddleware:
         elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
             request_id = (message.params or {}).get("requestId")
             if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-                scope = self._in_flight.get(request_id)
-                if scope is not None:
-                    scope.cancel()
+                task = self._in_flight.pop(request_id, None)
+                if task is not None:
+                    self._dropped.add(task)  # even if the cancellation were swallowed
+                    task.cancel()
                     return True
         return False
 
@@ -415,34 +429,65 @@ class BrokerMiddleware:
         )
 
     def _start(self, request: JSONRPCRequest, reservation: Reservation | None = None) -> None:
-        assert self._tg is not None
-        scope = anyio.CancelScope()
-        self._in_flight[request.id] = scope
-        self._tg.start_soon(self._answer, request, scope, reservation)
+        # A plain asyncio task, not a task group's: a request is the hot path, and
+        # anyio's task and cancel scope cost more than the rest of its way on the loop.
+        # _stop_answering ends them with the middleware; a failure ends the connection.
+        assert self._loop is not None
+        task = self._loop.create_task(self._answer(request, reservation))
+        self._in_flight[request.id] = task
+        self._tasks.add(task)
+        task.add_done_callback(partial(self._answered, request.id, reservation))
 
-    async def _answer(
-        self, request: JSONRPCRequest, scope: anyio.CancelScope, reservation: Reservation | None
-    ) -> None:
+    async def _answer(self, request: JSONRPCRequest, reservation: Reservation | None) -> None:
+        task = asyncio.current_task()
         try:
-            with scope:
+            if reservation is not None:
+                await reservation.wait()
+            answer = await self._reply_to(request)
+            if task in self._dropped:
+                return
+            if self._in_flight.get(request.id) is task:
+                # Too late to cancel: an answer cut off halfway would break the framing.
+                del self._in_flight[request.id]
+            if self._bytes_writer is not None:
+                data = self._encode(request, answer)
                 if reservation is not None:
-                    await reservation.wait()
-                answer = await self._reply_to(request)
-                if self._bytes_writer is not None:
-                    data = self._encode(request, answer)
-                    if reservation is not None:
-                        reservation.resize(len(data))
-                    del answer  # only the encoded bytes wait for the writer
-                    await self._send_bytes(data)
-                else:
-                    await self._send(_message(request.id, answer))
-                if request.method == "roots/list" and self._gate is not None:
-                    self._gate.answered()
+                    reservation.resize(len(data))
+                del answer  # only the encoded bytes wait for the writer
+                await self._send_bytes(data)
+            else:
+                await self._send(_message(request.id, answer))
+            if request.method == "roots/list" and self._gate is not None:
+                self._gate.answered()
         finally:
             if reservation is not None:
-                reservation.release()
-            if self._in_flight.get(request.id) is scope:
-                del self._in_flight[request.id]
+                reservation.release()  # at once, not when the task's callbacks run
+
+    def _answered(
+        self, request_id: RequestId, reservation: Reservation | None, task: asyncio.Task[None]
+    ) -> None:
+        # Also for a task cancelled before it ran: its own finally never did.
+        if reservation is not None:
+            reservation.release()
+        if self._in_flight.get(request_id) is task:
+            del self._in_flight[request_id]
+        self._tasks.discard(task)
+        self._dropped.discard(task)
+        if task.cancelled():
+            return
+        failure = task.exception()
+        if failure is not None and self._task_failure is None:
+            # As a task group would: the failure ends the connection and is raised by attach.
+            self._task_failure = failure
+            if self._tg is not None:
+                self._tg.cancel_scope.cancel()
+
+    async def _stop_answering(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
 
     async def _reply_to(self, request: JSONRPCRequest) -> tuple[str, dict[str, Any]]:
         """``("result", result)`` or ``("error", error)`` for *request*."""

@@ -315,3 +315,31 @@ def test_the_protocol_package_loads_mcp_and_the_client_only_when_asked() -> None
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "True True"]
+
+
+@pytest.mark.anyio
+async def test_a_request_cancelled_while_waiting_for_a_slot_is_never_answered_nor_run() -> None:
+    release, started = anyio.Event(), anyio.Event()
+    ran: list[str] = []
+
+    async def handle(method: str, params: Any) -> dict[str, Any]:
+        ran.append(params["name"])
+        if params["name"] == "slow":
+            started.set()
+            await release.wait()
+        return {"name": params["name"]}
+
+    async with wired(handle, max_in_flight=1) as wire:
+        await wire.from_server(request(1, "files/read", {"name": "slow"}))
+        with anyio.fail_after(TIMEOUT):
+            await started.wait()
+        await wire.from_server(request(2, "files/read", {"name": "waiting"}))
+        await wire.from_server(
+            JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params={"requestId": 2})
+        )
+        await wire.from_server(request(3, "files/stat", {"name": "last"}))
+        release.set()
+        assert (await wire.to_server()).id == 1  # type: ignore[union-attr]
+        assert (await wire.to_server()).id == 3  # type: ignore[union-attr]
+        assert ran == ["slow", "last"]
+        assert wire.middleware.in_flight == 0
