@@ -61,10 +61,10 @@ class Wire:
 
 @asynccontextmanager
 async def wired(
-    handle: Any, *, closed: list[str] | None = None, max_in_flight: int = 16
+    handle: Any, *, closed: list[str] | None = None, max_in_flight: int = 16, write_buffer: int = 100
 ) -> AsyncIterator[Wire]:
     server_send, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](100)
-    write_stream, server_recv = anyio.create_memory_object_stream[SessionMessage](100)
+    write_stream, server_recv = anyio.create_memory_object_stream[SessionMessage](write_buffer)
     middleware = BrokerMiddleware(
         read_stream,
         write_stream,
@@ -342,4 +342,32 @@ async def test_a_request_cancelled_while_waiting_for_a_slot_is_never_answered_no
         assert (await wire.to_server()).id == 1  # type: ignore[union-attr]
         assert (await wire.to_server()).id == 3  # type: ignore[union-attr]
         assert ran == ["slow", "last"]
+        assert wire.middleware.in_flight == 0
+
+
+@pytest.mark.anyio
+async def test_an_answer_already_being_written_is_written_whole_despite_a_cancel() -> None:
+    handled = anyio.Event()
+
+    async def handle(method: str, params: Any) -> dict[str, Any]:
+        handled.set()
+        return {"name": params["name"]}
+
+    # No buffer towards the server: the answer waits in its write until the server reads.
+    async with wired(handle, write_buffer=0) as wire:
+        await wire.from_server(request(1, "files/read", {"name": "big"}))
+        with anyio.fail_after(TIMEOUT):
+            await handled.wait()
+            while wire.middleware.in_flight:  # answered: from now on it is being written
+                await anyio.sleep(0)
+        await wire.from_server(
+            JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params={"requestId": 1})
+        )
+        # Nothing of the middleware's to cancel any more: the notification goes on to the session.
+        forwarded = await wire.to_session()
+        assert isinstance(forwarded, JSONRPCNotification) and forwarded.method == "notifications/cancelled"
+        # Cut off halfway, an answer on a byte stream would break the framing of every later line.
+        assert await wire.to_server() == JSONRPCResponse(jsonrpc="2.0", id=1, result={"name": "big"})
+        await wire.from_server(request(2, "files/stat", {"name": "next"}))
+        assert (await wire.to_server()).id == 2  # type: ignore[union-attr]
         assert wire.middleware.in_flight == 0
