@@ -76,16 +76,21 @@ def http_server() -> Iterator[str]:
             raise RuntimeError(f"the HTTP server did not start: {line!r}")
         yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(process)
         for stream in (process.stdin, process.stdout):
             if stream is not None:
                 stream.close()
+
+
+def stop_process(process: subprocess.Popen[Any]) -> None:
+    """Terminate *process* if it still runs; kill it if it lingers past 10 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def tool_result(result: dict[str, Any]) -> dict[str, Any]:
@@ -254,15 +259,7 @@ class Runner:
     def stop(self) -> None:
         """Stop the workers still running (on Ctrl-C)."""
         while self.live:
-            process = self.live.pop().process
-            if process.poll() is not None:
-                continue
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_process(self.live.pop().process)
 
 
 def make_file(path: Path, size: int) -> str:
