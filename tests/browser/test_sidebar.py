@@ -51,9 +51,13 @@ def use_theme(page: Any, theme: str) -> None:
 
 
 def wait_failed(notebook: Notebook, index: int, timeout_ms: float = CELL_TIMEOUT_MS) -> str:
-    """Wait until cell *index* has finished (with an error); return its output's text."""
+    """Wait until cell *index* has finished (with an error) and shows it; return its output's text.
+
+    The prompt shows the execution count once the reply is in; the error's output may be
+    rendered a moment later.
+    """
     deadline = time.monotonic() + timeout_ms / 1000
-    while not re.match(r"^\[\d+\]:$", notebook.prompt(index)):
+    while not (re.match(r"^\[\d+\]:$", notebook.prompt(index)) and notebook.output_text(index)):
         assert time.monotonic() < deadline, f"cell {index} did not finish: {notebook.output_text(index)}"
         time.sleep(0.1)
     return notebook.output_text(index)
