@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .lab import JupyterLab, JupyterLabError
+from .lab import JupyterLab
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
@@ -25,6 +25,22 @@ START_WAIT = 3.0
 START_ATTEMPTS = 5
 
 _DONE = re.compile(r"^\[\d+\]:$")
+
+#: True once the current notebook's kernel is idle and its websocket is connected, as the page sees
+#: it. The server's own count of connections is not asked: jupyter_server subtracts a websocket that
+#: the page closed before it opened (it happens while a new notebook's kernel starts), so its count
+#: can stay at 0 with the page connected.
+_KERNEL_READY = """() => {
+  const widget = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const session = widget && widget.sessionContext && widget.sessionContext.session;
+  const kernel = session && session.kernel;
+  return !!kernel && kernel.status === 'idle' && kernel.connectionStatus === 'connected';
+}"""
+
+
+def wait_kernel_ready(page: Page, timeout: float = LOAD_TIMEOUT_MS / 1000) -> None:
+    """Wait until the current notebook of *page* has a connected, idle kernel."""
+    page.wait_for_function(_KERNEL_READY, timeout=timeout * 1000)
 
 
 class Notebook:
@@ -44,23 +60,8 @@ class Notebook:
         self.wait_kernel_idle()
 
     def wait_kernel_idle(self, timeout: float = LOAD_TIMEOUT_MS / 1000) -> None:
-        """Wait until the page is connected to a kernel that is idle (the server says so, and the page)."""
-        deadline = time.monotonic() + timeout
-        kernels: list[dict[str, Any]] = []
-        while time.monotonic() < deadline:
-            try:
-                kernels = self.lab.kernels()
-            except (OSError, JupyterLabError):
-                # jupyter_server 2.21 answers 500 when asked while a kernel starts (no last_activity yet).
-                time.sleep(0.2)
-                continue
-            if any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels):
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError(f"the notebook's kernel was not ready in {timeout:g} s: {kernels}")
-        indicator = self.page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]')
-        indicator.first.wait_for(state="attached", timeout=max(1.0, deadline - time.monotonic()) * 1000)
+        """Wait until the page is connected to a kernel that is idle."""
+        wait_kernel_ready(self.page, timeout)
 
     # -- cells ---------------------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from .lab import JupyterLab, JupyterLabError
-from .notebook import CELL_TIMEOUT_MS, LOAD_TIMEOUT_MS, Notebook
+from .lab import JupyterLab
+from .notebook import CELL_TIMEOUT_MS, LOAD_TIMEOUT_MS, Notebook, wait_kernel_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -139,19 +139,6 @@ def _new_notebook_from_the_file_browser(page: Any, lab: JupyterLab) -> Any:
     return tab
 
 
-def _wait_kernel(lab: JupyterLab, timeout: float = LOAD_TIMEOUT_MS / 1000) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            kernels = lab.kernels()
-        except (OSError, JupyterLabError):
-            kernels = []
-        if any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"no idle kernel with a connection in {timeout:g} s")
-
-
 @pytest.mark.parametrize("jupyterlab", [{"app": "notebook"}], indirect=True, ids=["notebook7"])
 def test_kill_switch_in_a_notebook_made_with_files_new(
     jupyterlab: JupyterLab, page: Any, screenshot_dir: Path
@@ -165,7 +152,7 @@ def test_kill_switch_in_a_notebook_made_with_files_new(
     (jupyterlab.root / "story.py").write_text(STORY, encoding="utf-8")
     (jupyterlab.root / "check.py").write_text(CHECK, encoding="utf-8")
     tab = _new_notebook_from_the_file_browser(page, jupyterlab)  # the file browser tab stays open
-    _wait_kernel(jupyterlab)
+    wait_kernel_ready(tab)
     notebook = Notebook(tab, jupyterlab, "Untitled.ipynb")
     notebook.cells.first.wait_for(state="visible", timeout=LOAD_TIMEOUT_MS)
 

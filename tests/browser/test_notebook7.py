@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from .lab import JupyterLab
+from .notebook import wait_kernel_ready
 from .test_sidebar import SERVER, SHOW_TIMEOUT_MS, run_command, share_data
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.usefixtures("labextension")]
@@ -76,14 +77,7 @@ def test_disconnect_works_in_a_notebook_created_from_files_new(jupyterlab: Jupyt
     notebook.wait_for_load_state()
     cells = notebook.locator(".jp-Notebook .jp-Cell")
     cells.first.wait_for(state="visible", timeout=LOAD_TIMEOUT_MS)
-    notebook.wait_for_function(
-        "() => window.jupyterapp && window.jupyterapp.shell.currentWidget"
-        " && window.jupyterapp.shell.currentWidget.sessionContext"
-        " && window.jupyterapp.shell.currentWidget.sessionContext.session"
-        " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
-        " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'",
-        timeout=LOAD_TIMEOUT_MS,
-    )
+    wait_kernel_ready(notebook)
     for index, code in enumerate(CELLS[:3]):
         cell = cells.nth(index)
         _type_and_run(notebook, cell, code)

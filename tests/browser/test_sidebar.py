@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from .lab import JupyterLab
-from .notebook import CELL_TIMEOUT_MS, Notebook
+from .notebook import CELL_TIMEOUT_MS, Notebook, wait_kernel_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.usefixtures("labextension")]
 
@@ -197,15 +197,6 @@ def test_a_consent_dialog_unblocks_a_sync_cell_and_yields_to_the_cell_prompt(
     assert notebook.wait_done(2).rstrip().endswith("'data/sales.report.md'")
 
 
-def wait_kernel_idle(page: Any) -> None:
-    page.wait_for_function(
-        "() => { const w = window.jupyterapp.shell.currentWidget;"
-        " const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;"
-        " return k && k.status === 'idle' && k.connectionStatus === 'connected'; }",
-        timeout=CELL_TIMEOUT_MS,
-    )
-
-
 def test_the_sidebar_follows_the_current_notebook_and_recovers_from_reload_and_restart(
     jupyterlab: JupyterLab, page: Any
 ) -> None:
@@ -236,7 +227,7 @@ def test_the_sidebar_follows_the_current_notebook_and_recovers_from_reload_and_r
     # A second notebook, with its own kernel and no broker: the sidebar follows the current one.
     run_command(page, "docmanager:open", {"path": "second.ipynb"})
     expect(sidebar.locator(".fsbroker-sidebar-kernel")).to_have_text("second.ipynb")
-    wait_kernel_idle(page)
+    wait_kernel_ready(page, CELL_TIMEOUT_MS / 1000)
     expect(sidebar).to_contain_text("%load_ext jupyter_fsbroker", timeout=SHOW_TIMEOUT_MS)
     run_command(page, "docmanager:open", {"path": "first.ipynb"})
     expect(sidebar.locator(".fsbroker-sidebar-kernel")).to_have_text("first.ipynb")
