@@ -56,9 +56,15 @@ def test_it_says_whether_it_applies() -> None:
     assert helper_heap.keep_heap() is _glibc()
 
 
-def test_malloc_settings_in_the_environment_are_never_overridden() -> None:
-    code = "from jupyter_fsbroker.protocol.heap import keep_heap\nprint(keep_heap())"
-    env = {**os.environ, "MALLOC_ARENA_MAX": "4"}
+@SIDES
+@pytest.mark.parametrize(
+    "setting", [("MALLOC_ARENA_MAX", "4"), ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=131072")]
+)
+def test_malloc_settings_in_the_environment_are_never_overridden(
+    module: str, setting: tuple[str, str]
+) -> None:
+    code = f"from {module} import keep_heap\nprint(keep_heap())"
+    env = {**os.environ, setting[0]: setting[1]}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "False"
 
