@@ -360,8 +360,3 @@ class JupyterLab:
     def tree_url(self) -> str:
         """The URL of Notebook 7's file browser (with the token, so no login page)."""
         return f"{self.url}tree?token={self.token}"
-
-    def kernels(self) -> list[dict[str, Any]]:
-        """The running kernels (``GET /api/kernels``)."""
-        result = self.api("GET", "api/kernels")
-        return list(result) if isinstance(result, list) else []
