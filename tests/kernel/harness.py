@@ -338,7 +338,7 @@ class Kernel:
 
     # -- subshells, stdin, lifetime ------------------------------------------------------------
 
-    def create_subshell(self, timeout: float = 10.0) -> str:
+    def create_subshell(self, timeout: float = 60.0) -> str:
         """Create a kernel subshell on the control channel, as JupyterLab does for comms."""
         msg = self.kc.session.msg("create_subshell_request", {})
         self.kc.control_channel.send(msg)
