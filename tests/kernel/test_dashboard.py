@@ -110,7 +110,7 @@ def test_change_feed_shows_an_external_edit(kernel: Kernel) -> None:
     )
     feed = kernel.child(dashboard(kernel), "fsbroker-changes")
     target = kernel.cwd / "data" / "sales.csv"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     edits = 0
     while "data/sales.csv" not in str(feed.state.get("value", "")):
         assert time.monotonic() < deadline, "the change feed never showed the edit"
