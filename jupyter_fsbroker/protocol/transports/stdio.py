@@ -5,8 +5,9 @@ arguments (``StdioServerParameters``, ``errlog``), the same spawning (the
 command with its args, mcp's minimal safe environment plus ``env``, ``cwd``,
 stderr to ``errlog``, a new session and so a new process group), the same
 shutdown (stop reading and writing, close the server's stdin, wait 2 s, SIGTERM
-its process group, wait 2 s, SIGKILL, all shielded from cancellation so a
-server is never left behind), and the same ``(read_stream, write_stream)`` pair
+its process group, wait 2 s, SIGKILL; then up to 2 s more until the group is
+gone, all shielded from cancellation so a server is never left behind), and the
+same ``(read_stream, write_stream)`` pair
 of ``SessionMessage`` streams.
 
 Why not mcp's ``stdio_client`` (measured with mcp 2.3):
