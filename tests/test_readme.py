@@ -146,8 +146,17 @@ def test_the_notebook_example_runs_in_a_fresh_kernel(tmp_path: Path) -> None:
     assert code.startswith("%load_ext jupyter_fsbroker\n")
     notebook = _data(tmp_path) / "example.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)]), notebook)
-    run = subprocess.run(  # what `jupyter execute example.ipynb` runs
-        [sys.executable, "-c", "from nbclient.cli import main; main()", "--inplace", notebook.name],
+    # What `jupyter execute example.ipynb` runs, with a kernel start as patient as the run's own
+    # timeout: its default, 60 s, is met on a loaded machine.
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from nbclient.cli import main; main()",
+            "--inplace",
+            "--startup_timeout=240",
+            notebook.name,
+        ],
         cwd=tmp_path,
         env=_env(tmp_path),
         capture_output=True,

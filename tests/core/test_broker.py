@@ -311,7 +311,7 @@ def test_watch_delivers_granted_changes_only(data: Path, broker: Broker) -> None
     assert watch_id.startswith("w_")
     conn.handle("files/write", {"path": "data/pub/x.csv", "content": "1"})
     (data / "pub" / ".env").write_text("SECRET=1")
-    event = events.get(timeout=5)
+    event = events.get(timeout=30)
     params = event.to_params()
     assert (params["watchId"], params["path"], params["event"]) == (watch_id, "data/pub/x.csv", "created")
     assert params["timestamp"].endswith("Z")
@@ -332,7 +332,7 @@ def test_watch_reports_an_atomic_rewrite_as_modified(data: Path, broker: Broker,
     c = broker.connect("w", notify=events.put)
     c.handle("files/watch", {"path": "data"})
     conn.handle("files/write", {"path": "data/f.txt", "content": "b"})
-    event = events.get(timeout=5)
+    event = events.get(timeout=30)
     assert (event.path, event.event) == ("data/f.txt", "modified")
 
 

@@ -117,9 +117,9 @@ def test_other_keys_do_not_conflict(mgr: LockManager) -> None:
 def test_transient_conflict_that_clears_within_the_wait(mgr: LockManager) -> None:
     first = hold_a(mgr, "exclusive")
     timer = threading.Timer(0.2, first.release)  # a short operation that ends by itself
+    start = time.monotonic()  # before the timer starts: a stall in between must not shorten the wait
     timer.start()
     try:
-        start = time.monotonic()
         with hold_b(mgr, "exclusive", wait=PATIENT) as second:
             assert second.active
         assert 0.15 <= time.monotonic() - start < PATIENT / 2  # woke at the release, not at its end
@@ -190,7 +190,7 @@ def test_keep_wakes_waiters_who_then_fail_at_once(mgr: LockManager) -> None:
     start = time.monotonic()
     thread = threading.Thread(target=waiter)
     thread.start()
-    assert started.wait(2)
+    assert started.wait(PATIENT)
     lock_id = hold.keep()
     thread.join(PATIENT / 2)
     assert not thread.is_alive()
@@ -419,7 +419,7 @@ def test_close_wakes_waiters(lock_dir: Path) -> None:
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    assert started.wait(2)
+    assert started.wait(PATIENT)
     manager.close()
     thread.join(5)
     assert not thread.is_alive()
@@ -553,7 +553,7 @@ class Child:
         )
         self.pid = self.proc.pid
 
-    def expect(self, timeout: float = 10) -> str:
+    def expect(self, timeout: float = PATIENT) -> str:
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         assert ready, "the child process did not answer in time"
@@ -628,8 +628,8 @@ def test_transient_lock_of_another_process_is_waited_for(
             hold_a(patient, "shared", wait=0.3)
         assert 0.29 <= time.monotonic() - start < PATIENT / 2  # its own wait, not the manager's
     assert info.value.data == {"lockedBy": "another process", "retryAfterMs": 100}
+    start = time.monotonic()  # before the child hears of it: a stall in between must not shorten the wait
     child.send("release 0.3")
-    start = time.monotonic()
     with hold_a(mgr, "exclusive", wait=PATIENT):
         assert time.monotonic() - start >= 0.1  # it waited for the other process
         assert child.expect() == "released"

@@ -199,7 +199,7 @@ def test_watch_events_carry_undecodable_names(odd: Path, broker: Broker) -> None
     (odd / "sentinel.txt").write_text("s")
     got: list[dict[str, Any]] = []
     while not got or got[-1]["path"] != "data/sentinel.txt":
-        got.append(events.get(timeout=5).to_params())
+        got.append(events.get(timeout=30).to_params())
     wire(got)
     created = next(p for p in got if p["path"] == "data/new\ufffd.bin")
     assert created["undecodableName"] is True and created["event"] == "created"

@@ -23,7 +23,7 @@ from jupyter_fsbroker.core.errors import (
 from jupyter_fsbroker.core.roots import Root, RootSet
 from jupyter_fsbroker.core.watch import EVENTS, ChangeEvent, WatchInfo, WatchManager
 
-TIMEOUT = 5.0
+TIMEOUT = 30.0  # seconds: a safety net for events expected at once (inotify, the dispatcher thread)
 
 Accept = Callable[[Root, tuple[str, ...]], bool]
 

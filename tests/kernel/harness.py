@@ -106,10 +106,14 @@ def isolated_env(base: Path) -> dict[str, str]:
 class Kernel:
     """One kernel and a blocking client on all its channels."""
 
-    def __init__(self, env: dict[str, str], cwd: Path, *, startup_timeout: float = 60.0) -> None:
+    def __init__(self, env: dict[str, str], cwd: Path, *, startup_timeout: float = 120.0) -> None:
         self.env = env
         self.cwd = cwd
-        self.km = KernelManager(kernel_name="python3")
+        # A graceful shutdown gets as long as a start: jupyter_client's default (5 s, SIGTERM after
+        # half of it) is shorter than the exit of a kernel that imported mcp and widgets takes on a
+        # loaded machine (its final garbage collection alone: 1-3 s), and a test of what the
+        # process does when it exits would see it cut short.
+        self.km = KernelManager(kernel_name="python3", shutdown_wait_time=startup_timeout)
         # Cells run at once on the main shell and a subshell race for the same history row in
         # IPython's SQLite history and print "Session/line number was not unique" into a cell's
         # output; no test reads the history.
@@ -334,7 +338,7 @@ class Kernel:
 
     # -- subshells, stdin, lifetime ------------------------------------------------------------
 
-    def create_subshell(self, timeout: float = 10.0) -> str:
+    def create_subshell(self, timeout: float = 60.0) -> str:
         """Create a kernel subshell on the control channel, as JupyterLab does for comms."""
         msg = self.kc.session.msg("create_subshell_request", {})
         self.kc.control_channel.send(msg)

@@ -125,4 +125,4 @@ def test_consent_outside_a_call_appears_under_the_connecting_cell(kernel: Kernel
     shown: Widget = kernel.wait_for(prompt, 30, "a consent prompt under the connecting cell")
     kernel.click(kernel.child(shown, "fsbroker-deny"))
     refusal = {"granted": False, "approvedPaths": [], "operations": []}
-    assert kernel.value("asker.join(10) or answers[0]") == refusal
+    assert kernel.value("asker.join(60) or answers[0]") == refusal

@@ -31,15 +31,14 @@ def outcome(kernel: Kernel, prompt: Widget, timeout: float = 10.0) -> str:
 @pytest.mark.usefixtures("fresh_grants")
 def test_sync_call_is_unblocked_by_a_click_on_a_subshell(kernel: Kernel) -> None:
     subshell = kernel.create_subshell()  # what JupyterLab does for the widget comm target
-    started = time.monotonic()
     cell = kernel.submit(f"result = {PROFILE}\nprint(result.data['rows'])")
     prompt = shown_prompt(kernel)
     assert not cell.done, "the cell should be blocked in call_tool"
     kernel.click(kernel.child(prompt, "fsbroker-approve"), subshell_id=subshell)
-    kernel.wait(cell, 30).check()
+    kernel.wait(cell).check()
+    # The click answered, not the consent timeout (120 s): that one denies, and the call raises.
     assert cell.stdout.strip() == "4"
     assert "Approved read on data/sales.csv" in outcome(kernel, prompt)
-    assert time.monotonic() - started < 30
 
 
 @pytest.mark.usefixtures("fresh_grants")

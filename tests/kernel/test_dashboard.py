@@ -110,7 +110,7 @@ def test_change_feed_shows_an_external_edit(kernel: Kernel) -> None:
     )
     feed = kernel.child(dashboard(kernel), "fsbroker-changes")
     target = kernel.cwd / "data" / "sales.csv"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     edits = 0
     while "data/sales.csv" not in str(feed.state.get("value", "")):
         assert time.monotonic() < deadline, "the change feed never showed the edit"
@@ -120,7 +120,7 @@ def test_change_feed_shows_an_external_edit(kernel: Kernel) -> None:
         kernel.drain(0.3)
     assert "modified" in str(feed.state["value"]) and "analysis" in str(feed.state["value"])
     kernel.run("watching.cancel()")
-    kernel.wait_for(lambda: kernel.value("watching.done()"), 10, "the watch to stop")
+    kernel.wait_for(lambda: kernel.value("watching.done()"), 60, "the watch to stop")
     assert kernel.value("analysis.state") == "open"
 
 
@@ -135,4 +135,4 @@ def test_consent_outside_a_call_appears_in_the_dashboard(kernel: Kernel) -> None
     shown: Widget = kernel.wait_for(prompt, 30, "a consent prompt in the dashboard")
     kernel.seen.add(shown.comm_id)
     kernel.click(kernel.child(shown, "fsbroker-approve"))
-    assert kernel.value("asker.join(10) or answers[0]['approvedPaths']") == ["data/raw"]
+    assert kernel.value("asker.join(60) or answers[0]['approvedPaths']") == ["data/raw"]

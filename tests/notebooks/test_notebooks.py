@@ -38,6 +38,11 @@ NOTEBOOKS = REPO / "notebooks"
 NAMES = sorted(path.name for path in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 #: Seconds one cell may take before nbclient gives up: a safety net, far above what any cell needs.
 CELL_TIMEOUT = 600
+#: Seconds a kernel may take to start, and a cell's output to follow its reply: safety nets too.
+#: (nbclient's defaults, 60 s and 4 s, are met on a loaded machine; past the second it drops the
+#: cell's remaining outputs with a warning, and the checks below would miss them.)
+STARTUP_TIMEOUT = 300
+IOPUB_TIMEOUT = 120
 #: The size of notebook 02's dataset in the tests, in MB.
 TEST_SIZE_MB = "4"
 #: The size notebook 02 states, which its saved outputs must come from.
@@ -93,7 +98,13 @@ def _run(name: str, tmp_path: Path, **env: str) -> tuple[Any, Path]:
     nb = nbformat.read(folder / name, as_version=4)
     kernel_env = {**isolated_env(tmp_path / "home"), **server_env(), **env}
     client = NotebookClient(
-        nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
+        nb,
+        timeout=CELL_TIMEOUT,
+        startup_timeout=STARTUP_TIMEOUT,
+        iopub_timeout=IOPUB_TIMEOUT,
+        raise_on_iopub_timeout=True,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(folder)}},
     )
     client.execute(env=kernel_env)
     return nb, folder

@@ -21,6 +21,8 @@ from tests.protocol.test_client_middleware import TIMEOUT, request, wired
 from tests.support.processes import pid_alive
 
 MiB = 1024 * 1024
+#: Seconds to wait for a server process to start and answer: a safety net for a loaded machine.
+PROCESS_TIMEOUT = 60.0
 
 
 # -- the memory budget -------------------------------------------------------------------------
@@ -186,7 +188,7 @@ async def test_stdio_spawns_like_mcp_and_frames_every_message(tmp_path: Path) ->
             await write.send(SessionMessage(JSONRPCNotification(jsonrpc="2.0", method="small")))
             await write.send_bytes(b'{"jsonrpc":"2.0","id":1,"result":{"text":"' + big.encode() + b'"}}')
             await write.send_bytes(b"not json")
-            with anyio.fail_after(TIMEOUT):
+            with anyio.fail_after(PROCESS_TIMEOUT):
                 first, second, third = await read.receive(), await read.receive(), await read.receive()
         errlog.seek(0)
         info = json.loads(errlog.readline())
@@ -220,7 +222,7 @@ async def test_closing_stops_the_server_and_its_process_group(tmp_path: Path, co
     log = tmp_path / "stderr.txt"
     with log.open("w+") as errlog:
         async with spawn(python(code), errlog=errlog):
-            with anyio.fail_after(TIMEOUT):
+            with anyio.fail_after(PROCESS_TIMEOUT):
                 while not log.read_text().strip():
                     await anyio.sleep(0.05)
         pids = [int(p) for p in log.read_text().split()]
@@ -233,7 +235,7 @@ async def test_a_server_that_stops_reading_ends_the_stream(tmp_path: Path) -> No
     log = tmp_path / "stderr.txt"
     with log.open("w+") as errlog:
         async with spawn(python(code), errlog=errlog) as (read, write):
-            with anyio.fail_after(TIMEOUT):
+            with anyio.fail_after(PROCESS_TIMEOUT):
                 while "ready" not in log.read_text():
                     await anyio.sleep(0.05)
                 with pytest.raises(anyio.BrokenResourceError):

@@ -5,8 +5,9 @@ arguments (``StdioServerParameters``, ``errlog``), the same spawning (the
 command with its args, mcp's minimal safe environment plus ``env``, ``cwd``,
 stderr to ``errlog``, a new session and so a new process group), the same
 shutdown (stop reading and writing, close the server's stdin, wait 2 s, SIGTERM
-its process group, wait 2 s, SIGKILL, all shielded from cancellation so a
-server is never left behind), and the same ``(read_stream, write_stream)`` pair
+its process group, wait 2 s, SIGKILL; then up to 2 s more until the group is
+gone, all shielded from cancellation so a server is never left behind), and the
+same ``(read_stream, write_stream)`` pair
 of ``SessionMessage`` streams.
 
 Why not mcp's ``stdio_client`` (measured with mcp 2.3):
@@ -59,7 +60,7 @@ log = logging.getLogger(__name__)
 # mcp's shutdown timings (mcp/client/stdio.py), kept so servers see the same goodbye.
 _EXIT_GRACE = 2.0  # after stdin closes, for the server to exit on its own
 _TERM_GRACE = 2.0  # after SIGTERM to the process group, before SIGKILL
-_KILL_REAP = 2.0  # after SIGKILL, for the process to be reaped
+_KILL_REAP = 2.0  # after SIGKILL to the process group, for it to end (the leader reaped)
 _FLUSH_GRACE = 0.5  # for a message being written when the transport closes
 _POLL = 0.01
 
@@ -413,10 +414,8 @@ async def _shut_down(process: subprocess.Popen[bytes], reader: PipeReader, write
     assert process.stdin is not None and process.stdout is not None
     with contextlib.suppress(OSError):
         process.stdin.close()
-    if not await _exited(process, _EXIT_GRACE):
-        await _terminate_group(process)
-        if not await _exited(process, _KILL_REAP):
-            log.warning("MCP server process %d is still alive after SIGKILL; abandoning it", process.pid)
+    if not await _exited(process, _EXIT_GRACE) and not await _terminate_group(process):
+        log.warning("MCP server process group %d is still alive after SIGKILL; abandoning it", process.pid)
     reader.detach()
     with contextlib.suppress(OSError):
         process.stdout.close()
@@ -431,22 +430,24 @@ async def _exited(process: subprocess.Popen[bytes], timeout: float) -> bool:
     return False
 
 
-async def _terminate_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the server's process group (its pid: a new session), then SIGKILL what is left."""
+async def _terminate_group(process: subprocess.Popen[bytes]) -> bool:
+    """SIGTERM the server's process group (its pid: a new session), then SIGKILL what is left.
+
+    Returns whether the group is gone. A signal is only queued when ``killpg`` returns: each
+    one is followed by a wait for the group to end, so that what the server started has
+    stopped once the transport is closed, however long a loaded machine takes to schedule it.
+    """
     group = process.pid
-    try:
-        os.killpg(group, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    except PermissionError:
-        pass  # not proof that the group is gone: wait and escalate anyway
-    with anyio.move_on_after(_TERM_GRACE):
-        while _group_alive(group):
-            process.poll()  # reap the leader, or its zombie keeps the group alive
-            await anyio.sleep(_POLL)
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(group, signal.SIGKILL)
+    for signum, grace in ((signal.SIGTERM, _TERM_GRACE), (signal.SIGKILL, _KILL_REAP)):
+        # PermissionError is no proof that the group is gone: wait (and escalate) anyway.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signum)
+        with anyio.move_on_after(grace):
+            # poll() reaps the leader, or its zombie keeps the group alive.
+            while process.poll() is None or _group_alive(group):
+                await anyio.sleep(_POLL)
+            return True
+    return False
 
 
 def _group_alive(group: int) -> bool:
