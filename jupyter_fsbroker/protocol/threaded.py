@@ -154,7 +154,10 @@ class ThreadedAnswers:
         return True
 
     def stop(self) -> None:
-        """On the loop: drop every answer not yet being written; what has not started never runs."""
+        """On the loop: drop every answer not yet being written; what has not started never runs.
+
+        Every request's slot and memory come back now, as when the loop's tasks are cancelled.
+        """
         self._stopped = True
         with self._lock:
             self._cancellable.clear()
@@ -162,8 +165,9 @@ class ThreadedAnswers:
             for entry in entries:
                 entry.dropped = True
         for entry in entries:
-            if entry.future is not None and entry.future.cancel():
-                self._done(entry)
+            if entry.future is not None:
+                entry.future.cancel()  # not started: never runs; started: runs on, unanswered
+            self._done(entry)
 
     # -- the worker's side ----------------------------------------------------------------------
 
