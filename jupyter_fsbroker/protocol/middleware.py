@@ -7,11 +7,12 @@ notifications. :class:`BrokerMiddleware` therefore sits *between* a transport's
 ``(read, write)`` stream pair and the session, where every JSON-RPC message
 passes as a plain ``SessionMessage``::
 
-    transport read ──► pump_in ──┬─► files/* ──► one task each ──► core ─┐
-                                 ├─► roots/list (answered here)          │
-                                 └─► everything else ──► ClientSession   │
-    transport write ◄── pump_out ◄── ClientSession                       │
-                    ◄── responses, notifications ◄───────────────────────┘
+    transport read ─┬─► files/* ──► a worker thread: core, answer ──────────────► transport write
+                    └─► pump_in ──┬─► files/* ──► one task each ──► core ─┐
+                                  ├─► roots/list (answered here)          │
+                                  └─► everything else ──► ClientSession   │
+    transport write ◄── pump_out ◄── ClientSession                        │
+                    ◄── responses, notifications ◄────────────────────────┘
 
 * ``initialize`` going out gets ``capabilities.roots = {"listChanged": true,
   "filesystemBrokering": true}`` written into its raw params.
@@ -24,6 +25,13 @@ passes as a plain ``SessionMessage``::
   that :func:`~jupyter_fsbroker.core.errors.to_jsonrpc_error` builds; anything
   else is logged here and answered ``-32603`` with a summary. A server's
   ``notifications/cancelled`` for one of them stops the task and nothing is sent.
+* Where the transport allows it (the project's stdio pipes: a reader that
+  shows each message as it is read, a writer that takes a whole answer from
+  any thread) and ``route_files`` gives a worker thread, a ``files/*`` request
+  whose slot and memory are free at once skips the loop altogether: the
+  worker decides it and writes its answer, and the loop only takes back the
+  slot and the memory afterwards (:mod:`.threaded`). Every other request (a
+  consent, one that must wait, any over HTTP) goes the task's way.
 * ``roots/list`` is answered from a callable returning ``{"uri", "name"}`` items
   (and ``_meta`` where a root carries it).
 * A :class:`~.roots_gate.RootsGate`, if given, is told when roots are offered
@@ -186,6 +194,9 @@ class BrokerMiddleware:
     on_initialize_result
         Called on the event loop with the raw result of ``initialize`` before
         the session sees it.
+    route_files
+        ``route_files(method)``: where a ``files/*`` request may be answered
+        off the loop (see :mod:`.threaded`), or ``None`` for the task's way.
 
     Notes
     -----

@@ -27,7 +27,10 @@ Why not mcp's ``stdio_client`` (measured with mcp 2.3):
   driven by the loop's reader and writer callbacks (no copy of a message into
   a transport buffer), and the write side also takes messages that are already
   encoded (:meth:`PipeWriter.send_bytes`), which is how the middleware sends
-  its ``files/*`` answers.
+  its ``files/*`` answers. A worker thread may write a small answer itself
+  (:meth:`PipeWriter.write_now`), and the reader shows each message to the
+  middleware as it is read (:meth:`PipeReader.set_intercept`), so a small
+  ``files/*`` request need not cross the event loop.
 
 It never interprets a message beyond framing it; answering is the middleware's
 job. POSIX only: on Windows :func:`spawn` is mcp's ``stdio_client``.
