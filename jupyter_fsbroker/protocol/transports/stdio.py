@@ -79,8 +79,8 @@ _QUEUE_BYTES = 16 * 1024 * 1024
 
 _Item = SessionMessage | Exception
 
-# The most bytes one write puts into a pipe whole, or not at all.
-_ATOMIC = select.PIPE_BUF
+# The most bytes one write puts into a pipe whole, or not at all (POSIX; 512 at the least).
+_ATOMIC: int = getattr(select, "PIPE_BUF", 512)
 
 
 class PipeReader:
