@@ -65,7 +65,11 @@ class Server:
 
 @asynccontextmanager
 async def served(
-    handle: Callable[[str, Any], dict[str, Any]], *, pool: RequestPool, max_in_flight: int = 16
+    handle: Callable[[str, Any], dict[str, Any]],
+    *,
+    pool: RequestPool,
+    max_in_flight: int = 16,
+    memory_budget: int = 32 * 1024 * 1024,
 ) -> AsyncIterator[Server]:
     loop = asyncio.get_running_loop()
     client_in, server_out = os.pipe()
@@ -90,6 +94,7 @@ async def served(
         list_roots=list,
         label="test",
         max_in_flight=max_in_flight,
+        memory_budget=memory_budget,
         route_files=route,
     )
     from_client = os.fdopen(server_in, "rb")
@@ -219,6 +224,29 @@ async def test_no_more_than_max_in_flight_run_at_once(pool: RequestPool) -> None
         assert sorted([(await server.answer())["id"] for _ in range(6)]) == list(range(6))
         await server.settled()
     assert most <= 2
+
+
+async def test_requests_waiting_for_memory_go_on_as_threaded_answers_finish(pool: RequestPool) -> None:
+    release = threading.Event()
+    running = threading.Event()
+
+    def handle(method: str, params: Any) -> dict[str, Any]:
+        running.set()
+        release.wait(TIMEOUT)
+        return {"path": params["path"]}
+
+    # Room for one answer of these at a time (~19 kB each): the others wait for its memory.
+    async with served(handle, pool=pool, memory_budget=20_000) as server:
+        for n in range(4):
+            server.request(n, "files/read", path=f"f{n}", length=4000)
+        assert await anyio.to_thread.run_sync(running.wait, TIMEOUT)
+        with anyio.fail_after(TIMEOUT):
+            while server.middleware.budget.waiting < 3:
+                await asyncio.sleep(0)
+        release.set()
+        # Nothing more comes from the server: each finished answer alone lets the next one go.
+        assert sorted([(await server.answer())["id"] for _ in range(4)]) == list(range(4))
+        await server.settled()
 
 
 async def test_an_answer_larger_than_one_pipe_write_arrives_whole(pool: RequestPool) -> None:
