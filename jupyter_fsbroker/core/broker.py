@@ -72,6 +72,7 @@ from .names import find_surrogate, readable
 from .observers import Listeners
 from .params import Params
 from .paths import parse
+from .pool import RequestPool
 from .progress import Transfer
 from .resource import Closeable
 from .rootpath import RootPath
@@ -132,7 +133,7 @@ class Broker(Closeable):
         self._lock = threading.Lock()
         self._configuring = threading.Lock()
         self._connections: dict[str, Connection] = {}
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._executor: RequestPool | None = None
         self._closed = False
         self._changes: Listeners[[ChangeEvent, Connection]] = Listeners()
         self._connection_listeners: Listeners[[]] = Listeners()
@@ -488,14 +489,15 @@ class Broker(Closeable):
 
     # -- lifetime --------------------------------------------------------------------------------
 
-    def executor(self) -> concurrent.futures.ThreadPoolExecutor:
-        """The thread pool that runs requests for :meth:`Connection.ahandle`."""
+    def executor(self) -> RequestPool:
+        """The thread pool that runs requests for :meth:`Connection.ahandle` (see :mod:`.pool`)."""
+        executor = self._executor
+        if executor is not None and not self._closed:
+            return executor
         with self._lock:
             self._check_open()
             if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    self._config.workers, thread_name_prefix="fsbroker-io"
-                )
+                self._executor = RequestPool(self._config.workers, thread_name_prefix="fsbroker-io")
             return self._executor
 
     def close(self) -> None:

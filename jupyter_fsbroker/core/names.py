@@ -64,6 +64,8 @@ def find_surrogate(value: Any, *, skip: frozenset[str] = frozenset()) -> str | N
     str or None
         ``"path"``, ``"requestedPaths.1"``, ... or ``None`` when every text is wire-safe.
     """
+    if _all_wire_safe(value, skip):
+        return None  # the common case, found without naming every key on the way
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         where, item = stack.pop()
@@ -81,3 +83,25 @@ def find_surrogate(value: Any, *, skip: frozenset[str] = frozenset()) -> str | N
         elif isinstance(item, list | tuple):
             stack.extend((f"{where}.{i}" if where else str(i), child) for i, child in enumerate(item))
     return None
+
+
+def _all_wire_safe(value: Any, skip: frozenset[str]) -> bool:
+    """Whether no text in *value* (but the top-level keys in *skip*) holds a lone surrogate."""
+    stack: list[Any] = [value]
+    top = True
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not is_wire_safe(item):
+                return False
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if top and key in skip:
+                    continue
+                if isinstance(key, str) and not is_wire_safe(key):
+                    return False
+                stack.append(child)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        top = False
+    return True

@@ -63,6 +63,7 @@ from ..core.watch import ChangeEvent
 from .errors import ConnectError, ConnectionClosedError, ProtocolVersionError, ServerError
 from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware
 from .roots_gate import RootsGate, RootsGrace
+from .threaded import FilesRoute
 from .tools import list_tools
 from .transports import Opener
 from .validation import prepare_output_validation
@@ -420,6 +421,7 @@ class ServerConnection:
                 read_sizes=self._read_sizes,
                 roots_gate=self._gate,
                 on_initialize_result=self._on_initialize_result,
+                route_files=self._route_files,
             )
             session_read, session_write = await stack.enter_async_context(middleware.attach())
             self._middleware = middleware
@@ -644,6 +646,21 @@ class ServerConnection:
         if self._core is None:
             raise ClosedError(f"the connection {self.name!r} is closed")
         return await self._core.ahandle(method, params)
+
+    def _route_files(self, method: str) -> FilesRoute | None:
+        """Where a ``files/*`` request can be answered off the loop; ``None`` sends it the loop's way.
+
+        A consent waits for the user on the loop, and a request that comes
+        before the connection is named, or after the broker closed, is answered there.
+        """
+        core = self._core
+        if core is None or method == "files/consent":
+            return None
+        try:
+            executor = self.broker.executor()
+        except ClosedError:
+            return None
+        return executor.submit, core.handle
 
     def _on_initialize_result(self, result: dict[str, Any]) -> None:
         """On the loop, before the session sees the answer: name the connection after the server."""

@@ -7,11 +7,12 @@ notifications. :class:`BrokerMiddleware` therefore sits *between* a transport's
 ``(read, write)`` stream pair and the session, where every JSON-RPC message
 passes as a plain ``SessionMessage``::
 
-    transport read ──► pump_in ──┬─► files/* ──► one task each ──► core ─┐
-                                 ├─► roots/list (answered here)          │
-                                 └─► everything else ──► ClientSession   │
-    transport write ◄── pump_out ◄── ClientSession                       │
-                    ◄── responses, notifications ◄───────────────────────┘
+    transport read ─┬─► files/* ──► a worker thread: core, answer ──────────────► transport write
+                    └─► pump_in ──┬─► files/* ──► one task each ──► core ─┐
+                                  ├─► roots/list (answered here)          │
+                                  └─► everything else ──► ClientSession   │
+    transport write ◄── pump_out ◄── ClientSession                        │
+                    ◄── responses, notifications ◄────────────────────────┘
 
 * ``initialize`` going out gets ``capabilities.roots = {"listChanged": true,
   "filesystemBrokering": true}`` written into its raw params.
@@ -24,6 +25,13 @@ passes as a plain ``SessionMessage``::
   that :func:`~jupyter_fsbroker.core.errors.to_jsonrpc_error` builds; anything
   else is logged here and answered ``-32603`` with a summary. A server's
   ``notifications/cancelled`` for one of them stops the task and nothing is sent.
+* Where the transport allows it (the project's stdio pipes: a reader that
+  shows each message as it is read, a writer that takes a whole answer from
+  any thread) and ``route_files`` gives a worker thread, a ``files/*`` request
+  whose slot and memory are free at once skips the loop altogether: the
+  worker decides it and writes its answer, and the loop only takes back the
+  slot and the memory afterwards (:mod:`.threaded`). Every other request (a
+  consent, one that must wait, any over HTTP) goes the task's way.
 * ``roots/list`` is answered from a callable returning ``{"uri", "name"}`` items
   (and ``_meta`` where a root carries it).
 * A :class:`~.roots_gate.RootsGate`, if given, is told when roots are offered
@@ -81,6 +89,7 @@ from ..core.errors import FilesError, InternalError, RateLimited, to_jsonrpc_err
 from .budget import MemoryBudget, Reservation, answer_estimate, held_by
 from .framing import MalformedMessage, encode_message, encode_response
 from .roots_gate import RootsGate
+from .threaded import DirectWriter, FilesRoute, ThreadedAnswers
 
 __all__ = [
     "CHANGED_NOTIFICATION",
@@ -185,6 +194,9 @@ class BrokerMiddleware:
     on_initialize_result
         Called on the event loop with the raw result of ``initialize`` before
         the session sees it.
+    route_files
+        ``route_files(method)``: where a ``files/*`` request may be answered
+        off the loop (see :mod:`.threaded`), or ``None`` for the task's way.
 
     Notes
     -----
@@ -208,6 +220,7 @@ class BrokerMiddleware:
         read_sizes: _Sizes | Callable[[], _Sizes] = (1024 * 1024, 2 * 1024 * 1024, 10_000),
         roots_gate: RootsGate | None = None,
         on_initialize_result: Callable[[dict[str, Any]], None] | None = None,
+        route_files: Callable[[str], FilesRoute | None] | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
@@ -226,6 +239,8 @@ class BrokerMiddleware:
         self._max_in_flight = max_in_flight
         self._gate = roots_gate
         self._on_initialize_result = on_initialize_result
+        self._route_files = route_files
+        self._threaded: ThreadedAnswers | None = None
         self._slots: anyio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -256,7 +271,8 @@ class BrokerMiddleware:
     @property
     def in_flight(self) -> int:
         """The number of ``files/*`` requests being answered."""
-        return len(self._in_flight)
+        threaded = self._threaded
+        return len(self._in_flight) + (0 if threaded is None else threaded.count)
 
     @property
     def malformed(self) -> int:
@@ -277,6 +293,7 @@ class BrokerMiddleware:
         self._outbox = outbox
         # Fast acquire: a free slot costs no loop turn (a request's own await follows at once).
         self._slots = anyio.Semaphore(self._max_in_flight, fast_acquire=True)
+        self._offer_threads()
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -335,6 +352,72 @@ class BrokerMiddleware:
 
     # -- inbound --------------------------------------------------------------------------------
 
+    def _offer_threads(self) -> None:
+        """Let the transport hand ``files/*`` requests to worker threads, where both of its sides can."""
+        set_intercept = getattr(self._read, "set_intercept", None)
+        if self._route_files is None or set_intercept is None or not isinstance(self._write, DirectWriter):
+            return
+        assert self._loop is not None
+        self._threaded = ThreadedAnswers(
+            self._loop,
+            self._write,
+            encode=self._encode,
+            internal_error=self._internal_error,
+            finish=self._threaded_done,
+            write_later=self._write_later,
+            label=self._label,
+        )
+        set_intercept(self._take)
+
+    def _take(self, item: SessionMessage) -> bool:
+        """On the loop, as the transport reads *item*: whether it goes to a worker thread (it then has).
+
+        Only a ``files/*`` request whose slot and memory are free at once, and
+        whose connection can answer it without the loop (not a consent), goes
+        this way; anything else is left to the pump.
+        """
+        message = item.message
+        if not isinstance(message, JSONRPCRequest) or not message.method.startswith(FILES_PREFIX):
+            return False
+        slots, threaded, route_files = self._slots, self._threaded, self._route_files
+        if self._closing or slots is None or threaded is None or route_files is None or slots.value < 1:
+            return False
+        route = route_files(message.method)
+        if route is None:
+            return False
+        reservation = self._reserve(message)
+        if reservation is None:
+            return False  # the pump answers RATE_LIMITED
+        if self._gate is not None:
+            self._gate.activity()
+        if not reservation.granted:
+            self._start(message, reservation)  # it waits for memory on the loop's way
+            return True
+        slots.acquire_nowait()
+        if threaded.start(message, reservation, route):
+            return True
+        slots.release()
+        self._start(message, reservation)
+        return True
+
+    def _threaded_done(self, reservation: Reservation) -> None:
+        reservation.release()
+        if self._slots is not None:
+            self._slots.release()
+
+    def _write_later(self, request: JSONRPCRequest, reservation: Reservation, data: bytes) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(self._send_later(reservation, data))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_later(self, reservation: Reservation, data: bytes) -> None:
+        try:
+            reservation.resize(len(data))
+            await self._send_bytes(data)
+        finally:
+            self._threaded_done(reservation)
+
     async def _pump_in(self, to_session: _Stream) -> None:
         ended = False  # by the transport (not by the session going away, nor by cancellation)
         try:
@@ -387,6 +470,8 @@ class BrokerMiddleware:
         elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
             request_id = (message.params or {}).get("requestId")
             if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+                if self._threaded is not None and self._threaded.cancel(request_id):
+                    return True
                 task = self._in_flight.pop(request_id, None)
                 if task is not None:
                     self._dropped.add(task)  # even if the cancellation were swallowed
@@ -483,6 +568,8 @@ class BrokerMiddleware:
                 self._tg.cancel_scope.cancel()
 
     async def _stop_answering(self) -> None:
+        if self._threaded is not None:
+            self._threaded.stop()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()

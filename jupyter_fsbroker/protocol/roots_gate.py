@@ -107,8 +107,11 @@ class RootsGate:
 
     def activity(self) -> None:
         """The server sent a message."""
-        self._last_activity = _now()
-        self._wake()
+        # Only a gate armed by an offer of roots reads it (an offer sets it anew); every message
+        # of a busy connection comes through here.
+        if self._armed_at is not None:
+            self._last_activity = _now()
+            self._wake()
 
     def asked(self) -> None:
         """The server asked ``roots/list``."""

@@ -28,7 +28,10 @@ Why not mcp's ``stdio_client`` (measured with mcp 2.3):
   driven by the loop's reader and writer callbacks (no copy of a message into
   a transport buffer), and the write side also takes messages that are already
   encoded (:meth:`PipeWriter.send_bytes`), which is how the middleware sends
-  its ``files/*`` answers.
+  its ``files/*`` answers. A worker thread may write a small answer itself
+  (:meth:`PipeWriter.write_now`), and the reader shows each message to the
+  middleware as it is read (:meth:`PipeReader.set_intercept`), so a small
+  ``files/*`` request need not cross the event loop.
 
 It never interprets a message beyond framing it; answering is the middleware's
 job. POSIX only: on Windows :func:`spawn` is mcp's ``stdio_client``.
@@ -41,9 +44,11 @@ import collections
 import contextlib
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TextIO
 
@@ -75,6 +80,9 @@ _QUEUE_BYTES = 16 * 1024 * 1024
 
 _Item = SessionMessage | Exception
 
+# The most bytes one write puts into a pipe whole, or not at all (POSIX; 512 at the least).
+_ATOMIC: int = getattr(select, "PIPE_BUF", 512)
+
 
 class PipeReader:
     """The read side: messages parsed from the server's stdout, in order.
@@ -100,6 +108,7 @@ class PipeReader:
         self._closed = False
         self._detached = False
         self._watching = False
+        self._intercept: Callable[[SessionMessage], bool] | None = None
         self._watch(True)
 
     # -- the consumer's side ------------------------------------------------------------------
@@ -129,6 +138,15 @@ class PipeReader:
         if not self._full():
             self._watch(True)
         return item
+
+    def set_intercept(self, intercept: Callable[[SessionMessage], bool] | None) -> None:
+        """Show each valid message to *intercept* as it is read, on the loop, before it is queued.
+
+        A message it returns ``True`` for is its own and is not delivered. It
+        sees a message only when none wait before it, so what it takes is
+        never taken ahead of what came first.
+        """
+        self._intercept = intercept
 
     def __aiter__(self) -> PipeReader:
         return self
@@ -226,7 +244,17 @@ class PipeReader:
         if len(line) > MAX_MESSAGE_BYTES:
             self._push(too_large(bytes(line[:4096]), len(line)), 0)
         elif line.strip():
-            self._push(parse_message(line), len(line))
+            item = parse_message(line)
+            intercept = self._intercept
+            if (
+                intercept is not None
+                and not self._items
+                and not self._closed
+                and isinstance(item, SessionMessage)
+                and intercept(item)
+            ):
+                return
+            self._push(item, len(line))
 
     def _push(self, item: _Item | MalformedMessage, size: int) -> None:
         if self._closed:
@@ -271,6 +299,9 @@ class PipeWriter:
         self._loop = loop
         self._fd = fd
         self._lock = asyncio.Lock()
+        # Held while a message is on its way into the pipe, by the loop (across its waits for
+        # room) or by a worker thread (for one non-blocking write): messages never interleave.
+        self._wire = threading.Lock()
         self._closed = False
         self._broken = False
         self._on_broken = on_broken
@@ -295,7 +326,34 @@ class PipeWriter:
                 raise anyio.ClosedResourceError
             if self._broken:
                 raise anyio.BrokenResourceError
-            await self._write_all((data, b"\n"))
+            # A worker holds it for one non-blocking write at most: a wait of microseconds.
+            with self._wire:
+                await self._write_all((data, b"\n"))
+
+    def write_now(self, data: bytes, /) -> bool:
+        """From any thread: write *data* and its newline at once, or return ``False`` having written nothing.
+
+        It writes only a message that the pipe takes whole in one write
+        (``PIPE_BUF`` bytes at most: POSIX makes such a write all or nothing),
+        and only when no other message is on its way. After the writer closed
+        or broke, the message is dropped (``True``), as :meth:`send_bytes` drops it.
+        """
+        if len(data) >= _ATOMIC or not self._wire.acquire(blocking=False):
+            return False
+        try:
+            if self._closed or self._broken:
+                return True
+            try:
+                os.write(self._fd, data + b"\n")
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError:
+                self._broken = True
+                with contextlib.suppress(RuntimeError):  # a closed loop: the reader is gone too
+                    self._loop.call_soon_threadsafe(self._on_broken)
+            return True
+        finally:
+            self._wire.release()
 
     def close(self) -> None:
         """Refuse further messages (a message being written is finished)."""

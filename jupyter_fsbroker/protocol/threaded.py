@@ -1,0 +1,225 @@
+"""``files/*`` requests answered on a worker thread that writes its own answer.
+
+The way of a request through the event loop (the pump's turn, a task, the
+thread hop back, the task's turn, the writer) costs more than the core's own
+work on a small ``files/read``. Where the transport can take a whole answer
+from any thread (:class:`DirectWriter`: the project's stdio pipes), the
+middleware hands a request that needs nothing of the loop straight from the
+transport's read callback to a worker thread (:class:`ThreadedAnswers`); the
+worker decides it, encodes the answer and writes it, and only then tells the
+loop, which gives back the request's slot and memory. File I/O stays off the
+loop, as everywhere.
+
+Every guarantee of the loop's way is kept:
+
+* the request holds one of the connection's slots and its memory reservation
+  (the middleware takes both before handing it over, and only when both are
+  free at once; otherwise the request goes the loop's way and waits there);
+* a ``notifications/cancelled`` for it (:meth:`ThreadedAnswers.cancel`) stops
+  it if it has not started and drops its answer if it has; once its answer is
+  being written it is no longer cancellable, as on the loop's way;
+* an answer the transport cannot take at once (another message is being
+  written, the pipe is full, it is larger than an atomic pipe write) is
+  handed to the loop, which writes it the ordinary way;
+* :meth:`ThreadedAnswers.stop` (the middleware closing: the kill switch, a
+  disconnect) cancels what has not started and drops every answer not yet
+  being written; the threads are the broker's, closed with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from mcp_types import JSONRPCRequest, RequestId
+
+from ..core.errors import FilesError, to_jsonrpc_error
+from .budget import Reservation
+
+__all__ = ["DirectWriter", "FilesRoute", "ThreadedAnswers"]
+
+log = logging.getLogger(__name__)
+
+#: Where a request can be answered off the loop: ``(submit, handle)``, where
+#: ``submit(fn, *args)`` runs ``fn`` on a worker thread (an executor's ``submit``)
+#: and ``handle(method, params)`` answers the request there, raising ``FilesError``.
+FilesRoute = tuple[Callable[..., "concurrent.futures.Future[Any]"], Callable[[str, Any], dict[str, Any]]]
+
+
+@runtime_checkable
+class DirectWriter(Protocol):
+    """A write side that takes a whole encoded message from any thread when it can do so at once."""
+
+    def write_now(self, data: bytes, /) -> bool:
+        """Write *data* and its newline now, or return ``False`` (nothing written) if it cannot."""
+        ...
+
+
+class _Entry:
+    """One request handed to a worker: its future, and whether its answer is still wanted."""
+
+    __slots__ = ("dropped", "future", "request", "reservation")
+
+    def __init__(self, request: JSONRPCRequest, reservation: Reservation) -> None:
+        self.request = request
+        self.reservation = reservation
+        self.dropped = False
+        self.future: concurrent.futures.Future[Any] | None = None
+
+
+class ThreadedAnswers:
+    """The requests of one connection being answered on worker threads.
+
+    Parameters
+    ----------
+    loop
+        The connection's event loop.
+    writer
+        The transport's write side.
+    encode
+        ``encode(request, ("result" | "error", body)) -> bytes``: the answer's JSON line.
+    internal_error
+        ``internal_error(request, message) -> error body``, for a failure that is no ``FilesError``.
+    finish
+        Called on the loop once a request is done (answered, dropped or never
+        run), with its reservation: gives back its slot and memory.
+    write_later
+        Called on the loop with ``(request, reservation, data)`` for an answer
+        the writer could not take at once; it writes it and then finishes.
+    label
+        Names the connection in log messages.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        writer: DirectWriter,
+        *,
+        encode: Callable[[JSONRPCRequest, tuple[str, dict[str, Any]]], bytes],
+        internal_error: Callable[[JSONRPCRequest, str], dict[str, Any]],
+        finish: Callable[[Reservation], None],
+        write_later: Callable[[JSONRPCRequest, Reservation, bytes], None],
+        label: str = "",
+    ) -> None:
+        self._loop = loop
+        self._writer = writer
+        self._encode = encode
+        self._internal_error = internal_error
+        self._finish = finish
+        self._write_later = write_later
+        self._label = label
+        # The requests a server may still cancel, by id; the lock makes "still cancellable?"
+        # and "being written now" one step on either side.
+        self._lock = threading.Lock()
+        self._cancellable: dict[RequestId, _Entry] = {}
+        self._entries: set[_Entry] = set()  # every request not yet finished
+        self._stopped = False
+
+    @property
+    def count(self) -> int:
+        """Requests handed over and not yet finished."""
+        return len(self._entries)
+
+    def start(self, request: JSONRPCRequest, reservation: Reservation, route: FilesRoute) -> bool:
+        """On the loop: hand *request* (its slot and memory taken) to a worker; ``False`` if none takes it."""
+        submit, handle = route
+        entry = _Entry(request, reservation)
+        with self._lock:
+            self._cancellable[request.id] = entry
+        self._entries.add(entry)
+        try:
+            entry.future = submit(self._run, entry, handle)
+        except RuntimeError:  # the executor is shut down: the loop's way answers the refusal
+            with self._lock:
+                if self._cancellable.get(request.id) is entry:
+                    del self._cancellable[request.id]
+            self._entries.discard(entry)
+            return False
+        return True
+
+    def cancel(self, request_id: RequestId) -> bool:
+        """On the loop: the server cancelled *request_id*; whether it was one of ours, still cancellable."""
+        with self._lock:
+            entry = self._cancellable.pop(request_id, None)
+            if entry is None:
+                return False
+            entry.dropped = True
+        if entry.future is not None and entry.future.cancel():
+            self._done(entry)  # it never runs: its slot and memory come back now
+        return True
+
+    def stop(self) -> None:
+        """On the loop: drop every answer not yet being written; what has not started never runs.
+
+        Every request's slot and memory come back now, as when the loop's tasks are cancelled.
+        """
+        self._stopped = True
+        with self._lock:
+            self._cancellable.clear()
+            entries = list(self._entries)
+            for entry in entries:
+                entry.dropped = True
+        for entry in entries:
+            if entry.future is not None:
+                entry.future.cancel()  # not started: never runs; started: runs on, unanswered
+            self._done(entry)
+
+    # -- the worker's side ----------------------------------------------------------------------
+
+    def _run(self, entry: _Entry, handle: Callable[[str, Any], dict[str, Any]]) -> None:
+        try:
+            if not entry.dropped:
+                self._answer(entry, handle)
+                return
+        except BaseException:
+            log.exception("%s: unexpected failure answering %s", self._label, entry.request.method)
+        self._post(self._done, entry)
+
+    def _answer(self, entry: _Entry, handle: Callable[[str, Any], dict[str, Any]]) -> None:
+        request = entry.request
+        try:
+            answer: tuple[str, dict[str, Any]] = ("result", handle(request.method, request.params))
+        except FilesError as exc:
+            answer = ("error", to_jsonrpc_error(exc))
+        except Exception as exc:
+            log.exception("%s: unexpected failure answering %s", self._label, request.method)
+            message = f"the client failed to answer {request.method} ({type(exc).__name__})"
+            answer = ("error", self._internal_error(request, message))
+        data = self._encode(request, answer)
+        del answer
+        with self._lock:
+            if entry.dropped:
+                self._post(self._done, entry)
+                return
+            # From here on the answer goes out whole: a cancel arriving now goes on to the session.
+            if self._cancellable.get(request.id) is entry:
+                del self._cancellable[request.id]
+        if self._writer.write_now(data):
+            self._post(self._done, entry)
+        else:
+            self._post(self._hand_to_loop, entry, data)
+
+    def _post(self, callback: Callable[..., None], *args: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # a closed loop: the connection is gone
+            self._loop.call_soon_threadsafe(callback, *args)
+
+    # -- back on the loop -----------------------------------------------------------------------
+
+    def _done(self, entry: _Entry) -> None:
+        if entry in self._entries:
+            self._entries.discard(entry)
+            self._finish(entry.reservation)
+
+    def _hand_to_loop(self, entry: _Entry, data: bytes) -> None:
+        if entry not in self._entries:
+            return
+        self._entries.discard(entry)
+        if self._stopped:
+            self._finish(entry.reservation)
+            return
+        self._write_later(entry.request, entry.reservation, data)
