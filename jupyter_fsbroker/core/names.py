@@ -64,44 +64,32 @@ def find_surrogate(value: Any, *, skip: frozenset[str] = frozenset()) -> str | N
     str or None
         ``"path"``, ``"requestedPaths.1"``, ... or ``None`` when every text is wire-safe.
     """
-    if _all_wire_safe(value, skip):
-        return None  # the common case, found without naming every key on the way
-    stack: list[tuple[str, Any]] = [("", value)]
+    # Each entry is (item, key, its container's entry): a dotted name is spelled out only for
+    # the text returned, not for every key on the way (most requests have none).
+    top: tuple[Any, Any, Any] = (value, None, None)
+    stack = [top]
     while stack:
-        where, item = stack.pop()
+        entry = stack.pop()
+        item = entry[0]
         if isinstance(item, str):
             if not is_wire_safe(item):
-                return where or "params"
+                return _name(entry) or "params"
         elif isinstance(item, dict):
             for key, child in item.items():
-                if not where and key in skip:
+                if entry is top and key in skip:
                     continue
-                name = str(key) if not where else f"{where}.{key}"
                 if isinstance(key, str) and not is_wire_safe(key):
-                    return readable(name)
-                stack.append((name, child))
+                    return readable(_name((child, key, entry)))
+                stack.append((child, key, entry))
         elif isinstance(item, list | tuple):
-            stack.extend((f"{where}.{i}" if where else str(i), child) for i, child in enumerate(item))
+            stack.extend((child, i, entry) for i, child in enumerate(item))
     return None
 
 
-def _all_wire_safe(value: Any, skip: frozenset[str]) -> bool:
-    """Whether no text in *value* (but the top-level keys in *skip*) holds a lone surrogate."""
-    stack: list[Any] = [value]
-    top = True
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if not is_wire_safe(item):
-                return False
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                if top and key in skip:
-                    continue
-                if isinstance(key, str) and not is_wire_safe(key):
-                    return False
-                stack.append(child)
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-        top = False
-    return True
+def _name(entry: tuple[Any, Any, Any]) -> str:
+    """The dotted name of an entry of :func:`find_surrogate`'s walk (``""`` for the value itself)."""
+    keys: list[str] = []
+    while entry[2] is not None:
+        keys.append(str(entry[1]))
+        entry = entry[2]
+    return ".".join(reversed(keys))
