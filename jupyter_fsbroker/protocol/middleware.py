@@ -368,6 +368,45 @@ class BrokerMiddleware:
             label=self._label,
         )
         set_intercept(self._take)
+        read_on_thread = getattr(self._read, "read_on_thread", None)
+        if read_on_thread is not None:
+            read_on_thread(self._take_here)
+
+    def _take_here(self, item: SessionMessage) -> bool:
+        """On the transport's reading thread: whether it answered *item* there (see :mod:`.threaded`).
+
+        Only a ``files/*`` request the worker way would take, read while the
+        connection has nothing else on its way (no request, no answer being
+        written, no memory held, no offer of roots waiting for activity), and
+        whose answer the empty budget grants at once.
+        """
+        message = item.message
+        if not isinstance(message, JSONRPCRequest) or not message.method.startswith(FILES_PREFIX):
+            return False
+        threaded, route_files, slots, budget = self._threaded, self._route_files, self._slots, self.budget
+        if (
+            self._closing
+            or threaded is None
+            or route_files is None
+            or slots is None
+            or threaded.count
+            or self._tasks
+            or budget.used
+            or budget.waiting
+            or (self._gate is not None and self._gate.armed)
+        ):
+            return False
+        read_default, read_max, list_max = self._read_sizes()
+        estimate = answer_estimate(
+            message.method, message.params, read_default=read_default, read_max=read_max, list_max=list_max
+        )
+        if estimate > self._budget_limit():
+            return False
+        route = route_files(message.method)
+        if route is None:
+            return False
+        threaded.answer_here(message, route[1])
+        return True
 
     def _take(self, item: SessionMessage) -> bool:
         """On the loop, as the transport reads *item*: whether it goes to a worker thread (it then has).
@@ -405,18 +444,30 @@ class BrokerMiddleware:
         if self._slots is not None:
             self._slots.release()
 
-    def _write_later(self, request: JSONRPCRequest, reservation: Reservation, data: bytes) -> None:
+    def _write_later(
+        self,
+        request: JSONRPCRequest,
+        reservation: Reservation | None,
+        data: bytes,
+        then: Callable[[], None] | None,
+    ) -> None:
         assert self._loop is not None
-        task = self._loop.create_task(self._send_later(reservation, data))
+        task = self._loop.create_task(self._send_later(reservation, data, then))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _send_later(self, reservation: Reservation, data: bytes) -> None:
+    async def _send_later(
+        self, reservation: Reservation | None, data: bytes, then: Callable[[], None] | None
+    ) -> None:
         try:
-            reservation.resize(len(data))
+            if reservation is not None:
+                reservation.resize(len(data))
             await self._send_bytes(data)
         finally:
-            self._threaded_done(reservation)
+            if reservation is not None:
+                self._threaded_done(reservation)
+            if then is not None:
+                then()
 
     async def _pump_in(self, to_session: _Stream) -> None:
         ended = False  # by the transport (not by the session going away, nor by cancellation)

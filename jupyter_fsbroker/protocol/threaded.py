@@ -24,6 +24,24 @@ Every guarantee of the loop's way is kept:
 * :meth:`ThreadedAnswers.stop` (the middleware closing: the kill switch, a
   disconnect) cancels what has not started and drops every answer not yet
   being written; the threads are the broker's, closed with it.
+
+Where the transport reads on a thread of its own (the stdio pipes), even the
+hand-off to a worker can go: a request read while the connection has nothing
+else in flight is answered by the reading thread itself
+(:meth:`ThreadedAnswers.answer_here`), which reads on once the answer is
+written; the loop is not woken at all. Such a request is alone by
+construction (the middleware checks that no other request of the connection
+is anywhere on its way, and the reader shows it only when the loop has taken
+everything read before it, and nothing more is read while it is answered), so
+it is within any limit of slots, and its memory (an answer the budget would
+grant at once, the budget being empty) is held by no one else. The price,
+chosen knowingly: while the reading thread answers, the connection's later
+messages wait in the pipe, so a request stuck in a slow file system delays
+its own connection (a cancel for it is read only once it is answered, like a
+cancel arriving just after the answer) but never the loop nor another
+connection, each of which reads on its own thread. Handing the reading role
+to another thread first would cost a thread wake per request, the very cost
+this removes.
 """
 
 from __future__ import annotations
@@ -89,8 +107,9 @@ class ThreadedAnswers:
         Called on the loop once a request is done (answered, dropped or never
         run), with its reservation: gives back its slot and memory.
     write_later
-        Called on the loop with ``(request, reservation, data)`` for an answer
-        the writer could not take at once; it writes it and then finishes.
+        Called on the loop with ``(request, reservation, data, then)`` for an
+        answer the writer could not take at once; it writes it, then finishes
+        (with a reservation) or calls ``then()`` (without).
     label
         Names the connection in log messages.
     """
@@ -103,7 +122,7 @@ class ThreadedAnswers:
         encode: Callable[[JSONRPCRequest, tuple[str, dict[str, Any]]], bytes],
         internal_error: Callable[[JSONRPCRequest, str], dict[str, Any]],
         finish: Callable[[Reservation], None],
-        write_later: Callable[[JSONRPCRequest, Reservation, bytes], None],
+        write_later: Callable[[JSONRPCRequest, Reservation | None, bytes, Callable[[], None] | None], None],
         label: str = "",
     ) -> None:
         self._loop = loop
@@ -119,11 +138,32 @@ class ThreadedAnswers:
         self._cancellable: dict[RequestId, _Entry] = {}
         self._entries: set[_Entry] = set()  # every request not yet finished
         self._stopped = False
+        self._here = 0  # requests answered by the reading thread, their answer not yet written
 
     @property
     def count(self) -> int:
         """Requests handed over and not yet finished."""
-        return len(self._entries)
+        # Once stopped, an answer still being made here is no longer waited for: it is dropped.
+        return len(self._entries) + (0 if self._stopped else self._here)
+
+    def answer_here(self, request: JSONRPCRequest, handle: Callable[[str, Any], dict[str, Any]]) -> None:
+        """On the transport's reading thread: answer *request* and write the answer, all on this thread.
+
+        The caller makes sure it is the connection's only request on its way.
+        An answer the writer cannot take at once goes to the loop
+        (``write_later`` with no reservation), and the request counts until it is written.
+        """
+        with self._lock:
+            self._here += 1
+        data = self._encode(request, self._decide(request, handle))
+        if self._stopped or self._writer.write_now(data):
+            self._here_done()
+        else:
+            self._post(self._write_later_here, request, data)
+
+    def _here_done(self) -> None:
+        with self._lock:
+            self._here -= 1
 
     def start(self, request: JSONRPCRequest, reservation: Reservation, route: FilesRoute) -> bool:
         """On the loop: hand *request* (its slot and memory taken) to a worker; ``False`` if none takes it."""
@@ -180,18 +220,21 @@ class ThreadedAnswers:
             log.exception("%s: unexpected failure answering %s", self._label, entry.request.method)
         self._post(self._done, entry)
 
-    def _answer(self, entry: _Entry, handle: Callable[[str, Any], dict[str, Any]]) -> None:
-        request = entry.request
+    def _decide(
+        self, request: JSONRPCRequest, handle: Callable[[str, Any], dict[str, Any]]
+    ) -> tuple[str, dict[str, Any]]:
         try:
-            answer: tuple[str, dict[str, Any]] = ("result", handle(request.method, request.params))
+            return ("result", handle(request.method, request.params))
         except FilesError as exc:
-            answer = ("error", to_jsonrpc_error(exc))
+            return ("error", to_jsonrpc_error(exc))
         except Exception as exc:
             log.exception("%s: unexpected failure answering %s", self._label, request.method)
             message = f"the client failed to answer {request.method} ({type(exc).__name__})"
-            answer = ("error", self._internal_error(request, message))
-        data = self._encode(request, answer)
-        del answer
+            return ("error", self._internal_error(request, message))
+
+    def _answer(self, entry: _Entry, handle: Callable[[str, Any], dict[str, Any]]) -> None:
+        request = entry.request
+        data = self._encode(request, self._decide(request, handle))
         with self._lock:
             if entry.dropped:
                 self._post(self._done, entry)
@@ -215,6 +258,12 @@ class ThreadedAnswers:
             self._entries.discard(entry)
             self._finish(entry.reservation)
 
+    def _write_later_here(self, request: JSONRPCRequest, data: bytes) -> None:
+        if self._stopped:
+            self._here_done()
+            return
+        self._write_later(request, None, data, self._here_done)
+
     def _hand_to_loop(self, entry: _Entry, data: bytes) -> None:
         if entry not in self._entries:
             return
@@ -222,4 +271,4 @@ class ThreadedAnswers:
         if self._stopped:
             self._finish(entry.reservation)
             return
-        self._write_later(entry.request, entry.reservation, data)
+        self._write_later(entry.request, entry.reservation, data, None)

@@ -39,6 +39,11 @@ class Server:
     to_client: int
     from_client: Any  # a buffered binary file
     loop_answers: list[str]  # methods the loop's (async) handler answered
+    session: Any  # what the middleware hands on to the session
+
+    async def for_session(self) -> Any:
+        with anyio.fail_after(TIMEOUT):
+            return (await self.session.receive()).message
 
     def send(self, message: dict[str, Any]) -> None:
         os.write(self.to_client, json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
@@ -70,13 +75,14 @@ async def served(
     pool: RequestPool,
     max_in_flight: int = 16,
     memory_budget: int = 32 * 1024 * 1024,
+    thread: bool = False,
 ) -> AsyncIterator[Server]:
     loop = asyncio.get_running_loop()
     client_in, server_out = os.pipe()
     server_in, client_out = os.pipe()
     for fd in (client_in, client_out):
         os.set_blocking(fd, False)
-    reader = PipeReader(loop, client_in)
+    reader = PipeReader(loop, client_in, thread=thread)
     writer = PipeWriter(loop, client_out, on_broken=reader.detach)
     loop_answers: list[str] = []
 
@@ -99,8 +105,8 @@ async def served(
     )
     from_client = os.fdopen(server_in, "rb")
     try:
-        async with middleware.attach():
-            yield Server(middleware, server_out, from_client, loop_answers)
+        async with middleware.attach() as (session, _):
+            yield Server(middleware, server_out, from_client, loop_answers, session)
     finally:
         reader.detach()
         writer.close()

@@ -93,9 +93,10 @@ class PipeReader:
     wait to be taken, so a fast server cannot fill memory.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, *, thread: bool = True) -> None:
         self._loop = loop
         self._fd = fd
+        self._may_thread = thread
         self._items: collections.deque[tuple[_Item, int]] = collections.deque()
         self._queued_bytes = 0
         self._waiter: asyncio.Future[None] | None = None
@@ -109,6 +110,13 @@ class PipeReader:
         self._detached = False
         self._watching = False
         self._intercept: Callable[[SessionMessage], bool] | None = None
+        self._inline: Callable[[SessionMessage], bool] | None = None
+        self._thread: threading.Thread | None = None
+        self._cond = threading.Condition()
+        self._posted = 0  # messages the reading thread handed to the loop and the loop has not taken
+        self._stopping = False
+        self._unacked = False
+        self._wake_fds: tuple[int, int] | None = None
         self._watch(True)
 
     # -- the consumer's side ------------------------------------------------------------------
@@ -123,6 +131,11 @@ class PipeReader:
         anyio.ClosedResourceError
             The reader was closed.
         """
+        if self._unacked:
+            # The consumer has done with what it took last (a request it took is on its way):
+            # only now may the reading thread answer a request itself.
+            self._unacked = False
+            self._taken(1)
         while not self._items:
             if self._closed:
                 raise anyio.ClosedResourceError
@@ -135,7 +148,9 @@ class PipeReader:
                 self._waiter = None
         item, size = self._items.popleft()
         self._queued_bytes -= size
-        if not self._full():
+        if self._thread is not None:
+            self._unacked = True
+        elif not self._full():
             self._watch(True)
         return item
 
@@ -147,6 +162,90 @@ class PipeReader:
         never taken ahead of what came first.
         """
         self._intercept = intercept
+
+    def read_on_thread(self, inline: Callable[[SessionMessage], bool]) -> None:
+        """On the loop: read on a thread of its own from now on, showing messages to *inline* there.
+
+        *inline* sees a valid message only when the consumer has taken, and is
+        done with, every message read before it (it asked for the next); a
+        message it returns ``True`` for is its own. Every other message reaches
+        the loop in order, as before. The thread blocks in the read (the GIL
+        released), pauses while too many messages wait for the consumer, and
+        ends at end of file or on :meth:`detach`. A reader made with
+        ``thread=False`` stays on the loop.
+        """
+        if self._thread is not None or self._detached or self._closed or not self._may_thread:
+            return
+        self._watch(False)
+        self._inline = inline
+        self._wake_fds = os.pipe()
+        self._thread = threading.Thread(target=self._run_thread, name="fsbroker-pipe-reader", daemon=True)
+        self._thread.start()
+
+    def _taken(self, count: int) -> None:
+        with self._cond:
+            self._posted -= count
+            self._cond.notify()
+
+    def _run_thread(self) -> None:
+        assert self._wake_fds is not None
+        wake_r = self._wake_fds[0]
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        poller.register(wake_r, select.POLLIN)
+        try:
+            while True:
+                with self._cond:
+                    while self._posted >= _QUEUE_MESSAGES and not self._stopping:
+                        self._cond.wait()
+                    if self._stopping:
+                        return
+                events = poller.poll()
+                if self._stopping:
+                    return
+                if not events:
+                    continue
+                try:
+                    data = os.read(self._fd, self._read_size)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    if self._buffer.strip() and self._skipped is None:
+                        self._line(self._buffer)
+                    self._buffer.clear()
+                    self._post(self.detach)
+                    return
+                if len(data) == self._read_size:
+                    self._read_size = min(self._read_size * 4, _READ_MAX)
+                elif len(data) < _READ_MIN:
+                    self._read_size = _READ_MIN
+                if self._closed:
+                    continue
+                self._feed(data)
+        finally:
+            os.close(wake_r)
+
+    def _post(self, callback: Callable[..., None], *args: object) -> None:
+        with contextlib.suppress(RuntimeError):  # a closed loop: the connection is gone
+            self._loop.call_soon_threadsafe(callback, *args)
+
+    def _deliver(self, item: _Item | MalformedMessage, size: int) -> None:
+        intercept = self._intercept
+        if (
+            intercept is not None
+            and not self._items
+            and not self._closed
+            and isinstance(item, SessionMessage)
+            and intercept(item)
+        ):
+            self._taken(1)
+            return
+        if self._closed:
+            self._taken(1)
+            return
+        self._push(item, size)
 
     def __aiter__(self) -> PipeReader:
         return self
@@ -160,10 +259,14 @@ class PipeReader:
     def close(self) -> None:
         """Stop delivering messages; whatever the server still writes is read and dropped."""
         self._closed = True
+        dropped = len(self._items)
         self._items.clear()
         self._queued_bytes = 0
         self._wake()
-        self._watch(True)
+        if self._thread is not None:
+            self._taken(dropped)
+        else:
+            self._watch(True)
 
     async def aclose(self) -> None:
         self.close()
@@ -174,6 +277,14 @@ class PipeReader:
         self._detached = True
         self._eof = True
         self._wake()
+        if self._thread is not None and not self._stopping:
+            with self._cond:
+                self._stopping = True
+                self._cond.notify()
+            assert self._wake_fds is not None
+            with contextlib.suppress(OSError):  # the thread has ended already (end of file)
+                os.write(self._wake_fds[1], b"x")
+            os.close(self._wake_fds[1])
 
     @property
     def at_eof(self) -> bool:
@@ -245,6 +356,9 @@ class PipeReader:
             self._push(too_large(bytes(line[:4096]), len(line)), 0)
         elif line.strip():
             item = parse_message(line)
+            if self._thread is not None:
+                self._line_on_thread(item, len(line))
+                return
             intercept = self._intercept
             if (
                 intercept is not None
@@ -256,8 +370,21 @@ class PipeReader:
                 return
             self._push(item, len(line))
 
+    def _line_on_thread(self, item: _Item | MalformedMessage, size: int) -> None:
+        inline = self._inline
+        if inline is not None and self._posted == 0 and isinstance(item, SessionMessage) and inline(item):
+            return
+        with self._cond:
+            self._posted += 1
+        self._post(self._deliver, item, size)
+
     def _push(self, item: _Item | MalformedMessage, size: int) -> None:
         if self._closed:
+            return
+        if self._thread is not None and threading.current_thread() is self._thread:
+            with self._cond:
+                self._posted += 1
+            self._post(self._deliver, item, size)
             return
         self._items.append((item, size))
         self._queued_bytes += size
