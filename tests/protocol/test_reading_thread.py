@@ -109,7 +109,7 @@ async def test_messages_for_the_session_keep_their_order_around_inline_answers(p
         server.request(2, "files/read", path="g")
         server.send({"id": 7, "method": "ping"})
         # The session takes its messages as they come, as a session does.
-        taking = asyncio.ensure_future(asyncio.gather(*[server.for_session() for _ in range(3)]))
+        taking = asyncio.gather(*[server.for_session() for _ in range(3)])
         ids = {(await server.answer())["id"] for _ in range(2)}
         assert ids == {1, 2}
         seen = await taking

@@ -201,7 +201,7 @@ class PipeReader:
                     if self._stopping:
                         return
                 events = poller.poll()
-                if self._stopping:
+                if self._stopping_now():
                     return
                 if not events:
                     continue
@@ -226,6 +226,9 @@ class PipeReader:
                 self._feed(data)
         finally:
             os.close(wake_r)
+
+    def _stopping_now(self) -> bool:
+        return self._stopping  # read anew after a wait (a separate call: no stale narrowing)
 
     def _post(self, callback: Callable[..., None], *args: object) -> None:
         with contextlib.suppress(RuntimeError):  # a closed loop: the connection is gone
