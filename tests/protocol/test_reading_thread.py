@@ -2,7 +2,8 @@
 
 A lone request is answered on the thread that read it, the loop not involved;
 anything else keeps its way and its order: messages for the session, requests
-while another is on its way, cancellation, closing mid-request, end of file,
+while another is on its way, cancellation, end of file (closing mid-request:
+``test_threaded_answers``),
 and a request stuck in the file system (it holds up its own connection, never
 another one nor the loop).
 """
@@ -115,26 +116,6 @@ async def test_messages_for_the_session_keep_their_order_around_inline_answers(p
         seen = await taking
         assert [m.params["data"] if m.method != "ping" else "ping" for m in seen] == ["a", "b", "ping"]
         await server.settled()
-
-
-async def test_closing_mid_inline_request_drops_its_answer_and_ends_the_thread(pool: RequestPool) -> None:
-    started, release = threading.Event(), threading.Event()
-    answered: list[str] = []
-
-    def handle(method: str, params: Any) -> dict[str, Any]:
-        started.set()
-        release.wait(TIMEOUT)
-        answered.append(params["path"])
-        return {}
-
-    async with served(handle, pool=pool, thread=True) as server:
-        server.request(1, "files/read", path="slow")
-        assert await anyio.to_thread.run_sync(started.wait, TIMEOUT)
-        middleware = server.middleware
-    assert middleware.in_flight == 0  # closed: nothing of it is waited for any more
-    release.set()
-    await no_reading_thread()
-    assert answered == ["slow"]
 
 
 async def test_end_of_file_ends_the_stream_and_the_thread(pool: RequestPool) -> None:

@@ -270,7 +270,8 @@ async def test_an_answer_larger_than_one_pipe_write_arrives_whole(pool: RequestP
         await server.settled()
 
 
-async def test_closing_mid_request_drops_its_answer_and_ends_the_threads() -> None:
+@pytest.mark.parametrize("thread", [False, True], ids=["worker", "reading-thread"])
+async def test_closing_mid_request_drops_its_answer_and_ends_the_threads(thread: bool) -> None:
     pool = RequestPool(2, thread_name_prefix="closing")
     started, release = threading.Event(), threading.Event()
     answered: list[str] = []
@@ -281,15 +282,17 @@ async def test_closing_mid_request_drops_its_answer_and_ends_the_threads() -> No
         answered.append(params["path"])
         return {}
 
-    async with served(handle, pool=pool) as server:
+    async with served(handle, pool=pool, thread=thread) as server:
         server.request(1, "files/read", path="slow")
         assert await anyio.to_thread.run_sync(started.wait, TIMEOUT)
         middleware = server.middleware
     assert middleware.in_flight == 0  # closed: nothing of it is waited for any more
     release.set()
     pool.shutdown(wait=True)
+    with anyio.fail_after(TIMEOUT):  # the reading thread ends once its answer is made (and dropped)
+        while [t for t in threading.enumerate() if t.name.startswith(("closing_", "fsbroker-pipe-reader"))]:
+            await asyncio.sleep(0.001)
     assert answered == ["slow"]
-    assert not [t for t in threading.enumerate() if t.name.startswith("closing_")]
 
 
 async def test_a_server_that_stops_reading_ends_the_connection(pool: RequestPool) -> None:

@@ -205,24 +205,13 @@ class PipeReader:
                     return
                 if not events:
                     continue
-                try:
-                    data = os.read(self._fd, self._read_size)
-                except (BlockingIOError, InterruptedError):
+                data = self._read_once()
+                if data is None or self._closed:
                     continue
-                except OSError:
-                    data = b""
                 if not data:
-                    if self._buffer.strip() and self._skipped is None:
-                        self._line(self._buffer)
-                    self._buffer.clear()
+                    self._last_line()
                     self._post(self.detach)
                     return
-                if len(data) == self._read_size:
-                    self._read_size = min(self._read_size * 4, _READ_MAX)
-                elif len(data) < _READ_MIN:
-                    self._read_size = _READ_MIN
-                if self._closed:
-                    continue
                 self._feed(data)
         finally:
             os.close(wake_r)
@@ -235,14 +224,7 @@ class PipeReader:
             self._loop.call_soon_threadsafe(callback, *args)
 
     def _deliver(self, item: _Item | MalformedMessage, size: int) -> None:
-        intercept = self._intercept
-        if (
-            intercept is not None
-            and not self._items
-            and not self._closed
-            and isinstance(item, SessionMessage)
-            and intercept(item)
-        ):
+        if self._intercepted(item):
             self._taken(1)
             return
         if self._closed:
@@ -296,20 +278,27 @@ class PipeReader:
 
     # -- the loop's side ----------------------------------------------------------------------
 
-    def _on_readable(self) -> None:
+    def _read_once(self) -> bytes | None:
+        """One read: its bytes, ``b""`` at end of file, ``None`` if there is nothing yet."""
         try:
             data = os.read(self._fd, self._read_size)
         except (BlockingIOError, InterruptedError):
-            return
+            return None
         except OSError:
-            data = b""
-        if not data:
-            self._end()
-            return
+            return b""
         if len(data) == self._read_size:
             self._read_size = min(self._read_size * 4, _READ_MAX)
         elif len(data) < _READ_MIN:
             self._read_size = _READ_MIN
+        return data
+
+    def _on_readable(self) -> None:
+        data = self._read_once()
+        if data is None:
+            return
+        if not data:
+            self._end()
+            return
         if self._closed:
             return  # draining: a server blocked on a full pipe could not exit
         self._feed(data)
@@ -362,16 +351,18 @@ class PipeReader:
             if self._thread is not None:
                 self._line_on_thread(item, len(line))
                 return
-            intercept = self._intercept
-            if (
-                intercept is not None
-                and not self._items
-                and not self._closed
-                and isinstance(item, SessionMessage)
-                and intercept(item)
-            ):
-                return
-            self._push(item, len(line))
+            if not self._intercepted(item):
+                self._push(item, len(line))
+
+    def _intercepted(self, item: _Item | MalformedMessage) -> bool:
+        intercept = self._intercept
+        return (
+            intercept is not None
+            and not self._items
+            and not self._closed
+            and isinstance(item, SessionMessage)
+            and intercept(item)
+        )
 
     def _line_on_thread(self, item: _Item | MalformedMessage, size: int) -> None:
         inline = self._inline
@@ -397,10 +388,13 @@ class PipeReader:
         return len(self._items) >= _QUEUE_MESSAGES or self._queued_bytes >= _QUEUE_BYTES
 
     def _end(self) -> None:
+        self._last_line()
+        self.detach()
+
+    def _last_line(self) -> None:
         if self._buffer.strip() and self._skipped is None:
             self._line(self._buffer)  # a last message without its newline
         self._buffer.clear()
-        self.detach()
 
     def _wake(self) -> None:
         waiter = self._waiter
