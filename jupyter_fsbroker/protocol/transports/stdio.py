@@ -281,6 +281,12 @@ class PipeReader:
             os.close(self._wake_fds[1])
 
     @property
+    def reading(self) -> bool:
+        """Whether a thread of the reader's own is still running (see :meth:`read_on_thread`)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    @property
     def at_eof(self) -> bool:
         """Whether the server closed its stdout."""
         return self._eof
@@ -611,6 +617,11 @@ async def _shut_down(process: subprocess.Popen[bytes], reader: PipeReader, write
     if not await _exited(process, _EXIT_GRACE) and not await _terminate_group(process):
         log.warning("MCP server process group %d is still alive after SIGKILL; abandoning it", process.pid)
     reader.detach()
+    # The reading thread ends at its next wake-up (or once an answer it is making is made):
+    # its pipe and thread are gone with the transport, unless a file system holds it up.
+    with anyio.move_on_after(_FLUSH_GRACE):
+        while reader.reading:
+            await anyio.sleep(_POLL)
     with contextlib.suppress(OSError):
         process.stdout.close()
 
