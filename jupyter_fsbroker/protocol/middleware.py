@@ -372,8 +372,8 @@ class BrokerMiddleware:
         if read_on_thread is not None:
             read_on_thread(self._take_here)
 
-    def _take_here(self, item: SessionMessage) -> bool:
-        """On the transport's reading thread: whether it answered *item* there (see :mod:`.threaded`).
+    def _take_here(self, item: SessionMessage) -> Callable[[], None] | None:
+        """On the transport's reading thread: what answers *item* there, or ``None`` (see :mod:`.threaded`).
 
         Only a ``files/*`` request the worker way would take, read while the
         connection has nothing else on its way (no request, no answer being
@@ -382,7 +382,7 @@ class BrokerMiddleware:
         """
         message = item.message
         if not isinstance(message, JSONRPCRequest) or not message.method.startswith(FILES_PREFIX):
-            return False
+            return None
         threaded, route_files, slots, budget = self._threaded, self._route_files, self._slots, self.budget
         if (
             self._closing
@@ -395,18 +395,17 @@ class BrokerMiddleware:
             or budget.waiting
             or (self._gate is not None and self._gate.armed)
         ):
-            return False
+            return None
         read_default, read_max, list_max = self._read_sizes()
         estimate = answer_estimate(
             message.method, message.params, read_default=read_default, read_max=read_max, list_max=list_max
         )
         if estimate > self._budget_limit():
-            return False
+            return None
         route = route_files(message.method)
         if route is None:
-            return False
-        threaded.answer_here(message, route[1])
-        return True
+            return None
+        return threaded.take_here(message, route[1])
 
     def _take(self, item: SessionMessage) -> bool:
         """On the loop, as the transport reads *item*: whether it goes to a worker thread (it then has).

@@ -25,23 +25,20 @@ Every guarantee of the loop's way is kept:
   disconnect) cancels what has not started and drops every answer not yet
   being written; the threads are the broker's, closed with it.
 
-Where the transport reads on a thread of its own (the stdio pipes), even the
+Where the transport reads on threads of its own (the stdio pipes), even the
 hand-off to a worker can go: a request read while the connection has nothing
 else in flight is answered by the reading thread itself
-(:meth:`ThreadedAnswers.answer_here`), which reads on once the answer is
+(:meth:`ThreadedAnswers.take_here`), which reads on once the answer is
 written; the loop is not woken at all. Such a request is alone by
 construction (the middleware checks that no other request of the connection
 is anywhere on its way, and the reader shows it only when the loop has taken
-everything read before it, and nothing more is read while it is answered), so
-it is within any limit of slots, and its memory (an answer the budget would
-grant at once, the budget being empty) is held by no one else. The price,
-chosen knowingly: while the reading thread answers, the connection's later
-messages wait in the pipe, so a request stuck in a slow file system delays
-its own connection (a cancel for it is read only once it is answered, like a
-cancel arriving just after the answer) but never the loop nor another
-connection, each of which reads on its own thread. Handing the reading role
-to another thread first would cost a thread wake per request, the very cost
-this removes.
+everything read before it and nothing read after it waits), so it is within
+any limit of slots, and its memory (an answer the budget would grant at once,
+the budget being empty) is held by no one else. While it is answered, the
+connection is not left unread for long: once an answer lasts a few
+milliseconds, a second reading thread reads on (:mod:`.transports.reading`),
+so a cancel for it is read and drops its answer, and later requests take the
+worker's way.
 """
 
 from __future__ import annotations
@@ -49,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -83,7 +81,7 @@ class _Entry:
 
     __slots__ = ("dropped", "future", "request", "reservation")
 
-    def __init__(self, request: JSONRPCRequest, reservation: Reservation) -> None:
+    def __init__(self, request: JSONRPCRequest, reservation: Reservation | None) -> None:
         self.request = request
         self.reservation = reservation
         self.dropped = False
@@ -146,17 +144,32 @@ class ThreadedAnswers:
         # Once stopped, an answer still being made here is no longer waited for: it is dropped.
         return len(self._entries) + (0 if self._stopped else self._here)
 
-    def answer_here(self, request: JSONRPCRequest, handle: Callable[[str, Any], dict[str, Any]]) -> None:
-        """On the transport's reading thread: answer *request* and write the answer, all on this thread.
+    def take_here(
+        self, request: JSONRPCRequest, handle: Callable[[str, Any], dict[str, Any]]
+    ) -> Callable[[], None]:
+        """On the transport's reading thread: take *request*; the call that answers it there, now.
 
         The caller makes sure it is the connection's only request on its way.
-        An answer the writer cannot take at once goes to the loop
+        A cancel read meanwhile (by the other reading thread) drops its answer;
+        an answer the writer cannot take at once goes to the loop
         (``write_later`` with no reservation), and the request counts until it is written.
         """
+        entry = _Entry(request, None)
         with self._lock:
             self._here += 1
+            self._cancellable[request.id] = entry
+        return functools.partial(self._answer_here, entry, handle)
+
+    def _answer_here(self, entry: _Entry, handle: Callable[[str, Any], dict[str, Any]]) -> None:
+        request = entry.request
         data = self._encode(request, self._decide(request, handle))
-        if self._stopped or self._writer.write_now(data):
+        with self._lock:
+            if self._cancellable.get(request.id) is entry:
+                del self._cancellable[request.id]
+            if entry.dropped or self._stopped:
+                self._here -= 1
+                return
+        if self._writer.write_now(data):
             self._here_done()
         else:
             self._post(self._write_later_here, request, data)
@@ -256,7 +269,11 @@ class ThreadedAnswers:
     def _done(self, entry: _Entry) -> None:
         if entry in self._entries:
             self._entries.discard(entry)
-            self._finish(entry.reservation)
+            self._release(entry)
+
+    def _release(self, entry: _Entry) -> None:
+        assert entry.reservation is not None  # a worker's request (one answered here has none)
+        self._finish(entry.reservation)
 
     def _write_later_here(self, request: JSONRPCRequest, data: bytes) -> None:
         if self._stopped:
@@ -269,6 +286,6 @@ class ThreadedAnswers:
             return
         self._entries.discard(entry)
         if self._stopped:
-            self._finish(entry.reservation)
+            self._release(entry)
             return
         self._write_later(entry.request, entry.reservation, data, None)

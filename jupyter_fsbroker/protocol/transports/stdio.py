@@ -32,10 +32,11 @@ Why not mcp's ``stdio_client`` (measured with mcp 2.3):
   (:meth:`PipeWriter.write_now`), and the reader shows each message to the
   middleware as it is read (:meth:`PipeReader.set_intercept`), so a small
   ``files/*`` request need not cross the event loop. Where the middleware
-  asks (:meth:`PipeReader.read_on_thread`), the reader reads on a thread of
-  its own, which answers a lone ``files/*`` request itself: a sequential small
-  read then costs no thread wake at all in the brokering process (the loop's
-  hand-off to a worker was a quarter of its time).
+  asks (:meth:`PipeReader.read_on_thread`), the reader reads on threads of
+  its own (:mod:`.reading`), which answer a lone ``files/*`` request
+  themselves: a sequential small read then costs no thread wake at all in the
+  brokering process (the loop's hand-off to a worker was a quarter of its
+  time), and an answer that lasts has the other thread read on.
 
 It never interprets a message beyond framing it; answering is the middleware's
 job. POSIX only: on Windows :func:`spawn` is mcp's ``stdio_client``.
@@ -61,6 +62,7 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment
 from mcp.shared.message import SessionMessage
 
 from ..framing import MAX_MESSAGE_BYTES, MalformedMessage, parse_message, too_large
+from .reading import ReadingThreads
 
 __all__ = ["PipeReader", "PipeWriter", "spawn"]
 
@@ -114,15 +116,11 @@ class PipeReader:
         self._detached = False
         self._watching = False
         self._intercept: Callable[[SessionMessage], bool] | None = None
-        self._inline: Callable[[SessionMessage], bool] | None = None
-        self._thread: threading.Thread | None = None
-        self._cond = threading.Condition()
-        # Messages (and their bytes) the reading thread handed to the loop that the consumer is not done with.
-        self._posted = 0
-        self._posted_bytes = 0
-        self._stopping = False
+        self._inline: Callable[[SessionMessage], Callable[[], None] | None] | None = None
+        self._threads: ReadingThreads | None = None
+        # A lone request read last on a thread, not yet shown to _inline (a line after it goes first).
+        self._candidate: tuple[SessionMessage, int] | None = None
         self._unacked: int | None = None  # the size of the message the consumer took last
-        self._wake_fds: tuple[int, int] | None = None
         self._watch(True)
 
     # -- the consumer's side ------------------------------------------------------------------
@@ -154,7 +152,7 @@ class PipeReader:
                 self._waiter = None
         item, size = self._items.popleft()
         self._queued_bytes -= size
-        if self._thread is not None:
+        if self._threads is not None:
             self._unacked = size
         elif not self._full():
             self._watch(True)
@@ -169,67 +167,68 @@ class PipeReader:
         """
         self._intercept = intercept
 
-    def read_on_thread(self, inline: Callable[[SessionMessage], bool]) -> None:
-        """On the loop: read on a thread of its own from now on, showing messages to *inline* there.
+    def read_on_thread(self, inline: Callable[[SessionMessage], Callable[[], None] | None]) -> None:
+        """On the loop: read on threads of its own from now on, showing lone messages to *inline* there.
 
         *inline* sees a valid message only when the consumer has taken, and is
-        done with, every message read before it (it asked for the next); a
-        message it returns ``True`` for is its own. Every other message reaches
-        the loop in order, as before. The thread blocks in the read (the GIL
-        released), pauses while too many messages wait for the consumer, and
-        ends at end of file or on :meth:`detach`. A reader made with
+        done with, every message read before it (it asked for the next), and
+        nothing read after it waits: it returns ``None``, or a callable that
+        answers the message on the reading thread. Every other message reaches
+        the loop in order, as before. Reading blocks in ``poll`` (the GIL
+        released), pauses while too many messages wait for the consumer, goes
+        on on a second thread while an answer lasts (:mod:`.reading`), and ends
+        at end of file or on :meth:`detach`. A reader made with
         ``thread=False`` stays on the loop.
         """
-        if self._thread is not None or self._detached or self._closed or not self._may_thread:
+        if self._threads is not None or self._detached or self._closed or not self._may_thread:
             return
         self._watch(False)
-        # What the loop read already counts as handed over by the thread: it comes first.
-        self._posted, self._posted_bytes = len(self._items), self._queued_bytes
         self._inline = inline
-        self._wake_fds = os.pipe()
-        self._thread = threading.Thread(target=self._run_thread, name="fsbroker-pipe-reader", daemon=True)
-        self._thread.start()
+        self._threads = ReadingThreads(
+            self._fd,
+            step=self._read_step,
+            pause_at=(_QUEUE_MESSAGES, _QUEUE_BYTES),
+            name="fsbroker-pipe-reader",
+        )
+        # What the loop read already counts as handed over by the threads: it comes first.
+        self._threads.start(len(self._items), self._queued_bytes)
 
     def _taken(self, count: int, size: int) -> None:
-        with self._cond:
-            self._posted -= count
-            self._posted_bytes -= size
-            self._cond.notify()
+        if self._threads is not None:
+            self._threads.taken(count, size)
 
-    def _run_thread(self) -> None:
-        assert self._wake_fds is not None
-        wake_r = self._wake_fds[0]
-        poller = select.poll()
-        poller.register(self._fd, select.POLLIN)
-        poller.register(wake_r, select.POLLIN)
-        try:
-            while True:
-                with self._cond:
-                    while self._thread_full() and not self._stopping:
-                        self._cond.wait()
-                    if self._stopping:
-                        return
-                events = poller.poll()
-                if self._stopping_now():
-                    return
-                if not events:
-                    continue
-                data = self._read_once()
-                if data is None or self._closed:
-                    continue
-                if not data:
-                    self._last_line()
-                    self._post(self.detach)
-                    return
-                self._feed(data)
-        finally:
-            os.close(wake_r)
+    def _read_step(self) -> bool:
+        """On the thread holding the reading role: one read and what it brings; ``False`` at end of file."""
+        data = self._read_once()
+        if data is None or self._closed:
+            return True
+        if not data:
+            self._last_line()
+            self._flush_candidate()
+            self._post(self.detach)
+            return False
+        self._feed(data)
+        candidate, self._candidate = self._candidate, None
+        if candidate is not None:
+            assert self._inline is not None and self._threads is not None
+            answer = self._inline(candidate[0])
+            if answer is None:
+                self._hand_over(*candidate)
+            else:
+                # The last step before reading again: the other thread may read on meanwhile.
+                with self._threads.answering():
+                    answer()
+        return True
 
-    def _thread_full(self) -> bool:
-        return self._posted >= _QUEUE_MESSAGES or self._posted_bytes >= _QUEUE_BYTES
+    def _flush_candidate(self) -> None:
+        candidate, self._candidate = self._candidate, None
+        if candidate is not None:
+            self._hand_over(*candidate)
 
-    def _stopping_now(self) -> bool:
-        return self._stopping  # read anew after a wait (a separate call: no stale narrowing)
+    def _hand_over(self, item: _Item | MalformedMessage, size: int) -> None:
+        assert self._threads is not None
+        self._threads.posted(size)
+        self._post(self._deliver, item, size)
 
     def _post(self, callback: Callable[..., None], *args: object) -> None:
         with contextlib.suppress(RuntimeError):  # a closed loop: the connection is gone
@@ -257,7 +256,7 @@ class PipeReader:
         self._items.clear()
         self._queued_bytes = 0
         self._wake()
-        if self._thread is not None:
+        if self._threads is not None:
             self._taken(dropped, dropped_bytes)
         else:
             self._watch(True)
@@ -271,20 +270,13 @@ class PipeReader:
         self._detached = True
         self._eof = True
         self._wake()
-        if self._thread is not None and not self._stopping:
-            with self._cond:
-                self._stopping = True
-                self._cond.notify()
-            assert self._wake_fds is not None
-            with contextlib.suppress(OSError):  # the thread has ended already (end of file)
-                os.write(self._wake_fds[1], b"x")
-            os.close(self._wake_fds[1])
+        if self._threads is not None:
+            self._threads.stop()
 
     @property
     def reading(self) -> bool:
         """Whether a thread of the reader's own is still running (see :meth:`read_on_thread`)."""
-        thread = self._thread
-        return thread is not None and thread.is_alive()
+        return self._threads is not None and self._threads.alive
 
     @property
     def at_eof(self) -> bool:
@@ -363,7 +355,7 @@ class PipeReader:
             self._push(too_large(bytes(line[:4096]), len(line)), 0)
         elif line.strip():
             item = parse_message(line)
-            if self._thread is not None:
+            if self._threads is not None:
                 self._line_on_thread(item, len(line))
                 return
             if not self._intercepted(item):
@@ -380,23 +372,19 @@ class PipeReader:
         )
 
     def _line_on_thread(self, item: _Item | MalformedMessage, size: int) -> None:
-        inline = self._inline
-        if inline is not None and self._posted == 0 and isinstance(item, SessionMessage) and inline(item):
-            return
-        self._count_posted(size)
-        self._post(self._deliver, item, size)
-
-    def _count_posted(self, size: int) -> None:
-        with self._cond:
-            self._posted += 1
-            self._posted_bytes += size
+        assert self._threads is not None
+        self._flush_candidate()  # a message before this one in the same read: not alone
+        if self._inline is not None and not self._threads.handed_over and isinstance(item, SessionMessage):
+            self._candidate = (item, size)
+        else:
+            self._hand_over(item, size)
 
     def _push(self, item: _Item | MalformedMessage, size: int) -> None:
         if self._closed:
             return
-        if self._thread is not None and threading.current_thread() is self._thread:
-            self._count_posted(size)
-            self._post(self._deliver, item, size)
+        if self._threads is not None and self._threads.on_reading_thread():
+            self._flush_candidate()
+            self._hand_over(item, size)
             return
         self._items.append((item, size))
         self._queued_bytes += size
