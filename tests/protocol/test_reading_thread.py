@@ -15,6 +15,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -216,7 +217,7 @@ class Pipe:
         if not data:
             return False
         with self.arrived:
-            self.seen.append((data, threading.current_thread().native_id))
+            self.seen.append((data, threading.get_native_id()))
             self.arrived.notify_all()
         if data in self.hold:
             with self.threads.answering():
@@ -266,27 +267,35 @@ def test_an_answer_that_lasts_has_the_other_thread_read_on_and_then_they_swap() 
         pipe.close()
 
 
-def test_between_answers_the_looking_thread_goes_quiet() -> None:
+def settles(measure: Callable[[], float], what: str) -> None:
+    """Wait until *measure* stays the same for a while (fail if it still changes after TIMEOUT)."""
+    deadline = time.monotonic() + TIMEOUT
+    last, still_since = measure(), time.monotonic()
+    while time.monotonic() - still_since < 20 * RELIEF_TICK:
+        assert time.monotonic() < deadline, what
+        time.sleep(RELIEF_TICK)
+        now = measure()
+        if now != last:
+            last, still_since = now, time.monotonic()
+
+
+def test_after_a_run_of_quick_answers_both_threads_go_quiet() -> None:
     pipe = Pipe(hold={b"quick"})
     pipe.release.set()  # answers end at once
     try:
         pipe.threads.start()
-        os.write(pipe.write_fd, b"quick")
-        pipe.wait_seen(1)
-        looking = next(
-            t for t in threading.enumerate() if t.name == "test-reader" and t.native_id != pipe.seen[0][1]
-        )
-        assert looking.native_id is not None
-        # It checks a few times more, then sleeps until the next answer: no more wake-ups.
-        deadline = time.monotonic() + TIMEOUT
-        last, still_since = switches(looking.native_id), time.monotonic()
-        while time.monotonic() - still_since < 20 * RELIEF_TICK:
-            assert time.monotonic() < deadline, "the looking thread keeps waking up"
-            time.sleep(RELIEF_TICK)
-            now = switches(looking.native_id)
-            if now != last:
-                last, still_since = now, time.monotonic()
-        assert switches(looking.native_id) == last
+        for n in range(1, 21):  # one after another, as a sequential server sends: the holder spins
+            os.write(pipe.write_fd, b"quick")
+            pipe.wait_seen(n)
+        holder = next(t for t in threading.enumerate() if t.native_id == pipe.seen[0][1])
+        looking = next(t for t in threading.enumerate() if t.name == "test-reader" and t is not holder)
+        assert holder.ident is not None and looking.native_id is not None
+        native_id = looking.native_id
+        clock = time.pthread_getcpuclockid(holder.ident)
+        # The holder stops spinning (its CPU time stands still) and the looking thread checks a
+        # few times more, then sleeps until the next answer (no more wake-ups).
+        settles(lambda: time.clock_gettime(clock), "the reading thread keeps using CPU")
+        settles(lambda: switches(native_id), "the looking thread keeps waking up")
     finally:
         pipe.close()
     for thread in [t for t in threading.enumerate() if t.name == "test-reader"]:
