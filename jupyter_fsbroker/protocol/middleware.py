@@ -443,30 +443,21 @@ class BrokerMiddleware:
         if self._slots is not None:
             self._slots.release()
 
-    def _write_later(
-        self,
-        request: JSONRPCRequest,
-        reservation: Reservation | None,
-        data: bytes,
-        then: Callable[[], None] | None,
-    ) -> None:
+    def _write_later(self, data: bytes, reservation: Reservation | None, then: Callable[[], None]) -> None:
         assert self._loop is not None
-        task = self._loop.create_task(self._send_later(reservation, data, then))
+        task = self._loop.create_task(self._send_later(data, reservation, then))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _send_later(
-        self, reservation: Reservation | None, data: bytes, then: Callable[[], None] | None
+        self, data: bytes, reservation: Reservation | None, then: Callable[[], None]
     ) -> None:
         try:
             if reservation is not None:
                 reservation.resize(len(data))
             await self._send_bytes(data)
         finally:
-            if reservation is not None:
-                self._threaded_done(reservation)
-            if then is not None:
-                then()
+            then()
 
     async def _pump_in(self, to_session: _Stream) -> None:
         ended = False  # by the transport (not by the session going away, nor by cancellation)

@@ -105,9 +105,9 @@ class ThreadedAnswers:
         Called on the loop once a request is done (answered, dropped or never
         run), with its reservation: gives back its slot and memory.
     write_later
-        Called on the loop with ``(request, reservation, data, then)`` for an
-        answer the writer could not take at once; it writes it, then finishes
-        (with a reservation) or calls ``then()`` (without).
+        Called on the loop with ``(data, reservation, then)`` for an answer the
+        writer could not take at once: it fits the reservation (if any) to the
+        answer's size, writes it, and then calls ``then()``.
     label
         Names the connection in log messages.
     """
@@ -120,7 +120,7 @@ class ThreadedAnswers:
         encode: Callable[[JSONRPCRequest, tuple[str, dict[str, Any]]], bytes],
         internal_error: Callable[[JSONRPCRequest, str], dict[str, Any]],
         finish: Callable[[Reservation], None],
-        write_later: Callable[[JSONRPCRequest, Reservation | None, bytes, Callable[[], None] | None], None],
+        write_later: Callable[[bytes, Reservation | None, Callable[[], None]], None],
         label: str = "",
     ) -> None:
         self._loop = loop
@@ -172,7 +172,7 @@ class ThreadedAnswers:
         if self._writer.write_now(data):
             self._here_done()
         else:
-            self._post(self._write_later_here, request, data)
+            self._post(self._write_later_here, data)
 
     def _here_done(self) -> None:
         with self._lock:
@@ -275,11 +275,11 @@ class ThreadedAnswers:
         assert entry.reservation is not None  # a worker's request (one answered here has none)
         self._finish(entry.reservation)
 
-    def _write_later_here(self, request: JSONRPCRequest, data: bytes) -> None:
+    def _write_later_here(self, data: bytes) -> None:
         if self._stopped:
             self._here_done()
             return
-        self._write_later(request, None, data, self._here_done)
+        self._write_later(data, None, self._here_done)
 
     def _hand_to_loop(self, entry: _Entry, data: bytes) -> None:
         if entry not in self._entries:
@@ -288,4 +288,4 @@ class ThreadedAnswers:
         if self._stopped:
             self._release(entry)
             return
-        self._write_later(entry.request, entry.reservation, data, None)
+        self._write_later(data, entry.reservation, functools.partial(self._release, entry))

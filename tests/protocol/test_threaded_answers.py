@@ -254,19 +254,27 @@ async def test_requests_waiting_for_memory_go_on_as_threaded_answers_finish(pool
         await server.settled()
 
 
-async def test_an_answer_larger_than_one_pipe_write_arrives_whole(pool: RequestPool) -> None:
+@pytest.mark.parametrize("thread", [False, True], ids=["worker", "reading-thread"])
+async def test_an_answer_larger_than_one_pipe_write_arrives_whole(pool: RequestPool, thread: bool) -> None:
     big = "x" * 200_000
 
     def handle(method: str, params: Any) -> dict[str, Any]:
         return {"content": big if params["path"] == "big" else ""}
 
-    async with served(handle, pool=pool) as server:
+    async with served(handle, pool=pool, thread=thread) as server:
         server.request(1, "files/read", path="big")
         server.request(2, "files/read", path="small")
         answers = {a["id"]: a for a in [await server.answer(), await server.answer()]}
         assert answers[1]["result"]["content"] == big
         assert answers[2]["result"]["content"] == ""
         await server.settled()
+        # Alone, it is answered by the reading thread; the loop writes it, and the next one follows.
+        server.request(3, "files/read", path="big")
+        assert (await server.answer())["result"]["content"] == big
+        server.request(4, "files/read", path="small")
+        assert (await server.answer())["id"] == 4
+        await server.settled()
+        assert server.middleware.in_flight == 0
 
 
 @pytest.mark.parametrize("thread", [False, True], ids=["worker", "reading-thread"])
