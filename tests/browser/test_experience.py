@@ -144,6 +144,7 @@ def test_kill_switch_in_a_notebook_made_with_files_new(
     jupyterlab: JupyterLab, page: Any, screenshot_dir: Path
 ) -> None:
     """The dashboard's Disconnect either works, or the user is told it cannot and what does."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
     from playwright.sync_api import expect
 
     data = jupyterlab.root / "data"
@@ -167,9 +168,10 @@ def test_kill_switch_in_a_notebook_made_with_files_new(
     expect(dashboard).to_be_visible(timeout=CELL_TIMEOUT_MS)
     disconnect = dashboard.locator(".fsbroker-disconnect")
     expect(disconnect).to_be_visible()
-    if disconnect.is_enabled():  # not yet known to be cut off: the user clicks
-        disconnect.click()
-    else:  # known already: the kernel disabled it and marked the dashboard stale
+    try:  # not yet known to be cut off: the user clicks
+        disconnect.click(timeout=10_000)
+    except PlaywrightTimeoutError:  # known (maybe only now): the kernel disabled it, marked it stale
+        expect(disconnect).to_be_disabled()
         expect(dashboard).to_contain_text("Stale")
     # Either the click reached the kernel (the connection closes), or the kernel noticed that a
     # frontend closed the dashboard's comm and says so after the next cell, with what always works.
