@@ -49,6 +49,7 @@ from .rootpath import RootPath
 from .timestamps import iso_utc
 
 __all__ = [
+    "TIMEOUT_SLACK",
     "CallbackConsenter",
     "ConsentDecision",
     "ConsentFlow",
@@ -59,6 +60,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Seconds before its deadline within which a request ending unanswered counts as timed out
+#: (:meth:`ConsentRequest.timed_out`).
+TIMEOUT_SLACK = 1.0
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,18 @@ class ConsentRequest:
     def deadline(self) -> float:
         """``time.time()`` at which an unanswered request is denied."""
         return self.created_at + self.timeout
+
+    def timed_out(self, now: float | None = None) -> bool:
+        """Whether the request ending unanswered at *now* (default: now) is its timeout, not a withdrawal.
+
+        The broker stops waiting at about the deadline, timed on another
+        clock, so an end within :data:`TIMEOUT_SLACK` seconds of it (a tenth
+        of the timeout for a short one) counts as the timeout; an earlier
+        end is a withdrawal (the call ended, the connection closed). The
+        wire's ``cause`` and every view that says how a request ended ask here.
+        """
+        slack = min(TIMEOUT_SLACK, self.timeout / 10)
+        return (time.time() if now is None else now) >= self.deadline - slack
 
     @property
     def approvable_paths(self) -> tuple[str, ...]:
@@ -606,4 +623,4 @@ def _flatten(items: list[ConsentItem], union: tuple[str, ...]) -> list[ConsentIt
 
 
 def _cancelled_cause(request: ConsentRequest) -> str:
-    return CONSENT_TIMEOUT if time.time() >= request.deadline - 0.5 else CONSENT_WITHDRAWN
+    return CONSENT_TIMEOUT if request.timed_out() else CONSENT_WITHDRAWN

@@ -29,7 +29,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
 from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest
 from .closing import close_parts
-from .consent_text import TIMED_OUT, TIMEOUT_SLACK, WITHDRAWN, ending, item_label
+from .consent_text import TIMED_OUT, WITHDRAWN, ending, item_label
 from .style import ACCEPT, REJECT, style_html
 from .text import decision_text, printable, reason_text
 
@@ -361,8 +361,7 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
             self.add_class("fsbroker-finished")
 
     def _outcome_text(self, future: Future[ConsentDecision]) -> str:
-        # A short request (a test's) must not count an early withdrawal as its timeout.
-        how = ending(self.request, future, slack=min(TIMEOUT_SLACK, self.request.timeout / 10))
+        how = ending(self.request, future)
         if how == "timeout":
             return TIMED_OUT
         if how == "withdrawn":

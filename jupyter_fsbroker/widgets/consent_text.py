@@ -35,7 +35,6 @@ __all__ = [
     "DENY_ANSWERS",
     "READ_ANSWERS",
     "TIMED_OUT",
-    "TIMEOUT_SLACK",
     "WITHDRAWN",
     "Ending",
     "ending",
@@ -52,8 +51,6 @@ READ_ANSWERS = frozenset({"r", "read"})
 #: The answers the question names for a refusal (anything not in the two sets above refuses too).
 DENY_ANSWERS = frozenset({"n", "no", ""})
 
-#: A cancellation this close to the deadline (or later) counts as the timeout (:func:`ending`).
-TIMEOUT_SLACK = 1.0
 #: A prompt's outcome when no one answered in time (the cell's prompt and the panel say the same).
 TIMED_OUT = "Timed out — denied"
 #: A prompt's outcome when the request was withdrawn before an answer.
@@ -63,19 +60,16 @@ WITHDRAWN = "Withdrawn: the connection closed or the request was cancelled"
 Ending = Literal["answered", "timeout", "withdrawn", "failed"]
 
 
-def ending(
-    request: ConsentRequest, future: Future[ConsentDecision], *, slack: float = TIMEOUT_SLACK
-) -> Ending:
+def ending(request: ConsentRequest, future: Future[ConsentDecision]) -> Ending:
     """How a request whose *future* is done ended; every view that says so (the prompts, the panel) asks here.
 
-    A cancellation within *slack* seconds of the deadline, or later, is the
-    timeout (the broker stops waiting at about the deadline: its wait is timed
-    on another clock); an earlier one is a withdrawal (the call ended, the
-    connection closed). A future that ended with an exception failed: the
-    request counts as denied. Otherwise ``future.result()`` is the answer.
+    A cancelled future is the timeout or a withdrawal, as
+    :meth:`~jupyter_fsbroker.core.consent.ConsentRequest.timed_out` tells (the
+    wire's ``cause`` says the same). A future that ended with an exception
+    failed: the request counts as denied. Otherwise ``future.result()`` is the answer.
     """
     if future.cancelled():
-        return "timeout" if time.time() >= request.deadline - slack else "withdrawn"
+        return "timeout" if request.timed_out() else "withdrawn"
     return "failed" if future.exception() is not None else "answered"
 
 
