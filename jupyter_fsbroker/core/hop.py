@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
-__all__ = ["off_loop"]
+__all__ = ["off_loop", "post"]
 
 T = TypeVar("T")
 
@@ -62,9 +61,21 @@ def _done(
         _deliver(loop, _cancel, future, None)
 
 
+def post(loop: asyncio.AbstractEventLoop, callback: Callable[..., object], /, *args: Any) -> bool:
+    """From any thread: have *loop* call ``callback(*args)`` soon; ``False`` (nothing done) if it is closed.
+
+    A closed loop means that whatever the callback was for is gone with it
+    (the connection, the awaiting task), so callers drop the call.
+    """
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:
+        return False
+    return True
+
+
 def _deliver(loop: asyncio.AbstractEventLoop, settle: Callable[..., None], future: Any, value: Any) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
-        loop.call_soon_threadsafe(settle, future, value)
+    post(loop, settle, future, value)
 
 
 def _succeed(future: asyncio.Future[Any], result: Any) -> None:

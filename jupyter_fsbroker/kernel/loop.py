@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import contextvars
 import logging
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
+
+from ..core.hop import post
 
 __all__ = ["BackgroundLoop", "LoopClosedError"]
 
@@ -131,8 +132,7 @@ class BackgroundLoop:
                 raise RuntimeError("the background loop cannot stop itself")
             self._stopping = True
         if loop is not None:
-            with contextlib.suppress(RuntimeError):  # already closed
-                loop.call_soon_threadsafe(loop.stop)
+            post(loop, loop.stop)  # already closed: nothing to stop
         thread.join(timeout)
         if thread.is_alive():
             log.warning("the background loop thread did not stop within %g s", timeout)
@@ -205,5 +205,4 @@ def _cancel_task(
     loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], future: concurrent.futures.Future[Any]
 ) -> None:
     if future.cancelled() and not task.done():
-        with contextlib.suppress(RuntimeError):  # the loop is closed: the task is gone with it
-            loop.call_soon_threadsafe(task.cancel)
+        post(loop, task.cancel)  # the loop is closed: the task is gone with it

@@ -39,7 +39,7 @@ import asyncio
 import logging
 import math
 from collections.abc import Mapping
-from contextlib import AsyncExitStack, suppress
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -58,6 +58,7 @@ from ..core.broker import Broker
 from ..core.connection import Connection as CoreConnection
 from ..core.consent import Consenter
 from ..core.errors import BrokerError, ClosedError
+from ..core.hop import post
 from ..core.serverlog import ServerLog
 from ..core.watch import ChangeEvent
 from .errors import ConnectError, ConnectionClosedError, ProtocolVersionError, ServerError
@@ -350,8 +351,7 @@ class ServerConnection:
         """
         self._asked_reason = self._asked_reason or reason
         self._close_core(reason)
-        with suppress(RuntimeError):  # a closed loop: nothing left to tear down
-            self._loop.call_soon_threadsafe(self._request_close, reason)
+        post(self._loop, self._request_close, reason)  # a closed loop: nothing left to tear down
 
     async def aclose(self, reason: str = "closed by the user") -> None:
         """Close the connection (see :meth:`close`) and wait until the transport is down."""
@@ -610,8 +610,7 @@ class ServerConnection:
         """Any thread: a broker-side connection opened or closed; if it is ours, end the transport."""
         if self._core is not None and self._core.closed and not self._done.is_set():
             reason = self._asked_reason or "the broker closed the connection"
-            with suppress(RuntimeError):  # a closed loop: nothing left to tear down
-                self._loop.call_soon_threadsafe(self._request_close, reason)
+            post(self._loop, self._request_close, reason)  # a closed loop: nothing left to tear down
 
     def _read_sizes(self) -> tuple[int, int, int]:
         limits = self.broker.config.limits

@@ -67,7 +67,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
@@ -86,6 +86,7 @@ from mcp_types import (
 )
 
 from ..core.errors import FilesError, InternalError, RateLimited, to_jsonrpc_error
+from ..core.hop import post
 from .budget import MemoryBudget, Reservation, answer_estimate, held_by
 from .framing import MalformedMessage, encode_message, encode_response
 from .roots_gate import RootsGate
@@ -347,8 +348,7 @@ class BrokerMiddleware:
         loop = self._loop
         if loop is None or self._closing:
             return
-        with suppress(RuntimeError):  # a closed loop: the connection is gone anyway
-            loop.call_soon_threadsafe(self.notify, method, params)
+        post(loop, self.notify, method, params)  # a closed loop: the connection is gone anyway
 
     # -- inbound --------------------------------------------------------------------------------
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import functools
 import logging
 import threading
@@ -55,6 +54,7 @@ from typing import Any, Protocol, runtime_checkable
 from mcp_types import JSONRPCRequest, RequestId
 
 from ..core.errors import FilesError, to_jsonrpc_error
+from ..core.hop import post
 from .budget import Reservation
 
 __all__ = ["DirectWriter", "FilesRoute", "ThreadedAnswers"]
@@ -261,8 +261,7 @@ class ThreadedAnswers:
             self._post(self._hand_to_loop, entry, data)
 
     def _post(self, callback: Callable[..., None], *args: Any) -> None:
-        with contextlib.suppress(RuntimeError):  # a closed loop: the connection is gone
-            self._loop.call_soon_threadsafe(callback, *args)
+        post(self._loop, callback, *args)  # a closed loop: the connection is gone
 
     # -- back on the loop -----------------------------------------------------------------------
 

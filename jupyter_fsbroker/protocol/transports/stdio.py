@@ -61,6 +61,7 @@ import anyio
 from mcp.client.stdio import StdioServerParameters, get_default_environment
 from mcp.shared.message import SessionMessage
 
+from ...core.hop import post
 from ..framing import MAX_MESSAGE_BYTES, MalformedMessage, parse_message, too_large
 from .reading import ReadingThreads
 
@@ -231,8 +232,7 @@ class PipeReader:
         self._post(self._deliver, item, size)
 
     def _post(self, callback: Callable[..., None], *args: object) -> None:
-        with contextlib.suppress(RuntimeError):  # a closed loop: the connection is gone
-            self._loop.call_soon_threadsafe(callback, *args)
+        post(self._loop, callback, *args)  # a closed loop: the connection is gone
 
     def _deliver(self, item: _Item | MalformedMessage, size: int) -> None:
         if self._intercepted(item) or self._closed:
@@ -479,8 +479,7 @@ class PipeWriter:
                 return False
             except OSError:
                 self._broken = True
-                with contextlib.suppress(RuntimeError):  # a closed loop: the reader is gone too
-                    self._loop.call_soon_threadsafe(self._on_broken)
+                post(self._loop, self._on_broken)  # a closed loop: the reader is gone too
             return True
         finally:
             self._wire.release()
