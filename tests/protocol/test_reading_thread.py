@@ -23,7 +23,7 @@ import pytest
 
 from jupyter_fsbroker.core.pool import RequestPool
 from jupyter_fsbroker.protocol.transports.reading import RELIEF_TICK, ReadingThreads
-from tests.protocol.test_threaded_answers import TIMEOUT, name_of_thread, served
+from tests.protocol.test_threaded_answers import TIMEOUT, Holding, name_of_thread, served
 
 pytestmark = pytest.mark.anyio
 
@@ -152,22 +152,15 @@ async def test_end_of_file_ends_the_stream_and_the_thread(pool: RequestPool) -> 
 
 
 async def test_a_request_stuck_in_the_file_system_holds_up_no_other_connection(pool: RequestPool) -> None:
-    started, release = threading.Event(), threading.Event()
-
-    def handle(method: str, params: Any) -> dict[str, Any]:
-        if params["path"] == "stuck":
-            started.set()
-            release.wait(TIMEOUT)
-        return {"path": params["path"]}
-
+    handle = Holding("stuck")
     async with served(handle, pool=pool, thread=True) as one, served(handle, pool=pool, thread=True) as two:
         one.request(1, "files/read", path="stuck")
-        assert await anyio.to_thread.run_sync(started.wait, TIMEOUT)
+        await handle.wait_started()
         for n in range(3):
             two.request(n, "files/read", path="free")
             assert (await two.answer())["id"] == n
         await asyncio.sleep(0)  # the loop turns meanwhile
-        release.set()
+        handle.release.set()
         assert (await one.answer())["id"] == 1
         await one.settled()
         await two.settled()

@@ -123,6 +123,26 @@ def pool() -> Any:
     pool.shutdown(wait=True, cancel_futures=True)
 
 
+class Holding:
+    """A handler that holds the request for *path* until :attr:`release` is set and answers others at once."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.ran: list[str] = []  # the paths of every request it handled, in order
+
+    def __call__(self, method: str, params: Any) -> dict[str, Any]:
+        self.ran.append(params["path"])
+        if params["path"] == self.path:
+            self.started.set()
+            self.release.wait(TIMEOUT)
+        return {"path": params["path"]}
+
+    async def wait_started(self) -> None:
+        assert await anyio.to_thread.run_sync(self.started.wait, TIMEOUT)
+
+
 def name_of_thread(method: str, params: Any) -> dict[str, Any]:
     if params.get("missing"):
         raise NotFound("no such file", path=params["missing"])
@@ -153,22 +173,15 @@ async def test_consent_is_answered_the_loop_s_way(pool: RequestPool) -> None:
 
 
 async def test_a_cancelled_running_request_is_never_answered(pool: RequestPool) -> None:
-    started, release = threading.Event(), threading.Event()
-
-    def handle(method: str, params: Any) -> dict[str, Any]:
-        if params["path"] == "slow":
-            started.set()
-            release.wait(TIMEOUT)
-        return {"path": params["path"]}
-
+    handle = Holding("slow")
     async with served(handle, pool=pool) as server:
         server.request(1, "files/read", path="slow")
-        assert await anyio.to_thread.run_sync(started.wait, TIMEOUT)
+        await handle.wait_started()
         assert server.middleware.in_flight == 1
         server.cancel(1)
         server.request(2, "files/stat", path="next")
         assert (await server.answer())["id"] == 2
-        release.set()
+        handle.release.set()
         await server.settled()  # the cancelled one has ended, without an answer
         server.request(3, "files/stat", path="last")
         assert (await server.answer())["id"] == 3
@@ -176,30 +189,21 @@ async def test_a_cancelled_running_request_is_never_answered(pool: RequestPool) 
 
 async def test_a_request_cancelled_before_a_thread_took_it_never_runs() -> None:
     one = RequestPool(1)
-    started, release = threading.Event(), threading.Event()
-    ran: list[str] = []
-
-    def handle(method: str, params: Any) -> dict[str, Any]:
-        ran.append(params["path"])
-        if params["path"] == "slow":
-            started.set()
-            release.wait(TIMEOUT)
-        return {"path": params["path"]}
-
+    handle = Holding("slow")
     try:
         async with served(handle, pool=one) as server:
             server.request(1, "files/read", path="slow")
-            assert await anyio.to_thread.run_sync(started.wait, TIMEOUT)
+            await handle.wait_started()
             server.request(2, "files/read", path="queued")
             server.cancel(2)
             server.request(3, "files/read", path="after")
             with anyio.fail_after(TIMEOUT):
                 while server.middleware.in_flight < 2:  # 1 and 3 (2 is gone)
                     await asyncio.sleep(0)
-            release.set()
+            handle.release.set()
             assert {(await server.answer())["id"] for _ in range(2)} == {1, 3}
             await server.settled()
-        assert ran == ["slow", "after"]
+        assert handle.ran == ["slow", "after"]
     finally:
         one.shutdown(wait=True)
 
