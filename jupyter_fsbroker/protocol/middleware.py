@@ -7,7 +7,7 @@ notifications. :class:`BrokerMiddleware` therefore sits *between* a transport's
 ``(read, write)`` stream pair and the session, where every JSON-RPC message
 passes as a plain ``SessionMessage``::
 
-    transport read ─┬─► files/* ──► a worker thread: core, answer ──────────────► transport write
+    transport read ─┬─► files/* ──► the reading or a worker thread: core, answer ► transport write
                     └─► pump_in ──┬─► files/* ──► one task each ──► core ─┐
                                   ├─► roots/list (answered here)          │
                                   └─► everything else ──► ClientSession   │
@@ -30,8 +30,11 @@ passes as a plain ``SessionMessage``::
   any thread) and ``route_files`` gives a worker thread, a ``files/*`` request
   whose slot and memory are free at once skips the loop altogether: the
   worker decides it and writes its answer, and the loop only takes back the
-  slot and the memory afterwards (:mod:`.threaded`). Every other request (a
-  consent, one that must wait, any over HTTP) goes the task's way.
+  slot and the memory afterwards (:mod:`.threaded`). Where the reader also
+  reads on threads of its own (``read_on_thread``), a request that is alone on
+  its connection is answered by the thread that read it, without a worker.
+  Every other request (a consent, one that must wait, any over HTTP) goes the
+  task's way.
 * ``roots/list`` is answered from a callable returning ``{"uri", "name"}`` items
   (and ``_meta`` where a root carries it).
 * A :class:`~.roots_gate.RootsGate`, if given, is told when roots are offered
