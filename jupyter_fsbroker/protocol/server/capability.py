@@ -207,8 +207,10 @@ def files(
         ``{path: operations}``: what the tool needs on each path, when it
         differs from path to path (say ``{data: ["read"], report: ["write"]}``);
         the consent then asks for exactly that (PROTOCOL.md, "Per-path
-        operations"), so the user can grant write on the report only.
-        Replaces *consent_paths* and *consent_operations*.
+        operations"), so the user can grant write on the report only; a
+        client that does not list ``perPathConsent`` is asked the same as
+        flat requests, one per set of operations. Replaces *consent_paths*
+        and *consent_operations*.
     retry, timeouts
         See :class:`RetryPolicy` and :class:`Timeouts`.
 
