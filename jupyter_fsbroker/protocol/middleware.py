@@ -15,7 +15,8 @@ passes as a plain ``SessionMessage``::
                     ◄── responses, notifications ◄────────────────────────┘
 
 * ``initialize`` going out gets ``capabilities.roots = {"listChanged": true,
-  "filesystemBrokering": true}`` written into its raw params.
+  "filesystemBrokering": true, "filesystemBrokeringFeatures": ["perPathConsent"]}``
+  written into its raw params.
 * ``files/*`` requests are answered through an async handler (the core
   connection's ``ahandle``), each in its own task, so a slow read or a pending
   consent never holds up another request. At most ``max_in_flight`` of one
@@ -68,6 +69,7 @@ is anyio.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -96,9 +98,11 @@ from .roots_gate import RootsGate
 from .threaded import DirectWriter, FilesRoute, ThreadedAnswers
 
 __all__ = [
+    "BROKERING_FEATURES",
     "CHANGED_NOTIFICATION",
     "DEFAULT_MAX_IN_FLIGHT",
     "FILES_PREFIX",
+    "PER_PATH_CONSENT",
     "ROOTS_CAPABILITY",
     "BrokerMiddleware",
     "FilesHandler",
@@ -115,8 +119,18 @@ FILES_PREFIX = "files/"
 #: The client→server notification that carries a watch event (PROTOCOL.md).
 CHANGED_NOTIFICATION = "notifications/files/changed"
 
+#: The key of ``capabilities.roots`` listing the optional parts of PROTOCOL.md a client implements.
+BROKERING_FEATURES = "filesystemBrokeringFeatures"
+
+#: The feature of a client that takes per-path items in ``files/consent`` (the core does).
+PER_PATH_CONSENT = "perPathConsent"
+
 #: What ``capabilities.roots`` of the outgoing ``initialize`` carries (PROTOCOL.md).
-ROOTS_CAPABILITY: dict[str, Any] = {"listChanged": True, "filesystemBrokering": True}
+ROOTS_CAPABILITY: dict[str, Any] = {
+    "listChanged": True,
+    "filesystemBrokering": True,
+    BROKERING_FEATURES: [PER_PATH_CONSENT],
+}
 
 #: Answers one ``files/*`` request: ``(method, params) -> result``, raising ``FilesError``.
 FilesHandler = Callable[[str, Any], Awaitable[dict[str, Any]]]
@@ -685,7 +699,7 @@ class BrokerMiddleware:
         params = dict(request.params or {})
         capabilities = dict(params.get("capabilities") or {})
         roots = dict(capabilities.get("roots") or {})
-        roots.update(ROOTS_CAPABILITY)
+        roots.update(copy.deepcopy(ROOTS_CAPABILITY))  # no message shares the module's list
         capabilities["roots"] = roots
         params["capabilities"] = capabilities
         version = params.get("protocolVersion")

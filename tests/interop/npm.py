@@ -4,8 +4,11 @@
 pins (under ``FSBROKER_INTEROP_DIR``, default ``<user cache>/jupyter_fsbroker/
 interop``) with ``npm install --ignore-scripts``, and reuses the folder when it
 already holds exactly those versions, so only the first run on a machine
-downloads anything. The tests' own JavaScript (``js/``) is copied next to
-``node_modules`` there, so that Node resolves its imports from that folder.
+downloads anything. The tests' own JavaScript (``js/``) is copied below that
+folder, so that Node resolves its imports from its ``node_modules``: into a
+subfolder named after the scripts' contents, because every checkout on the
+machine shares the packages, and one checkout's scripts must never replace
+another's while its tests run.
 """
 
 from __future__ import annotations
@@ -50,13 +53,14 @@ class NodeTools:
 
     folder: Path
     node: str
+    scripts: Path
 
     def package(self, name: str) -> Path:
         return self.folder / "node_modules" / name
 
     def script(self, name: str) -> Path:
-        """One of the tests' own scripts (``js/NAME``), next to ``node_modules``."""
-        return self.folder / name
+        """One of the tests' own scripts (``js/NAME``), as this checkout has it."""
+        return self.scripts / name
 
     @property
     def server_filesystem(self) -> list[str]:
@@ -141,9 +145,24 @@ def install() -> NodeTools:
                 raise NpmUnavailable(
                     f"npm install of {', '.join(f'{n}@{v}' for n, v in PINS.items())} failed: {tail}"
                 )
-        for source in JS_SOURCES.glob("*.mjs"):
-            shutil.copyfile(source, folder / source.name)
-    return NodeTools(folder, node)
+        scripts = _copy_scripts(folder)
+    return NodeTools(folder, node, scripts)
+
+
+def _copy_scripts(folder: Path) -> Path:
+    """The tests' scripts in ``folder/scripts/<digest of their contents>`` (copied unless there)."""
+    sources = sorted(JS_SOURCES.glob("*.mjs"))
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    target = folder / "scripts" / digest.hexdigest()[:12]
+    if not target.is_dir():
+        staged = target.with_name(f"{target.name}.{os.getpid()}")
+        staged.mkdir(parents=True, exist_ok=True)
+        for source in sources:
+            shutil.copyfile(source, staged / source.name)
+        staged.rename(target)  # held under the folder's lock: no one else is copying
+    return target
 
 
 def install_or_skip(title: str, who: str = "these tests") -> NodeTools:

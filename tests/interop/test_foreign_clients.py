@@ -1,5 +1,6 @@
 """Foreign clients driving the example analysis server: the MCP Inspector CLI, and a brokering client
-written on the TypeScript SDK that speaks PROTOCOL.md's dialect or the SEP-1708 draft's.
+written on the TypeScript SDK that speaks PROTOCOL.md's dialect or the SEP-1708 draft's, with
+per-path consent or only the flat form.
 
 Both run over stdio (the client starts the server) and Streamable HTTP (the
 server runs on its own, ``--http``).
@@ -131,6 +132,33 @@ def test_a_typescript_brokering_client_drives_the_example_server(
     assert (data / "count.txt").read_text() == "2\n"
     # Nothing was pre-approved: each tool asked for consent once, then repeated the refused request.
     assert out["answered"][:3] == ["files/read", "files/consent", "files/read"]
+    # The client lists perPathConsent: write_report asked once, for read on the data and write on
+    # the report.
+    [_, asked, *_] = out["consents"]
+    assert asked["requestedPaths"] == [
+        {"path": "data/sales.csv", "operations": ["read"]},
+        {"path": "data/sales.report.md", "operations": ["write"]},
+    ]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("dialect", ["protocol", "sep"])
+def test_a_flat_only_client_gets_flat_consents_and_write_report_writes(
+    node_tools: NodeTools, data: Path, dialect: str, transport: str
+) -> None:
+    """A client written to the flat form of files/consent (strings in requestedPaths, SEP-1708's
+    example) lists no perPathConsent: the server asks one flat consent per operation set."""
+    calls = [{"name": "write_report", "arguments": {"path": "data/sales.csv"}}]
+    out = broker_with_ts(node_tools, data, calls, transport, "--dialect", dialect, "--consent", "flat")
+    [report] = out["results"]
+    assert not report.get("isError"), report
+    assert report["structuredContent"]["report"] == "data/sales.report.md"
+    assert (data / "sales.report.md").read_text().startswith("# Profile of `data/sales.csv`")
+    assert [consent["requestedPaths"] for consent in out["consents"]] == [
+        ["data/sales.csv"],
+        ["data/sales.report.md"],
+    ]
+    assert [consent["operations"] for consent in out["consents"]] == [["read"], ["write"]]
 
 
 def test_a_client_that_misreports_bytes_read_gets_an_error_not_numbers(

@@ -1,8 +1,9 @@
 """A hand-written MCP client for tests: plain JSON-RPC over stdio or Streamable HTTP.
 
 It plays the notebook's part without ``mcp``'s client: it sends ``initialize``
-with ``capabilities.roots = {"listChanged": true, "filesystemBrokering": true}``
-(or without the flag), answers the server's ``files/*`` requests by calling the
+with ``capabilities.roots = {"listChanged": true, "filesystemBrokering": true,
+"filesystemBrokeringFeatures": ["perPathConsent"]}`` (or without the flag, or
+with other features), answers the server's ``files/*`` requests by calling the
 core engine (``Connection.ahandle``), answers ``roots/list`` and ``ping``, and
 forwards the core's watch events as ``notifications/files/changed``.
 
@@ -79,6 +80,10 @@ class RawClient:
         The server's name for the broker connection.
     brokering
         Advertise ``filesystemBrokering`` in ``initialize``.
+    features
+        What ``filesystemBrokeringFeatures`` lists (``None``: leave the key out).
+        The core implements ``perPathConsent``; a client that leaves it out
+        still gets its answers from the core, which reads flat requests too.
     consenter
         The connection's consenter (default: the broker's, refusing).
     """
@@ -89,10 +94,12 @@ class RawClient:
         *,
         name: str = "test-server",
         brokering: bool = True,
+        features: Sequence[str] | None = ("perPathConsent",),
         consenter: Consenter | None = None,
     ) -> None:
         self.broker = broker
         self.brokering = brokering
+        self.features = features
         self.conn = broker.connect(name, consenter=consenter, notify=self._on_change)
         self.answered: list[Answered] = []
         self.notifications: list[tuple[str, dict[str, Any]]] = []
@@ -162,6 +169,8 @@ class RawClient:
         roots: dict[str, Any] = {"listChanged": True}
         if self.brokering:
             roots["filesystemBrokering"] = True
+        if self.features is not None:
+            roots["filesystemBrokeringFeatures"] = list(self.features)
         result = await self.request(
             "initialize",
             {

@@ -178,6 +178,12 @@ async def test_write_report_writes_markdown_next_to_the_data(
         f"data/{name}/weather.report.md",
     }
     assert set(asked.operations) == {"read", "write"}
+    # The client lists perPathConsent: one request with per-path items, write on the report only.
+    [sent] = [answered.params for answered in client.requests("files/consent")]
+    assert sent["requestedPaths"] == [
+        {"path": f"data/{name}/weather.csv", "operations": ["read"]},
+        {"path": f"data/{name}/weather.report.md", "operations": ["write"]},
+    ]
     assert report_path("data/x/sales.csv") == "data/x/sales.report.md"
     assert render_report({**reference_profile(text), "path": "p", "bytes": 1}).count("\n| ") == 3
 

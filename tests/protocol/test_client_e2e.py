@@ -105,7 +105,11 @@ async def test_the_handshake_advertises_brokering_and_names_both_sides(
         assert broker.connections() == (conn.connection,)
         # What the server read from the raw initialize params.
         init = payload(await conn.call_tool("initialize_params"))["params"]
-        assert init["capabilities"]["roots"] == {"listChanged": True, "filesystemBrokering": True}
+        assert init["capabilities"]["roots"] == {
+            "listChanged": True,
+            "filesystemBrokering": True,
+            "filesystemBrokeringFeatures": ["perPathConsent"],
+        }
         assert init["protocolVersion"] == "2025-11-25"
         assert init["clientInfo"]["name"] == "jupyter_fsbroker"
         result = await conn.call_tool("info")

@@ -104,7 +104,12 @@ async def test_initialize_gets_the_brokering_capability_and_keeps_the_rest() -> 
             "protocolVersion": "2025-11-25",
             "capabilities": {
                 "sampling": {},
-                "roots": {"listChanged": True, "other": 1, "filesystemBrokering": True},
+                "roots": {
+                    "listChanged": True,
+                    "other": 1,
+                    "filesystemBrokering": True,
+                    "filesystemBrokeringFeatures": ["perPathConsent"],
+                },
             },
             "clientInfo": {"name": "x", "version": "1"},
         }

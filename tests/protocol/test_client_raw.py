@@ -88,7 +88,9 @@ async def test_the_wire_matches_the_protocol(tmp_path: Path) -> None:
     # The capability, as bytes on the wire and as parsed JSON.
     assert report["capability_ok"] is True
     line = report["initialize_line"]
-    assert '"roots":{"listChanged":true,"filesystemBrokering":true}' in line.replace(" ", "")
+    capability = '"roots":{"listChanged":true,"filesystemBrokering":true,'
+    capability += '"filesystemBrokeringFeatures":["perPathConsent"]}'
+    assert capability in line.replace(" ", "")
     init = report["initialize"]
     assert init["method"] == "initialize"
     assert init["params"]["protocolVersion"] == "2025-11-25"

@@ -3,8 +3,9 @@
 The helper (``jupyter_fsbroker/protocol/server/``) must stand alone, so it
 copies what it relies on of PROTOCOL.md instead of importing the core: error
 names and codes, the operations, the chunk caps, the watch event kinds and the
-change event's shape, the notification's name, the capability key, and the
-two ``data.reason`` values it acts on. Each test below compares one copy with
+change event's shape, the notification's name, the capability key, the key
+of the features and the feature names, and the two ``data.reason`` values it
+acts on. Each test below compares one copy with
 the core's (or the client side's) and names the copy to fix when they differ.
 """
 
@@ -133,6 +134,10 @@ COPIES: list[Any] = [
     pytest.param(
         contract.CHANGED_NOTIFICATION, client_side.CHANGED_NOTIFICATION, CLIENT, id="CHANGED_NOTIFICATION"
     ),
+    pytest.param(
+        contract.BROKERING_FEATURES, client_side.BROKERING_FEATURES, CLIENT, id="BROKERING_FEATURES"
+    ),
+    pytest.param(contract.PER_PATH_CONSENT, client_side.PER_PATH_CONSENT, CLIENT, id="PER_PATH_CONSENT"),
 ]
 
 
@@ -159,6 +164,19 @@ def test_the_client_sides_capability_is_what_the_helper_reads() -> None:
         "the capability key", contract.BROKERING_CAPABILITY, sorted(roots), CONTRACT, CLIENT
     )
     assert helper.advertises_brokering({"capabilities": {"roots": roots}})
+
+
+def test_the_client_side_lists_the_features_the_helper_reads() -> None:
+    """Our client lists perPathConsent (the core takes per-path items), under the key the helper reads."""
+    roots = client_side.ROOTS_CAPABILITY
+    features = helper.brokering_features({"capabilities": {"roots": roots}})
+    assert contract.PER_PATH_CONSENT in features, drift(
+        "the features' key or the per-path feature",
+        (contract.BROKERING_FEATURES, contract.PER_PATH_CONSENT),
+        roots,
+        CONTRACT,
+        CLIENT,
+    )
 
 
 # -- the change event's wire shape --------------------------------------------------------------

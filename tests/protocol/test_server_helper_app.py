@@ -126,7 +126,9 @@ async def op_rename(fs: FilesClient, path: str, new_path: str, **kw: Any) -> str
     return await fs.rename(path, new_path, **kw)
 
 
-async def op_consent(fs: FilesClient, message: str, paths: list[str], operations: Any = None) -> Any:
+async def op_consent(
+    fs: FilesClient, message: str, paths: list[str] | dict[str, list[str]], operations: Any = None
+) -> Any:
     return _asdict(await fs.consent(message, paths, operations))
 
 
@@ -223,10 +225,14 @@ def build_server(*, require: bool = False) -> MCPServer[Any]:
         args: dict[str, Any] | None = None,
         consent_message: str | None = None,
         consent_operations: list[str] | None = None,
+        consent_access: dict[str, list[str]] | None = None,
     ) -> dict[str, Any]:
         """Run one helper operation; report its value or its typed error."""
         async with files(
-            ctx, consent_message=consent_message, consent_operations=consent_operations or ()
+            ctx,
+            consent_message=consent_message,
+            consent_operations=consent_operations or (),
+            consent_access=consent_access,
         ) as fs:
             try:
                 return {"ok": await OPS[op](fs, **(args or {}))}

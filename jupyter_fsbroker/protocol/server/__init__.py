@@ -29,8 +29,9 @@ How it hooks into mcp 2.3, module by module
 -------------------------------------------
 * :func:`enable_files` appends a :class:`FilesMiddleware` to the server's
   middleware chain (:mod:`.capability`): it reads
-  ``capabilities.roots.filesystemBrokering`` from the raw ``initialize``
-  params, keeps per-connection state (:mod:`.connection`) and routes
+  ``capabilities.roots.filesystemBrokering`` and the client's
+  ``filesystemBrokeringFeatures`` from the raw ``initialize`` params, keeps
+  per-connection state (:mod:`.connection`) and routes
   ``notifications/files/changed`` to the :class:`Watch` iterators (:mod:`.watch`).
 * :func:`files` gives a tool a :class:`FilesClient` (:mod:`.client`). Its
   requests go out through one :class:`~.requester.Requester` per tool call
@@ -47,7 +48,14 @@ How it hooks into mcp 2.3, module by module
 
 from __future__ import annotations
 
-from .capability import FilesMiddleware, advertises_brokering, client_brokers_files, enable_files, files
+from .capability import (
+    FilesMiddleware,
+    advertises_brokering,
+    brokering_features,
+    client_brokers_files,
+    enable_files,
+    files,
+)
 from .chunks import ChunkStream
 from .client import FilesClient
 from .contract import (
@@ -135,6 +143,7 @@ __all__ = [
     "WriteResult",
     "WrongType",
     "advertises_brokering",
+    "brokering_features",
     "client_brokers_files",
     "enable_files",
     "error_from_jsonrpc",

@@ -2,8 +2,9 @@
 
 :class:`FilesMiddleware` sees every inbound message with its raw params before
 any model validation (mcp's typed models drop unknown keys), so it reads the
-capability from the raw ``initialize`` params and records it, with the watch
-routing, in the connection's :class:`~.connection.ConnectionFiles`; it also
+capability and the client's ``filesystemBrokeringFeatures`` from the raw
+``initialize`` params and records them, with the watch routing, in the
+connection's :class:`~.connection.ConnectionFiles`; it also
 routes ``notifications/files/changed`` (a client→server notification mcp does
 not know) to that connection's watches. With ``require=True`` it refuses the
 handshake itself with the -32603 error SEP-1708 prescribes.
@@ -26,7 +27,12 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 
 from .client import FilesClient
 from .connection import ConnectionFiles
-from .contract import BROKERING_CAPABILITY, CHANGED_NOTIFICATION, MISSING_CAPABILITY_MESSAGE
+from .contract import (
+    BROKERING_CAPABILITY,
+    BROKERING_FEATURES,
+    CHANGED_NOTIFICATION,
+    MISSING_CAPABILITY_MESSAGE,
+)
 from .errors import FilesUnavailable
 from .mcp_internals import connection_state
 from .policy import RetryPolicy, Timeouts
@@ -35,6 +41,7 @@ from .results import ChangeEvent
 __all__ = [
     "FilesMiddleware",
     "advertises_brokering",
+    "brokering_features",
     "client_brokers_files",
     "enable_files",
     "files",
@@ -45,19 +52,37 @@ log = logging.getLogger(__name__)
 _STATE_KEY = "jupyter_fsbroker.files"
 
 
-def advertises_brokering(initialize_params: Mapping[str, Any] | None) -> bool:
-    """Whether raw ``initialize`` params carry ``capabilities.roots.filesystemBrokering: true``."""
+def _roots_capability(initialize_params: Mapping[str, Any] | None) -> Mapping[str, Any]:
     capabilities = (initialize_params or {}).get("capabilities")
     roots = capabilities.get("roots") if isinstance(capabilities, Mapping) else None
-    return isinstance(roots, Mapping) and roots.get(BROKERING_CAPABILITY) is True
+    return cast("Mapping[str, Any]", roots) if isinstance(roots, Mapping) else {}
+
+
+def advertises_brokering(initialize_params: Mapping[str, Any] | None) -> bool:
+    """Whether raw ``initialize`` params carry ``capabilities.roots.filesystemBrokering: true``."""
+    return _roots_capability(initialize_params).get(BROKERING_CAPABILITY) is True
+
+
+def brokering_features(initialize_params: Mapping[str, Any] | None) -> frozenset[str]:
+    """The optional parts of PROTOCOL.md a client implements, from raw ``initialize`` params.
+
+    The strings of ``capabilities.roots.filesystemBrokeringFeatures`` (today
+    PROTOCOL.md names one, ``perPathConsent``); a missing key, or one that is
+    not a list, means none, and entries that are not strings are skipped.
+    """
+    listed = _roots_capability(initialize_params).get(BROKERING_FEATURES)
+    if not isinstance(listed, list):
+        return frozenset()
+    return frozenset(item for item in listed if isinstance(item, str))
 
 
 class FilesMiddleware:
     """mcp server middleware that enables :func:`~.client.files` on a server.
 
     Install it with :func:`enable_files` (or ``MCPServer(middleware=[...])``).
-    It records whether each client advertised ``filesystemBrokering`` (read
-    from the raw ``initialize`` params) and routes
+    It records whether each client advertised ``filesystemBrokering``, and
+    the features it lists (both read from the raw ``initialize`` params),
+    and routes
     ``notifications/files/changed`` to the connection's watches.
 
     Parameters
@@ -83,7 +108,7 @@ class FilesMiddleware:
             else:
                 raw = (ctx.params or {}).get("capabilities")
                 caps = cast("Mapping[str, Any]", raw) if isinstance(raw, Mapping) else None
-                state[_STATE_KEY] = ConnectionFiles(advertised, caps)
+                state[_STATE_KEY] = ConnectionFiles(advertised, caps, brokering_features(ctx.params))
             return result
         if ctx.method == CHANGED_NOTIFICATION and ctx.request_id is None:
             event = ChangeEvent.from_params(ctx.params)
@@ -182,8 +207,10 @@ def files(
         ``{path: operations}``: what the tool needs on each path, when it
         differs from path to path (say ``{data: ["read"], report: ["write"]}``);
         the consent then asks for exactly that (PROTOCOL.md, "Per-path
-        operations"), so the user can grant write on the report only.
-        Replaces *consent_paths* and *consent_operations*.
+        operations"), so the user can grant write on the report only; a
+        client that does not list ``perPathConsent`` is asked the same as
+        flat requests, one per set of operations. Replaces *consent_paths*
+        and *consent_operations*.
     retry, timeouts
         See :class:`RetryPolicy` and :class:`Timeouts`.
 

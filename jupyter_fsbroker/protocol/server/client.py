@@ -20,7 +20,7 @@ from mcp.server.session import ServerSession
 
 from .chunks import ChunkStream
 from .connection import ConnectionFiles
-from .contract import DEFAULT_CHUNK_BYTES, OPERATIONS, WATCH_EVENTS
+from .contract import DEFAULT_CHUNK_BYTES, OPERATIONS, PER_PATH_CONSENT, WATCH_EVENTS
 from .errors import NotFound, PermissionDenied
 from .locks import hold_lock, unlock
 from .policy import RetryPolicy, Timeouts
@@ -92,6 +92,7 @@ class FilesClient:
             consent_operations=consent_operations,
             consent_paths=consent_paths,
             consent_access=consent_access,
+            per_path_consent=PER_PATH_CONSENT in connection.features,
         )
         self._conn = connection
         self._open: set[Watch | ChunkStream[Any]] = set()
@@ -176,7 +177,10 @@ class FilesClient:
         paths
             Paths to ask for (a directory covers its descendants); or
             ``{path: operations}`` to ask for different operations on different
-            paths, e.g. ``{"data/sales.csv": ["read"], "data/sales.report.md": ["write"]}``.
+            paths, e.g. ``{"data/sales.csv": ["read"], "data/sales.report.md": ["write"]}``:
+            one request with per-path items if the client lists
+            ``perPathConsent``, otherwise one flat request per distinct set
+            of operations (one prompt each), their answers merged.
         operations
             Some of ``read``, ``write``, ``delete``, ``watch``; all if ``None``
             (for the paths given without their own).
@@ -185,7 +189,8 @@ class FilesClient:
         -------
         ConsentResult
             A refusal is ``granted=False``, not an error; an answer that says
-            what was approved on each path is a :class:`PathConsentResult`.
+            what was approved on each path is a :class:`PathConsentResult`
+            (as is the merge of the flat answers).
         """
         return await self._requester.consent(message, paths, operations)
 

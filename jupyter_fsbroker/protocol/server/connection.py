@@ -1,4 +1,4 @@
-"""What the helper keeps per client connection: the capability, watch routing, in-process locks.
+"""What the helper keeps per client connection: the capability and features, watch routing, in-process locks.
 
 One :class:`ConnectionFiles` lives in mcp's per-connection ``state`` from the
 client's ``initialize`` on (the middleware puts it there); every
@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -60,6 +60,9 @@ class ConnectionFiles:
         Whether the client advertised ``filesystemBrokering``.
     capabilities
         The client's raw ``capabilities`` from ``initialize``.
+    features
+        The optional parts of PROTOCOL.md the client said it implements
+        (``filesystemBrokeringFeatures``, e.g. ``perPathConsent``).
 
     Attributes
     ----------
@@ -69,9 +72,15 @@ class ConnectionFiles:
         See :class:`LocalLocks`.
     """
 
-    def __init__(self, brokering: bool, capabilities: Mapping[str, Any] | None) -> None:
+    def __init__(
+        self,
+        brokering: bool,
+        capabilities: Mapping[str, Any] | None,
+        features: Iterable[str] = (),
+    ) -> None:
         self.brokering = brokering
         self.capabilities: dict[str, Any] = dict(capabilities or {})
+        self.features = frozenset(features)
         self.dropped = 0
         self.local_locks = LocalLocks()
         self._watches: dict[str, MemoryObjectSendStream[ChangeEvent]] = {}

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 __all__ = [
     "BROKERING_CAPABILITY",
+    "BROKERING_FEATURES",
     "CHANGED_NOTIFICATION",
     "DEFAULT_CHUNK_BYTES",
     "MAX_CHUNK_BYTES",
     "MISSING_CAPABILITY_MESSAGE",
     "NOT_GRANTED",
     "OPERATIONS",
+    "PER_PATH_CONSENT",
     "REQUEST_TOO_LARGE",
     "WATCH_EVENTS",
     "MiB",
@@ -43,6 +45,12 @@ CHANGED_NOTIFICATION = "notifications/files/changed"
 
 #: The key of ``capabilities.roots`` in ``initialize`` by which a client says it brokers files.
 BROKERING_CAPABILITY = "filesystemBrokering"
+
+#: The key of ``capabilities.roots`` listing the optional parts of PROTOCOL.md the client implements.
+BROKERING_FEATURES = "filesystemBrokeringFeatures"
+
+#: The feature of a client that takes per-path items in ``files/consent`` (PROTOCOL.md).
+PER_PATH_CONSENT = "perPathConsent"
 
 #: The error message SEP-1708 prescribes when the client does not broker files.
 MISSING_CAPABILITY_MESSAGE = (

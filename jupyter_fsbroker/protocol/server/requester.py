@@ -8,6 +8,12 @@ by one ``files/consent`` per paths and operation and one repetition; a
 refusal that comes back after that is raised as it is (a real ``-32602`` for
 bad params stays :class:`~.errors.InvalidParams`).
 
+A consent that names different operations for different paths is sent in
+PROTOCOL.md's per-path form only to a client that lists ``perPathConsent``;
+to any other it goes as flat requests, one per distinct set of operations
+(:func:`flat_groups`), whose answers are merged into the one result the tool
+sees (:meth:`~.results.PathConsentResult.merged`).
+
 Requests go out through the public ``ServerSession.send_request`` with a
 generic request model and ``related_request_id`` set to the tool call's id, so
 over Streamable HTTP they ride the tool call's own SSE stream; the raw result
@@ -35,10 +41,10 @@ from .contract import NOT_GRANTED
 from .direct import current_channel
 from .errors import FilesError, InvalidParams, PermissionDenied, error_from_jsonrpc
 from .policy import RetryPolicy, Timeouts
-from .results import ConsentResult, Root
+from .results import ConsentResult, PathConsentResult, Root
 from .wire import compact_params
 
-__all__ = ["ConsentPaths", "Policies", "Requester", "consent_may_cure"]
+__all__ = ["ConsentPaths", "Policies", "Requester", "consent_may_cure", "flat_groups"]
 
 #: The paths of a consent: one, several, or ``{path: operations}`` (the per-path form).
 ConsentPaths = str | Sequence[str] | Mapping[str, Sequence[str]]
@@ -68,6 +74,21 @@ def consent_may_cure(error: FilesError) -> bool:
     return False
 
 
+def flat_groups(access: Mapping[str, Sequence[str]]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """``{path: operations}`` as flat consents: ``[(operations, paths), ...]``, one per set of operations.
+
+    Paths that need the same set of operations (in any order) share one
+    entry. Entries come in the order their first path comes in *access*, their
+    paths in that order too, and the operations as the first path lists them
+    (without repeats): the same request always gives the same prompts.
+    """
+    groups: dict[frozenset[str], tuple[tuple[str, ...], list[str]]] = {}
+    for path, ops in access.items():
+        wanted = tuple(dict.fromkeys(ops))
+        groups.setdefault(frozenset(wanted), (wanted, []))[1].append(path)
+    return [(ops, tuple(paths)) for ops, paths in groups.values()]
+
+
 class Policies(Protocol):
     """Where a :class:`Requester` reads its policies (the :class:`~.client.FilesClient`'s attributes)."""
 
@@ -86,6 +107,9 @@ class Requester:
         Read at every request, so a change to them applies to the next one.
     consent_message, consent_operations, consent_paths, consent_access
         See :func:`~.capability.files`.
+    per_path_consent
+        Whether the client lists ``perPathConsent`` (takes per-path items in
+        ``files/consent``).
     """
 
     def __init__(
@@ -98,8 +122,10 @@ class Requester:
         consent_operations: tuple[str, ...] = (),
         consent_paths: tuple[str, ...] = (),
         consent_access: Mapping[str, Sequence[str]] | None = None,
+        per_path_consent: bool = False,
     ) -> None:
         self._session = session
+        self._per_path_consent = per_path_consent
         self._metadata = ServerMessageMetadata(related_request_id=request_id)
         self._policies = policies
         self._consent_message = consent_message
@@ -177,6 +203,9 @@ class Requester:
         """Send ``files/consent`` (see :meth:`FilesClient.consent`)."""
         wanted: list[Any]
         asked_ops: list[str] | None
+        if isinstance(paths, Mapping) and paths and not self._per_path_consent:
+            # This client cannot read per-path items (an empty mapping has none: sent as it is).
+            return await self._flat_consents(message, paths)
         if isinstance(paths, Mapping):  # the per-path form: each path with its own operations
             wanted = [{"path": path, "operations": list(ops)} for path, ops in paths.items()]
             asked, asked_ops = list(paths), list(dict.fromkeys(op for ops in paths.values() for op in ops))
@@ -190,6 +219,19 @@ class Requester:
         )
         result = await self.request("files/consent", request, timeout=self.timeouts.consent)
         return ConsentResult.from_result(result, asked, asked_ops)
+
+    async def _flat_consents(self, message: str, access: Mapping[str, Sequence[str]]) -> PathConsentResult:
+        """*access* asked of a client that knows only the flat form: one request per set of operations.
+
+        One after the other, so the user sees one prompt at a time; a refusal
+        of one does not keep the others from being asked.
+        """
+        answers = []
+        for ops, paths in flat_groups(access):
+            request = compact_params(message=message, requestedPaths=list(paths), operations=list(ops))
+            result = await self.request("files/consent", request, timeout=self.timeouts.consent)
+            answers.append(ConsentResult.from_result(result, paths, ops))
+        return PathConsentResult.merged(answers)
 
     async def roots(self) -> tuple[Root, ...]:
         """Ask the client for its roots (``roots/list``)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
@@ -119,6 +120,31 @@ class PathConsentResult(ConsentResult):
 
     approved: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
+    @classmethod
+    def merged(cls, answers: Sequence[ConsentResult]) -> PathConsentResult:
+        """One answer from the answers to several flat requests of one consent (one per set of operations).
+
+        Each path an answer approved is listed with the operations that
+        answer approved on it. It is granted if any answer is, and expires
+        when the first of the grants does (``None`` if none expires).
+        """
+        approved: dict[str, tuple[str, ...]] = {}
+        for answer in answers:
+            for path in answer.approved_paths:
+                approved[path] = tuple(
+                    dict.fromkeys((*approved.get(path, ()), *answer.operations_on([path])))
+                )
+        granted = [answer for answer in answers if answer.granted]
+        union = tuple(dict.fromkeys(op for ops in approved.values() for op in ops))
+        expiries = [answer.expires_at for answer in granted if answer.expires_at is not None]
+        return cls(
+            bool(granted),
+            tuple(approved),
+            union,
+            min(expiries, key=_instant, default=None),
+            tuple(approved.items()),
+        )
+
     def operations_on(self, paths: Sequence[str]) -> tuple[str, ...]:
         """The operations granted on every one of *paths* (see :meth:`ConsentResult.operations_on`)."""
         by_path = dict(self.approved)
@@ -126,6 +152,14 @@ class PathConsentResult(ConsentResult):
         if len(found) < len(paths):  # spelled otherwise than approved: no better than the flat answer
             return super().operations_on(paths) if not found else tuple(found[0])
         return tuple(op for op in found[0] if all(op in ops for ops in found))
+
+
+def _instant(expires_at: str) -> tuple[float, str]:
+    """An ``expiresAt`` as a sortable instant (one that does not parse sorts by its text, last)."""
+    try:
+        return (datetime.fromisoformat(expires_at).timestamp(), expires_at)
+    except (ValueError, OverflowError, OSError):
+        return (float("inf"), expires_at)
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,21 @@
 //                        read {content, size, mimeType}, write {bytesWritten}, and a path not
 //                        granted refused as {code: -32602, message: "PERMISSION_DENIED"}).
 //
+// and its consent in one of two forms:
+//
+//   --consent per-path   lists "perPathConsent" in roots.filesystemBrokeringFeatures and approves
+//                        each requestedPaths item with its own operations (PROTOCOL.md,
+//                        "Per-path operations");
+//   --consent flat       lists no feature and knows only string items in requestedPaths, as in
+//                        SEP-1708's own example: an object item is nothing it can approve.
+//
 // --lie-bytes-read N adds N to every bytesRead it reports (a broken client).
 //
 // Usage:
-//   node brokering_client.mjs --root DIR [--dialect protocol|sep] [--lie-bytes-read N]
-//        --calls JSON (--url URL | -- COMMAND ARG...)
-// Prints one JSON object: {"tools": [...], "results": [...], "answered": [method, ...]}.
+//   node brokering_client.mjs --root DIR [--dialect protocol|sep] [--consent per-path|flat]
+//        [--lie-bytes-read N] --calls JSON (--url URL | -- COMMAND ARG...)
+// Prints one JSON object: {"tools": [...], "results": [...], "answered": [method, ...],
+// "consents": [params of each files/consent, as received]}.
 
 import fs from "node:fs";
 import path from "node:path";
@@ -26,9 +35,9 @@ import { z } from "zod";
 
 const OPERATIONS = ["read", "write", "delete", "watch"];
 
-/** @returns {{root: string, dialect: string, lie: number, calls: any[], url?: string, command: string[]}} */
+/** @returns {{root: string, dialect: string, consent: string, lie: number, calls: any[], url?: string, command: string[]}} */
 function parseArgs(argv) {
-  const options = { dialect: "protocol", lie: 0, calls: [], command: [] };
+  const options = { dialect: "protocol", consent: "per-path", lie: 0, calls: [], command: [] };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === "--") {
@@ -36,11 +45,13 @@ function parseArgs(argv) {
       break;
     } else if (arg === "--root") options.root = path.resolve(argv[++i]);
     else if (arg === "--dialect") options.dialect = argv[++i];
+    else if (arg === "--consent") options.consent = argv[++i];
     else if (arg === "--lie-bytes-read") options.lie = Number(argv[++i]);
     else if (arg === "--calls") options.calls = JSON.parse(argv[++i]);
     else if (arg === "--url") options.url = argv[++i];
     else throw new Error(`unknown argument ${arg}`);
   }
+  if (!["per-path", "flat"].includes(options.consent)) throw new Error(`unknown --consent ${options.consent}`);
   return options;
 }
 
@@ -50,15 +61,17 @@ function rpcError(code, message, data) {
 }
 
 class Files {
-  constructor(root, dialect, lie) {
+  constructor(root, dialect, consent, lie) {
     this.root = fs.realpathSync(root);
     this.name = path.basename(this.root);
     this.dialect = dialect;
+    this.perPath = consent === "per-path";
     this.lie = lie;
     /** @type {Map<string, Set<string>>} path (root-relative) -> operations */
     this.grants = new Map();
     this.locks = new Map();
     this.answered = [];
+    this.consents = [];
   }
 
   /** Root-relative "name/rest" (or a bare rest) -> [relative, absolute]; refuses escapes. */
@@ -97,18 +110,27 @@ class Files {
   }
 
   consent(params) {
+    this.consents.push(params);
     const operations = params.operations ?? OPERATIONS;
     const approved = [];
     for (const item of params.requestedPaths ?? []) {
+      // A flat-only client knows string items only; an object is nothing it can approve.
+      if (typeof item !== "string" && !this.perPath) continue;
       const given = typeof item === "string" ? item : item.path;
+      const wanted = typeof item === "string" ? operations : (item.operations ?? operations);
       const [rel] = this.resolve(given);
       const ops = this.grants.get(rel) ?? new Set();
-      for (const op of operations) ops.add(op);
+      for (const op of wanted) ops.add(op);
       this.grants.set(rel, ops);
-      approved.push(given);
+      approved.push({ path: given, operations: wanted });
     }
-    if (this.dialect === "sep") return { granted: approved.length > 0, approvedPaths: approved };
-    return { granted: approved.length > 0, approvedPaths: approved, operations };
+    const granted = approved.length > 0;
+    const approvedPaths = approved.map((entry) => entry.path);
+    if (this.dialect === "sep") return { granted, approvedPaths };
+    const union = OPERATIONS.filter((op) => approved.some((entry) => entry.operations.includes(op)));
+    const result = { granted, approvedPaths, operations: union };
+    if (this.perPath) result.approved = approved;
+    return result;
   }
 
   read(params) {
@@ -181,11 +203,10 @@ class Files {
 
 async function main() {
   const options = parseArgs(process.argv.slice(2));
-  const files = new Files(options.root, options.dialect, options.lie);
-  const client = new Client(
-    { name: "ts-brokering-client", version: "1.0.0" },
-    { capabilities: { roots: { listChanged: true, filesystemBrokering: true } } },
-  );
+  const files = new Files(options.root, options.dialect, options.consent, options.lie);
+  const roots = { listChanged: true, filesystemBrokering: true };
+  if (files.perPath) roots.filesystemBrokeringFeatures = ["perPathConsent"];
+  const client = new Client({ name: "ts-brokering-client", version: "1.0.0" }, { capabilities: { roots } });
   client.setRequestHandler(ListRootsRequestSchema, async () => ({
     roots: [{ uri: pathToFileURL(files.root).href, name: files.name }],
   }));
@@ -215,7 +236,7 @@ async function main() {
     }
   }
   await client.close();
-  process.stdout.write(JSON.stringify({ tools, results, answered: files.answered }) + "\n");
+  process.stdout.write(JSON.stringify({ tools, results, answered: files.answered, consents: files.consents }) + "\n");
 }
 
 main().catch((error) => {

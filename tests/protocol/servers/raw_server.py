@@ -28,7 +28,11 @@ if __package__ in (None, ""):
 
 from tests.support.linewire import LineWire, text_result
 
-EXPECTED_ROOTS_CAPABILITY = {"listChanged": True, "filesystemBrokering": True}
+EXPECTED_ROOTS_CAPABILITY = {
+    "listChanged": True,
+    "filesystemBrokering": True,
+    "filesystemBrokeringFeatures": ["perPathConsent"],
+}
 MODERN = "2026-07-28"
 
 
