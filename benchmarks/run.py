@@ -39,7 +39,7 @@ import row_transfer  # noqa: E402
 import row_watch  # noqa: E402
 from compare_official import default_install_dir, node_version  # noqa: E402
 from context import Bench, Settings, Skipped  # noqa: E402
-from report import Row, describe_machine, render_markdown, render_table  # noqa: E402
+from report import Row, describe_machine, markdown_of_run, render_table  # noqa: E402
 
 #: One module per measurement (``row_*.py``), in the order of the table. Each has ``NUMBERS``
 #: (the rows it fills) and ``measure(bench)``, which returns those rows judged against their
@@ -101,7 +101,9 @@ def main() -> None:
     parser.add_argument(
         "--json", type=Path, default=DEFAULT_JSON, help=f"figures as JSON (default {DEFAULT_JSON})"
     )
-    parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
+    parser.add_argument(
+        "--markdown", action="store_true", help="also print the table as Markdown (what report.py prints)"
+    )
     parser.add_argument(
         "--install-dir", type=Path, default=default_install_dir(), help="npm prefix for the official server"
     )
@@ -140,9 +142,6 @@ def main() -> None:
 
     print()
     print(render_table(table))
-    if args.markdown:
-        print()
-        print(render_markdown(table))
     print(
         f"\nvalue: median [min-max] of n runs (rows 8, 10: percentiles of n samples); {mode};"
         f" total {seconds:.0f} s; load average (1 min) {start_load[0]:.1f} at start, {end_load[0]:.1f} at end"
@@ -158,6 +157,10 @@ def main() -> None:
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    if args.markdown:  # what report.py prints from the JSON file: the READMEs' tables
+        print()
+        print(markdown_of_run(out))
+        print()
     print(f"figures: {args.json}")
 
 
