@@ -4,8 +4,9 @@ A :class:`Row` is one measured line of the table, already judged against its
 target by the module that measured it; this module only lays rows out and
 describes the machine. It never measures anything.
 
-``python benchmarks/report.py FILE.json`` prints the Markdown table of a run
-``run.py`` wrote (for the READMEs), with its date, machine, commit and load.
+``python benchmarks/report.py FILE.json`` prints the table of a run ``run.py``
+wrote; with ``--markdown``, as Markdown with a header line giving its date,
+machine, commit and load: the READMEs' tables are that output.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -245,6 +245,23 @@ def markdown_of_run(data: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Print the table of a run that run.py wrote as JSON.")
+    parser.add_argument("json", type=Path, help="the run's JSON file (run.py --json)")
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="as Markdown, headed by the run's date, machine and load",
+    )
+    args = parser.parse_args()
+    data = json.loads(args.json.read_text(encoding="utf-8"))
+    if args.markdown:
+        print(markdown_of_run(data))
+    else:
+        print(render_table([Row.from_json(r) for r in data["rows"]]))
+
+
 if __name__ == "__main__":
-    with open(sys.argv[1], encoding="utf-8") as results:
-        print(markdown_of_run(json.load(results)))
+    main()

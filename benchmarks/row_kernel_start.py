@@ -22,8 +22,9 @@ tests start them) first answers one empty cell, then:
    over stdio (a server process starts: Python and mcp's imports) and a first
    ``call_tool("noop")``, timed from outside, from sending the request to its
    ``execute_reply``. ``%load_ext`` returns quickly because the client's imports
-   go on in a thread; whatever of them a first tool call still waits for is
-   paid in this cell. The cell also records its own clock after each step, so
+   go on in a thread, started once the loading cell is over or, as here, by
+   the first ``connect``; what the connection and the first tool call wait
+   for is paid in this cell. The cell also records its own clock after each step, so
    the notes split the time (``%load_ext``, connect, first call) and give a
    second ``call_tool`` in the next cell for comparison.
 
@@ -170,7 +171,8 @@ def measure(bench: Bench) -> list[Row]:
             note=(
                 "execute_request → execute_reply of that cell, timed from outside, in a fresh kernel after"
                 f" one empty cell; in the cell: %load_ext {part('load_ext')}, connect {part('connect')}"
-                f" (starting wire_server.py: Python and mcp), first call_tool('noop') {part('first_call')};"
+                " (the client's imports, which start there when connect shares the loading cell, and"
+                f" wire_server.py's start: Python and mcp), first call_tool('noop') {part('first_call')};"
                 f" a second call_tool {part('second_call')}"
             ),
         ),
