@@ -5,7 +5,7 @@ and the baselines it is compared with in the same invocation, prints the table
 (medians of several runs, their spread, ratios, targets, met or not) with the
 machine, the commit and the load average, and writes the figures as JSON
 (``--json``, default ``benchmarks/results/latest.json``). ``--quick`` uses
-smaller files and fewer repeats (1-2 minutes on 2 cores) and says so.
+smaller files and fewer repeats (2-3 minutes on 2 cores) and says so.
 ``--rows 1,2,9`` measures only some rows.
 
 Every process it starts (workers, servers, kernels) is stopped on exit, also
@@ -94,7 +94,7 @@ def measure(bench: Bench, wanted: set[int] | None) -> tuple[list[Row], list[dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller files, fewer repeats (< 2 minutes)")
+    parser.add_argument("--quick", action="store_true", help="smaller files, fewer repeats (2-3 minutes)")
     parser.add_argument("--repeats", type=int, help="runs behind each median (default 5, --quick 3)")
     parser.add_argument("--kernels", type=int, help="fresh kernels for rows 6 and 7 (default 5, --quick 1)")
     parser.add_argument("--rows", help="only these rows, e.g. 1,2,9")
