@@ -5,7 +5,9 @@ a minute: a 64 MiB read, a 16 MiB write, 200 round trips, fewer configurations).
 ``--json FILE`` also writes every measurement as JSON.
 
 The client side is :func:`jupyter_fsbroker.protocol.connect` with a real
-:class:`~jupyter_fsbroker.core.broker.Broker`; the server is
+:class:`~jupyter_fsbroker.core.broker.Broker` with the user's default settings
+(limits included; each result counts the requests a limit refused, in
+``refused``); the server is
 ``benchmarks/wire_server.py``, written with the server-side helper, served over
 stdio (the helper's ``run_stdio``, and mcp's stock ``server.run("stdio")``) and
 over Streamable HTTP (uvicorn on 127.0.0.1, a free port). Measured:
@@ -43,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from importlib import metadata
@@ -107,16 +110,17 @@ async def serve_jobs(spec: dict[str, Any]) -> None:
     """Connect a broker to a fresh server; run each job read from stdin, print each result on stdout."""
     from jupyter_fsbroker.core.broker import Broker
     from jupyter_fsbroker.core.config import BrokerConfig
-    from jupyter_fsbroker.core.limits import Limits
     from jupyter_fsbroker.protocol import connect
 
     state = Path(spec["state"])
-    # Rates high enough never to throttle: this measures the stack, not the rate limiter.
-    limits = Limits(ops_per_second=1e9, ops_burst=10**9, bytes_per_second=1e12, bytes_burst=2**50)
-    config = BrokerConfig(lock_dir=str(state / "locks"), trash_dir=str(state / "trash"), limits=limits)
+    # The user's defaults (limits, heap, coalescing window ...), except where state goes: the
+    # lock files and the trash stay in the benchmark's temporary folder, out of the user's.
+    config = BrokerConfig(lock_dir=str(state / "locks"), trash_dir=str(state / "trash"))
     with Broker(config) as broker, contextlib.ExitStack() as stack:
         broker.add_root(spec["root"], name="data")
         broker.allow("data", ops=tuple(spec.get("ops", ("read", "write"))))
+        refusals = Refusals()
+        stack.callback(broker.audit.subscribe(refusals.count))
         transport = spec["transport"]
         if transport == "http":
             target: dict[str, Any] = {"url": stack.enter_context(http_server())}
@@ -127,10 +131,39 @@ async def serve_jobs(spec: dict[str, Any]) -> None:
         try:
             # One job per line; end of file (the benchmark is done, or gone) ends the worker.
             while line := await asyncio.to_thread(sys.stdin.readline):
+                refusals.reset()
                 result = await run_job(conn, json.loads(line))
+                result["refused"] = refusals.reset()
                 print(json.dumps(result), flush=True)
         finally:
             await conn.aclose()
+
+
+class Refusals:
+    """The broker's refusals that a well-behaved server meets only when a limit binds.
+
+    Counted from the audit log, by error name (``RATE_LIMITED`` ...), so that a
+    row can say when the default limits throttled it (the helper waits
+    ``retryAfterMs`` and asks again, which the timings include).
+    """
+
+    LIMITS = frozenset({"RATE_LIMITED", "TOO_LARGE"})
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+
+    def count(self, record: Any) -> None:
+        if record.error in self.LIMITS:
+            key = f"{record.error}:{record.reason}"
+            with self._lock:
+                self._counts[key] = self._counts.get(key, 0) + 1
+
+    def reset(self) -> dict[str, int]:
+        """The counts since the last reset."""
+        with self._lock:
+            counts, self._counts = self._counts, {}
+        return counts
 
 
 async def run_job(conn: Any, job: dict[str, Any]) -> dict[str, Any]:

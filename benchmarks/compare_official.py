@@ -8,12 +8,14 @@ folder outside the repository by default, reused while it holds that version);
 the server is started over stdio with a temporary data folder as its only
 allowed directory, and measured doing what the broker does too:
 
-* sequential ``read_text_file`` calls on a small file, driven by mcp's Python
-  client (``mcp.client.stdio`` + ``ClientSession``), timed at that client;
+* sequential ``read_text_file`` calls on a small file, driven by
+  :class:`PipeClient`, a minimal newline-delimited JSON-RPC client written
+  here (asyncio pipes, :mod:`orjson`, one ``readuntil`` per message): the
+  server's best case, and the baseline of ``run.py``'s row 4; and the same
+  driven by mcp's Python client (``mcp.client.stdio`` + ``ClientSession``),
+  timed at that client;
 * ``read_media_file`` of a binary file (the whole file as base64 in one
-  message) driven by :class:`PipeClient`, a minimal newline-delimited JSON-RPC
-  client written here (asyncio pipes, one ``readuntil`` per message): the
-  server's best case;
+  message) driven by :class:`PipeClient` (row 3's baseline);
 * the same ``read_media_file`` through mcp's Python client, with the peak RSS
   of both processes (the script's own command only: it takes ~13 s for 16 MiB,
   nearly all of it in mcp's stdio client).
@@ -39,6 +41,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import orjson
 from procmem import child_pid, memory_kib, reset_peak
 
 PACKAGE = "@modelcontextprotocol/server-filesystem"
@@ -106,7 +109,7 @@ def node_version() -> str:
 
 
 class PipeClient:
-    """The server over plain pipes: newline-delimited JSON-RPC, one ``readuntil`` per message.
+    """The server over plain pipes: newline-delimited JSON-RPC (:mod:`orjson`), one ``readuntil`` per message.
 
     ``async with PipeClient(entry, folder) as client:`` starts ``node ENTRY
     FOLDER``, initializes, and stops the server on exit (closing its stdin).
@@ -151,7 +154,7 @@ class PipeClient:
 
     async def _send(self, message: dict[str, Any]) -> None:
         assert self._process is not None and self._process.stdin is not None
-        self._process.stdin.write(json.dumps(message).encode() + b"\n")
+        self._process.stdin.write(orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE))
         await self._process.stdin.drain()
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +164,7 @@ class PipeClient:
         request_id = self._next_id
         await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         while True:
-            message = json.loads(await self._process.stdout.readuntil(b"\n"))
+            message = orjson.loads(await self._process.stdout.readuntil(b"\n"))
             if message.get("id") == request_id and "method" not in message:
                 if "error" in message:
                     raise RuntimeError(f"{method}: {message['error']}")
@@ -181,31 +184,37 @@ def media_payload(result: dict[str, Any]) -> bytes:
     return base64.b64decode(block.get("data") or block["resource"]["blob"])
 
 
+async def timed_media_read(client: PipeClient, media: Path, expected: bytes) -> float:
+    """Seconds of one ``read_media_file`` call of *media* (timed here); checks the bytes it returned."""
+    start = time.perf_counter()
+    result = await client.tool("read_media_file", {"path": str(media)})
+    seconds = time.perf_counter() - start
+    if media_payload(result) != expected:
+        raise RuntimeError("read_media_file did not return the file's content")
+    return seconds
+
+
 async def pipe_media_reads(entry: Path, folder: Path, media: Path, repeats: int) -> list[float]:
     """Seconds of each of *repeats* ``read_media_file`` calls of *media* (timed here), all in one server."""
     expected = media.read_bytes()
-    seconds = []
     async with PipeClient(entry, folder) as client:
-        for _ in range(repeats):
-            start = time.perf_counter()
-            result = await client.tool("read_media_file", {"path": str(media)})
-            seconds.append(time.perf_counter() - start)
-            if media_payload(result) != expected:
-                raise RuntimeError("read_media_file did not return the file's content")
-    return seconds
+        return [await timed_media_read(client, media, expected) for _ in range(repeats)]
+
+
+async def timed_text_reads(client: PipeClient, paths: list[Path]) -> float:
+    """Seconds of one sequential ``read_text_file`` call per path in *paths*, timed here."""
+    arguments = [{"path": str(path)} for path in paths]
+    start = time.perf_counter()
+    for each in arguments:
+        await client.tool("read_text_file", each)
+    return time.perf_counter() - start
 
 
 async def pipe_text_reads(entry: Path, folder: Path, small: Path, count: int, repeats: int) -> list[float]:
     """Seconds of each of *repeats* runs of *count* sequential ``read_text_file`` calls, pipe client."""
-    seconds = []
     async with PipeClient(entry, folder) as client:
         await client.tool("read_text_file", {"path": str(small)})
-        for _ in range(repeats):
-            start = time.perf_counter()
-            for _ in range(count):
-                await client.tool("read_text_file", {"path": str(small)})
-            seconds.append(time.perf_counter() - start)
-    return seconds
+        return [await timed_text_reads(client, [small] * count) for _ in range(repeats)]
 
 
 # -- mcp's Python client --------------------------------------------------------------------------
@@ -307,6 +316,8 @@ def main() -> None:
         }
         [text] = asyncio.run(mcp_text_reads(entry, data, small, count, 1))
         out["text"] = {"count": count, "seconds": text, "us": text / count * 1e6}
+        [piped] = asyncio.run(pipe_text_reads(entry, data, small, count, 1))
+        out["text_raw"] = {"count": count, "seconds": piped, "us": piped / count * 1e6}
         out["media"] = asyncio.run(mcp_media_read(entry, data, media))
         [raw] = asyncio.run(pipe_media_reads(entry, data, media, 1))
         out["media_raw"] = {"bytes": media.stat().st_size, "seconds": raw}
@@ -324,6 +335,11 @@ def main() -> None:
             f"{count} sequential read_text_file, 96 B (mcp client)",
             f"{out['text']['seconds']:.2f} s",
             f"{out['text']['us']:.0f} µs each",
+        ),
+        (
+            f"{count} sequential read_text_file, 96 B (minimal pipe client)",
+            f"{out['text_raw']['seconds']:.2f} s",
+            f"{out['text_raw']['us']:.0f} µs each",
         ),
         (
             f"read_media_file {size:.0f} MiB (mcp client)",

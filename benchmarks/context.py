@@ -138,6 +138,15 @@ class Bench:
         path.write_text(text, encoding="utf-8")
         return path
 
+    def small_files(self, name: str, count: int) -> Path:
+        """The folder ``data/<name>`` of *count* 100-byte files ``f0000.txt`` ..., made once."""
+        folder = self.root / name
+        if not folder.exists():
+            folder.mkdir()
+            for index in range(count):
+                (folder / f"f{index:04d}.txt").write_bytes(b"%099d\n" % index)
+        return folder
+
     def tree(self, files: int) -> str:
         """A folder of *files* empty files; its root-relative path.
 

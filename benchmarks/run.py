@@ -5,7 +5,7 @@ and the baselines it is compared with in the same invocation, prints the table
 (medians of several runs, their spread, ratios, targets, met or not) with the
 machine, the commit and the load average, and writes the figures as JSON
 (``--json``, default ``benchmarks/results/latest.json``). ``--quick`` uses
-smaller files and fewer repeats (1-2 minutes on 2 cores) and says so.
+smaller files and fewer repeats (2-3 minutes on 2 cores) and says so.
 ``--rows 1,2,9`` measures only some rows.
 
 Every process it starts (workers, servers, kernels) is stopped on exit, also
@@ -39,7 +39,7 @@ import row_transfer  # noqa: E402
 import row_watch  # noqa: E402
 from compare_official import default_install_dir, node_version  # noqa: E402
 from context import Bench, Settings, Skipped  # noqa: E402
-from report import Row, describe_machine, render_markdown, render_table  # noqa: E402
+from report import Row, describe_machine, markdown_of_run, render_table  # noqa: E402
 
 #: One module per measurement (``row_*.py``), in the order of the table. Each has ``NUMBERS``
 #: (the rows it fills) and ``measure(bench)``, which returns those rows judged against their
@@ -94,14 +94,16 @@ def measure(bench: Bench, wanted: set[int] | None) -> tuple[list[Row], list[dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller files, fewer repeats (< 2 minutes)")
+    parser.add_argument("--quick", action="store_true", help="smaller files, fewer repeats (2-3 minutes)")
     parser.add_argument("--repeats", type=int, help="runs behind each median (default 5, --quick 3)")
     parser.add_argument("--kernels", type=int, help="fresh kernels for rows 6 and 7 (default 5, --quick 1)")
     parser.add_argument("--rows", help="only these rows, e.g. 1,2,9")
     parser.add_argument(
         "--json", type=Path, default=DEFAULT_JSON, help=f"figures as JSON (default {DEFAULT_JSON})"
     )
-    parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
+    parser.add_argument(
+        "--markdown", action="store_true", help="also print the table as Markdown (what report.py prints)"
+    )
     parser.add_argument(
         "--install-dir", type=Path, default=default_install_dir(), help="npm prefix for the official server"
     )
@@ -140,9 +142,6 @@ def main() -> None:
 
     print()
     print(render_table(table))
-    if args.markdown:
-        print()
-        print(render_markdown(table))
     print(
         f"\nvalue: median [min-max] of n runs (rows 8, 10: percentiles of n samples); {mode};"
         f" total {seconds:.0f} s; load average (1 min) {start_load[0]:.1f} at start, {end_load[0]:.1f} at end"
@@ -158,6 +157,10 @@ def main() -> None:
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    if args.markdown:  # what report.py prints from the JSON file: the READMEs' tables
+        print()
+        print(markdown_of_run(out))
+        print()
     print(f"figures: {args.json}")
 
 

@@ -5,7 +5,9 @@ Run as ``python benchmarks/wire_server.py MODE`` where MODE is
 ``helper``
     stdio on the helper's non-blocking pipe streams (``run_stdio``);
 ``stock``
-    stdio on mcp's own transport (``server.run("stdio")``, a thread per line);
+    stdio on mcp's own transport (``server.run("stdio")``, a thread per line):
+    the helper's requests then go through mcp's ``ServerSession``, as every
+    request of a server that does not serve stdio with the helper does;
 ``http``
     Streamable HTTP under uvicorn on 127.0.0.1 at a free port. The first line
     on stdout is ``PORT <n>``; the endpoint is ``http://127.0.0.1:<n>/mcp``.
@@ -21,6 +23,9 @@ numbers are those of the brokered ``files/*`` traffic alone:
 ``round_trips(path, count, kind)``
     ``count`` sequential ``files/stat`` (``kind="stat"``) or ``files/read`` of the
     whole (small) file (``kind="read"``); returns the elapsed seconds.
+``read_each(folder, count)``
+    One ``files/read`` of each of *count* small files (``f0000.txt`` ...) in
+    *folder*, in turn, each path new to the connection; the elapsed seconds.
 ``write_file(path, size, chunk_size)``
     Writes ``size`` pseudo-random bytes with ``FilesClient.write_bytes`` (staged
     chunks, made on the fly so the server never holds the whole content);
@@ -28,9 +33,10 @@ numbers are those of the brokered ``files/*`` traffic alone:
 ``list_pages(path, page_size)``
     A recursive ``files/list`` of a folder, following ``nextCursor``; the
     entries and seconds of each page.
-``watch_latency(path, disk_path, count, gap)``
-    Watches the file's folder and rewrites the file on disk *count* times;
-    the seconds from each write to its ``notifications/files/changed``.
+``watch_latency(path, disk_path, count, gap, new_files=False)``
+    Watches the file's folder and rewrites the file on disk *count* times (or
+    creates a new file beside it each time); the seconds from each write to
+    its ``notifications/files/changed``.
 ``noop()``
     Returns at once: the cost of a ``tools/call`` itself.
 """
@@ -123,6 +129,17 @@ def build_server() -> MCPServer[Any]:
         return {"count": count, "seconds": seconds}
 
     @server.tool()
+    async def read_each(folder: str, count: int, ctx: Context) -> dict[str, Any]:
+        """One ``files/read`` of each of ``folder/f0000.txt`` ... in turn (*count* files); the seconds."""
+        paths = [f"{folder}/f{index:04d}.txt" for index in range(count)]
+        async with files(ctx) as fs:
+            start = time.perf_counter()
+            for path in paths:
+                await fs.read(path)
+            seconds = time.perf_counter() - start
+        return {"count": count, "seconds": seconds}
+
+    @server.tool()
     async def write_file(path: str, size: int, chunk_size: int, ctx: Context) -> dict[str, Any]:
         """Write *size* pseudo-random bytes in staged chunks; their sha256 and the seconds."""
         before = memory_kib()
@@ -171,30 +188,36 @@ def build_server() -> MCPServer[Any]:
 
     @server.tool()
     async def watch_latency(
-        path: str, disk_path: str, count: int, gap: float, ctx: Context
+        path: str, disk_path: str, count: int, gap: float, ctx: Context, new_files: bool = False
     ) -> dict[str, Any]:
-        """Rewrite a file on disk *count* times; for each, the seconds until its notification arrives.
+        """Write a file on disk *count* times; for each, the seconds until its notification arrives.
 
         *path* is the file as the client names it, *disk_path* the same file on
         disk (the server shares the client's machine here). Each write puts its
-        ``time.time()`` in the file; *gap* seconds pass between an event and the
-        next write, longer than the client's coalescing window, so every write is
-        reported on its own. A write not reported within 5 s counts as missed.
+        ``time.time()`` in the file: the same file rewritten each time, or with
+        *new_files* a new file beside it each time (``new-0000.txt`` ...), created
+        by the write. *gap* seconds pass between an event and the next write,
+        longer than the client's coalescing window, so every write is reported
+        on its own. A write not reported within 5 s counts as missed.
         """
         folder = path.rpartition("/")[0]
         latencies: list[float] = []
         missed = 0
         async with files(ctx) as fs, fs.watch(folder) as watch:
             events = aiter(watch)
-            for _ in range(count):
+            for index in range(count):
                 with anyio.move_on_after(gap):  # a quiet spell: the previous write's events end here
                     while True:
                         await anext(events)
+                target, on_disk = path, disk_path
+                if new_files:
+                    name = f"new-{index:04d}.txt"
+                    target, on_disk = f"{folder}/{name}", os.path.join(os.path.dirname(disk_path), name)
                 written = time.perf_counter()
-                with open(disk_path, "w", encoding="ascii") as out:
+                with open(on_disk, "w", encoding="ascii") as out:
                     out.write(f"{time.time():.6f}\n")
                 with anyio.move_on_after(5) as waiting:
-                    while (await anext(events)).path != path:
+                    while (await anext(events)).path != target:
                         pass
                     latencies.append(time.perf_counter() - written)
                 missed += waiting.cancelled_caught
