@@ -61,7 +61,15 @@ from ..core.errors import BrokerError, ClosedError
 from ..core.hop import post
 from ..core.serverlog import ServerLog
 from ..core.watch import ChangeEvent
-from .errors import ConnectError, ConnectionClosedError, ProtocolVersionError, ServerError
+from .errors import (
+    ConnectError,
+    ConnectionClosedError,
+    ProtocolVersionError,
+    ServerError,
+    describe_failure,
+    find_connect_error,
+    innermost,
+)
 from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware
 from .roots_gate import RootsGate, RootsGrace
 from .threaded import FilesRoute
@@ -399,10 +407,10 @@ class ServerConnection:
         except Exception as exc:
             self._failure = exc
             if self._ready.done():
-                log.warning("connection %r failed: %s", self.name, _describe(exc))
+                log.warning("connection %r failed: %s", self.name, describe_failure(exc))
                 if self._asked_reason is None:  # not closed on purpose: say what broke
                     self._close_reason = (
-                        f"the {_TRANSPORT_NAMES[self.transport]} transport failed: {_describe(exc)}"
+                        f"the {_TRANSPORT_NAMES[self.transport]} transport failed: {describe_failure(exc)}"
                     )
         finally:
             self._finish(timeout)
@@ -522,7 +530,7 @@ class ServerConnection:
                 self._close_reason = str(error)
             elif self._failure is not None:
                 transport = _TRANSPORT_NAMES[self.transport]
-                self._close_reason = f"the {transport} transport failed: {_describe(self._failure)}"
+                self._close_reason = f"the {transport} transport failed: {describe_failure(self._failure)}"
             else:
                 self._close_reason = "the connection ended"
         if error is not None:
@@ -552,17 +560,17 @@ class ServerConnection:
             return ConnectError(
                 f"the server of {self.name!r} ended the connection during the handshake ({self.target})"
             )
-        own = _find(failure, ConnectError)
+        own = find_connect_error(failure)
         if own is not None:
             return own
-        leaf = _leaf(failure)
+        leaf = innermost(failure)
         if self.transport == "stdio" and isinstance(leaf, OSError):
             return ConnectError(f"cannot start the server of {self.name!r} ({self.target}): {leaf}")
         if self.transport == "http" and isinstance(leaf, httpx2.HTTPError | OSError):
             return ConnectError(
-                f"cannot reach the server of {self.name!r} at {self.target}: {_describe(leaf)}"
+                f"cannot reach the server of {self.name!r} at {self.target}: {describe_failure(leaf)}"
             )
-        return ConnectError(f"connecting {self.name!r} ({self.target}) failed: {_describe(leaf)}")
+        return ConnectError(f"connecting {self.name!r} ({self.target}) failed: {describe_failure(leaf)}")
 
     # -- events from elsewhere ----------------------------------------------------------------
 
@@ -675,7 +683,7 @@ class ServerConnection:
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
-            log.warning("connection %r: the transport reported %s", self.name, _describe(message))
+            log.warning("connection %r: the transport reported %s", self.name, describe_failure(message))
         elif isinstance(message, types.ToolListChangedNotification) and self._tg is not None:
             self._tg.start_soon(self._refresh_quietly)
 
@@ -770,27 +778,3 @@ def _supported_versions(data: Any) -> tuple[str, ...]:
         if isinstance(supported, list) and all(isinstance(v, str) for v in supported):
             return tuple(supported)
     return ()
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real exception inside (nested) exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _find(exc: BaseException, kind: type[ConnectError]) -> ConnectError | None:
-    if isinstance(exc, kind):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _find(inner, kind)
-            if found is not None:
-                return found
-    return None
-
-
-def _describe(exc: BaseException) -> str:
-    leaf = _leaf(exc)
-    text = str(leaf)
-    return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
