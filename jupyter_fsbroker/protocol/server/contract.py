@@ -20,6 +20,7 @@ __all__ = [
     "NOT_GRANTED",
     "OPERATIONS",
     "REQUEST_TOO_LARGE",
+    "ROOTS_META",
     "WATCH_EVENTS",
     "MiB",
 ]
@@ -43,6 +44,10 @@ CHANGED_NOTIFICATION = "notifications/files/changed"
 
 #: The key of ``capabilities.roots`` in ``initialize`` by which a client says it brokers files.
 BROKERING_CAPABILITY = "filesystemBrokering"
+
+#: The key of the ``roots/list`` result's ``_meta`` under which a brokering client lists every
+#: root by name (``{"roots": [{"name": "data"}, {"name": "ref", "readOnly": true}]}``).
+ROOTS_META = "filesystemBrokering"
 
 #: The error message SEP-1708 prescribes when the client does not broker files.
 MISSING_CAPABILITY_MESSAGE = (
