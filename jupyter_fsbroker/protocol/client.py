@@ -14,10 +14,11 @@ What the server says meanwhile (its stderr over stdio, its MCP log messages
 over any transport) goes to :attr:`ServerConnection.log`, in order, and to
 Python logging under ``jupyter_fsbroker.server.<name>`` (:mod:`.voice`).
 
-Roots and the first tool call: a server that reads the roots fetches them
-after the handshake, and nothing in MCP holds tool calls back meanwhile, so a
-call is let through only once the roots are settled (briefly and boundedly:
-see :mod:`.roots_gate`).
+Roots: the server is told their names, and their locations only where the
+user allows it (:mod:`.roots_offer`). A server that reads the locations fetches
+them after the handshake, and nothing in MCP holds tool calls back meanwhile,
+so a call is let through only once the roots are settled (briefly and
+boundedly: see :mod:`.roots_gate`).
 
 Threading
 ---------
@@ -72,6 +73,7 @@ from .errors import (
 )
 from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware
 from .roots_gate import RootsGate, RootsGrace
+from .roots_offer import RootsOffer
 from .threaded import FilesRoute
 from .tools import list_tools
 from .transports import Opener
@@ -133,6 +135,10 @@ class ServerConnection:
         The broker whose files this connection serves.
     log
         What the server said: its stderr lines (stdio) and MCP log messages, in order.
+    roots_offer
+        What the server is told of the roots (their names; their locations only
+        where the user allows it), and the notice when it asked for more (see
+        :mod:`.roots_offer`).
     """
 
     def __init__(
@@ -147,6 +153,7 @@ class ServerConnection:
         keepalive: float | None,
         roots_grace: RootsGrace | None = None,
         sandbox: SandboxStatus | None = None,
+        advertise_roots: bool | None = None,
     ) -> None:
         self.broker = broker
         #: Whether :attr:`name` came from the server (none was given).
@@ -167,6 +174,7 @@ class ServerConnection:
         if name is not None:
             self._open_core()
         self._gate = RootsGate(roots_grace) if roots_grace is not None else None
+        self.roots_offer = RootsOffer(broker, advertise=advertise_roots, sandbox=sandbox, label=self._label)
         self._state: ConnectionState = "connecting"
         self._close_reason: str | None = None
         self._asked_reason: str | None = None  # set by close() before the broker side closes
@@ -422,7 +430,7 @@ class ServerConnection:
                 read,
                 write,
                 handle_files=self._handle_files,
-                list_roots=self._list_roots,
+                roots=self.roots_offer,
                 on_transport_closed=self._transport_closed,
                 label=f"connection {self.name!r}",
                 memory_budget=lambda: self.broker.config.limits.memory_budget,
@@ -620,20 +628,12 @@ class ServerConnection:
             reason = self._asked_reason or "the broker closed the connection"
             post(self._loop, self._request_close, reason)  # a closed loop: nothing left to tear down
 
+    def _label(self) -> str:
+        return self.name
+
     def _read_sizes(self) -> tuple[int, int, int]:
         limits = self.broker.config.limits
         return limits.default_read_bytes, limits.max_chunk_bytes, limits.max_list_entries
-
-    def _list_roots(self) -> list[dict[str, Any]]:
-        """The ``roots/list`` items: read-only roots marked, and listed only if the broker says so."""
-        advertise_read_only = self.broker.config.advertise_read_only_roots
-        items: list[dict[str, Any]] = []
-        for root in self.broker.roots.snapshot():
-            if not root.read_only:
-                items.append({"uri": root.uri, "name": root.name})
-            elif advertise_read_only:
-                items.append({"uri": root.uri, "name": root.name, "_meta": {"readOnly": True}})
-        return items
 
     # -- the broker side, opened once the name is known ----------------------------------------
 
@@ -647,6 +647,7 @@ class ServerConnection:
         self._core_ready.set()  # a files/* request waiting for it is answered (closed)
 
     async def _handle_files(self, method: str, params: Any) -> dict[str, Any]:
+        self.roots_offer.files_used()
         if self._core is None:
             # A server that asks before the handshake ended: wait for the name.
             await self._core_ready.wait()
@@ -660,6 +661,7 @@ class ServerConnection:
         A consent waits for the user on the loop, and a request that comes
         before the connection is named, or after the broker closed, is answered there.
         """
+        self.roots_offer.files_used()  # every request that may go this way comes here first
         core = self._core
         if core is None or method == "files/consent":
             return None

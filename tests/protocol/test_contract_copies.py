@@ -3,9 +3,10 @@
 The helper (``jupyter_fsbroker/protocol/server/``) must stand alone, so it
 copies what it relies on of PROTOCOL.md instead of importing the core: error
 names and codes, the operations, the chunk caps, the watch event kinds and the
-change event's shape, the notification's name, the capability key, and the
-two ``data.reason`` values it acts on. Each test below compares one copy with
-the core's (or the client side's) and names the copy to fix when they differ.
+change event's shape, the notification's name, the capability key, the key of
+the roots' names in ``roots/list``, and the two ``data.reason`` values it acts
+on. Each test below compares one copy with the core's (or the client side's)
+and names the copy to fix when they differ.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.core.watch import EVENTS as CORE_EVENTS
 from jupyter_fsbroker.core.watch import ChangeEvent as CoreChangeEvent
 from jupyter_fsbroker.protocol import middleware as client_side
+from jupyter_fsbroker.protocol import roots_offer
 from jupyter_fsbroker.protocol import server as helper
 from jupyter_fsbroker.protocol.server import contract
 from jupyter_fsbroker.protocol.server.uploads import ContentCap
@@ -132,6 +134,12 @@ COPIES: list[Any] = [
     pytest.param(contract.NOT_GRANTED, core_errors.PermissionDenied.default_reason, CORE, id="NOT_GRANTED"),
     pytest.param(
         contract.CHANGED_NOTIFICATION, client_side.CHANGED_NOTIFICATION, CLIENT, id="CHANGED_NOTIFICATION"
+    ),
+    pytest.param(
+        contract.ROOTS_META,
+        roots_offer.BROKERING_META,
+        "the client side (protocol/roots_offer.py)",
+        id="ROOTS_META",
     ),
 ]
 
