@@ -11,6 +11,11 @@ else); without, it serves until the server ends the connection or the process
 receives SIGINT or SIGTERM. Consent for paths not pre-approved with ``--allow``
 is asked on the terminal when stdin is one, and refused otherwise.
 
+A server learns the names of the shared roots, and their locations (``file://``
+paths) only with ``--advertise-roots`` or under ``--sandbox-roots``: one that asks
+for them and sends no ``files/*`` request probably opens files itself, and a
+notice on stderr says what it was not given and why.
+
 ``--sandbox`` starts a local server confined (Linux, Landlock): it reaches the
 user's files only through ``files/*`` (``--sandbox-roots``: the roots too,
 read-only ones read-only; ``--sandbox-net PORTS``: no TCP but to these ports).
@@ -42,6 +47,7 @@ from .core.serverlog import LEVELS, LogEntry
 from .core.specs import apply_specs, split_header
 from .protocol.client import ServerConnection
 from .protocol.connector import connect
+from .protocol.roots_offer import RootsNotice
 from .sandbox import Sandbox, SandboxChoice, SandboxError, SandboxUnavailable, choose
 from .sandbox.request import ENV_DEFAULT, parse_ports, sandbox_from_env
 from .widgets.terminal import TerminalConsenter
@@ -97,11 +103,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="the connection's name in prompts and the audit log (default: the name the server gives itself)",
     )
     c.add_argument(
+        "--advertise-roots",
+        action="store_true",
+        help="hand the server the locations (file:// paths) of the read-write roots in roots/list; by "
+        "default it learns their names only (all that files/* needs), unless it runs under "
+        "--sandbox-roots: a server that opens files itself would bypass consent, grants and the "
+        "audit, and a remote one would learn your folder layout",
+    )
+    c.add_argument(
         "--advertise-read-only-roots",
         action="store_true",
-        help="list read-only roots in roots/list too (marked readOnly); by default they are only "
-        "reachable through files/*, because a server that reads the disk itself would get write "
-        "access to them",
+        help="with --advertise-roots or --sandbox-roots, hand over the read-only roots' locations "
+        "too (marked readOnly); by default they are only reachable through files/*, because a "
+        "server that reads the disk itself would get write access to them",
     )
     c.add_argument(
         "-q",
@@ -168,7 +182,11 @@ async def _run_connect(args: argparse.Namespace) -> int:
     sandbox = _sandbox_choice(args)
     echo = _ServerEcho(quiet=args.quiet)
     broker = Broker(
-        BrokerConfig(audit_path=args.audit, advertise_read_only_roots=args.advertise_read_only_roots)
+        BrokerConfig(
+            audit_path=args.audit,
+            advertise_roots=True if args.advertise_roots else None,
+            advertise_read_only_roots=args.advertise_read_only_roots,
+        )
     )
     consenter, terminal = _make_consenter()
     conn: ServerConnection | None = None
@@ -193,7 +211,11 @@ async def _run_connect(args: argparse.Namespace) -> int:
         )
         echo.start(conn.name)
         if args.call:
-            return await _call(conn, args.call, tool_args, args.timeout)
+            status = await _call(conn, args.call, tool_args, args.timeout)
+            # Said once the call is over: a server that asks for the roots and then uses files/*
+            # (it brokers its files) has no notice by then.
+            _print_notice(conn.roots_offer.notice)
+            return status
         return await _serve(conn)
     finally:
         echo.start(args.name or "server")  # connecting failed: show what the server said
@@ -266,9 +288,23 @@ async def _call(conn: ServerConnection, tool: str, arguments: dict[str, Any], ti
     return EXIT_TOOL_ERROR if result.get("isError") else EXIT_OK
 
 
+def _print_notice(notice: RootsNotice | None) -> None:
+    if notice is not None:
+        print(f"jupyter-fsbroker: {printable(notice.text)}", file=sys.stderr, flush=True)
+
+
 async def _serve(conn: ServerConnection) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    shown: set[RootsNotice] = set()
+
+    def notice_changed(notice: RootsNotice | None) -> None:  # any thread: print each notice once
+        if notice is not None and notice not in shown:
+            shown.add(notice)
+            _print_notice(notice)
+
+    unfollow = conn.roots_offer.follow(notice_changed)
+    notice_changed(conn.roots_offer.notice)  # it may have come while connecting
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
@@ -287,6 +323,7 @@ async def _serve(conn: ServerConnection) -> int:
             print(f"jupyter-fsbroker: connection ended: {conn.close_reason}", file=sys.stderr)
         return EXIT_OK
     finally:
+        unfollow()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
 

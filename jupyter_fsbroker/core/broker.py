@@ -96,6 +96,7 @@ _FIXED_SETTINGS = (
     "audit_path",
     "audit_capacity",
     "workers",
+    "advertise_roots",
     "advertise_read_only_roots",
 )
 

@@ -56,12 +56,22 @@ class BrokerConfig:
         folder is written, or when a broker starts on its root). Whether its
         writer is alive is decided by the writer's OS lock on the file; the
         age is a second guard (see :mod:`jupyter_fsbroker.core.tempfiles`).
+    advertise_roots
+        Hand servers the ``file://`` locations of the read-write roots in
+        ``roots/list``. ``None`` (the default): only to a local server that the
+        operating system confines to the roots (``sandbox="roots"``); ``True``:
+        to every server; ``False``: to none. Without them a server learns the
+        roots' names only (in the result's ``_meta``), which is all that
+        ``files/*`` needs: a server that opens files itself (the official
+        filesystem server does) would bypass consent, grants and the audit, and
+        a remote one would learn the user's folder layout. A connection may
+        override it (``connect(..., advertise_roots=...)``).
     advertise_read_only_roots
-        List read-only roots in ``roots/list`` (marked ``_meta.readOnly``).
-        Off by default: a server that reads the roots and opens files itself
-        (the official filesystem server does) would get the operating
-        system's access to them, writes included; ``files/*`` reaches them
-        either way, under the same grants.
+        Hand over the locations of read-only roots too (marked
+        ``_meta.readOnly``), where those of the read-write roots are handed
+        over. Off by default: a server that opens files itself would get the
+        operating system's access to them, writes included; ``files/*``
+        reaches them either way, under the same grants.
     tune_heap
         Let connections raise this process's C heap thresholds (glibc only, once
         per process) so that streamed file chunks reuse memory instead of
@@ -72,9 +82,9 @@ class BrokerConfig:
     Raises
     ------
     ConfigError
-        ``limits``, ``sensitive``, ``permanent_delete``, ``coalesce`` or
-        ``stale_temp_age`` has the wrong type, or ``coalesce`` or
-        ``stale_temp_age`` is negative.
+        ``limits``, ``sensitive``, ``permanent_delete``, ``advertise_roots``,
+        ``coalesce`` or ``stale_temp_age`` has the wrong type, or ``coalesce``
+        or ``stale_temp_age`` is negative.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -87,17 +97,20 @@ class BrokerConfig:
     coalesce: float = 0.05
     workers: int = 32
     stale_temp_age: float = 60.0
+    advertise_roots: bool | None = None
     advertise_read_only_roots: bool = False
     tune_heap: bool = True
 
     def __post_init__(self) -> None:
-        """Validate the fields that may change at run time; see the class's *Raises* section."""
+        """Validate the fields that may change at run time, and ``advertise_roots``; see *Raises*."""
         if not isinstance(self.limits, Limits):
             raise ConfigError(f"limits must be a Limits, not {self.limits!r}")
         if not isinstance(self.sensitive, SensitiveNames):
             raise ConfigError(f"sensitive must be a SensitiveNames, not {self.sensitive!r}")
         if not isinstance(self.permanent_delete, bool):
             raise ConfigError(f"permanent_delete must be True or False, not {self.permanent_delete!r}")
+        if self.advertise_roots is not None and not isinstance(self.advertise_roots, bool):
+            raise ConfigError(f"advertise_roots must be True, False or None, not {self.advertise_roots!r}")
         for name in ("coalesce", "stale_temp_age"):
             seconds = getattr(self, name)
             if (

@@ -32,7 +32,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core.broker import Broker
@@ -368,6 +368,7 @@ class NotebookBroker:
         cwd: str | os.PathLike[str] | None = None,
         timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
         sandbox: bool | str | Sandbox | None = None,
+        advertise_roots: bool | None = None,
     ) -> KernelConnection:
         """Connect to an MCP server and give it brokered access to the shared folders.
 
@@ -393,6 +394,14 @@ class NotebookBroker:
             :class:`~jupyter_fsbroker.sandbox.Sandbox` (no network but some
             ports, more paths to read), ``False``; ``None``: the
             ``FSBroker.sandbox`` setting. ``conn.sandbox`` says what is in force.
+        advertise_roots
+            Hand the server the locations (``file://`` paths) of the read-write
+            shared folders (``True``), or not (``False``); ``None``: the
+            ``FSBroker.advertise_roots`` setting, whose default hands them only
+            to a server sandboxed with ``sandbox="roots"``. Without them it
+            learns their names only, which is all that ``files/*`` needs; a
+            server that opens files itself then finds none of them, and
+            ``conn.roots_notice`` says so when it asked.
 
         Returns
         -------
@@ -425,6 +434,7 @@ class NotebookBroker:
             cwd=cwd,
             timeout=timeout,
             sandbox=sandbox,
+            advertise_roots=advertise_roots,
         )
         return self._connected(self._runner.run(self._open(target)))
 
@@ -466,15 +476,20 @@ class NotebookBroker:
                 server.close("the broker was closed")
                 raise ClosedError("the broker is closed")
             self._connections[server.name] = conn
+        # Followed before the card shows: a notice that comes meanwhile is on it either way.
+        unfollow = server.roots_offer.follow(lambda _notice: self._views.connection_changed(conn))
         self._views.show_card(conn)
         with contextlib.suppress(ClosedError):  # closing: close() ends the connection
-            self._runner.submit(self._watch(conn))
+            self._runner.submit(self._watch(conn, unfollow))
         self._views.refresh()
         return conn
 
-    async def _watch(self, conn: KernelConnection) -> None:
+    async def _watch(self, conn: KernelConnection, unfollow: Callable[[], None]) -> None:
         """On the loop, until the transport is down: then show the change."""
-        await conn.server.wait_closed()
+        try:
+            await conn.server.wait_closed()
+        finally:
+            unfollow()
         self._views.connection_changed(conn)
 
     def disconnect(self, name: str, *, timeout: float = _CLOSE_TIMEOUT) -> None:

@@ -26,6 +26,7 @@ from .results import ToolError, ToolResult, Tools
 
 if TYPE_CHECKING:  # imported with the first connection (kernel/servers.py), not at %load_ext
     from ..protocol.client import ServerConnection
+    from ..protocol.roots_offer import RootsNotice
     from ..sandbox import SandboxStatus
 
 __all__ = ["CallOptions", "KernelConnection"]
@@ -116,6 +117,18 @@ class KernelConnection:
         ``not sandboxed``, or ``not sandboxed (sandbox unavailable: …)``.
         """
         return self._server.sandbox
+
+    @property
+    def roots_notice(self) -> RootsNotice | None:
+        """Why the server was told only the shared folders' names, when it asked where they are.
+
+        ``None`` unless the server asked ``roots/list`` while their locations
+        were withheld (see ``advertise_roots``) and has sent no ``files/*``
+        request: it then probably opens files itself, and finds none of yours.
+        ``conn.roots_notice.text`` says what it asked, why it was not given it,
+        and how to hand it over. Dropped once the server uses ``files/*``.
+        """
+        return self._server.roots_offer.notice
 
     def server_log(self, lines: int = 50) -> str:
         """The last *lines* the server said, oldest first, one per line with its time.

@@ -64,6 +64,12 @@ def build_parser() -> MagicArgumentParser:
     p.add_argument(
         "--no-sandbox", action="store_true", help="do not confine it, whatever FSBroker.sandbox says"
     )
+    p.add_argument(
+        "--advertise-roots",
+        action="store_const",
+        const=True,
+        help="hand the server the shared folders' locations (file:// paths), not only their names",
+    )
     p = commands.add_parser("call", help="call a tool and show its result")
     p.add_argument("name", metavar="NAME")
     p.add_argument("tool", metavar="TOOL")
@@ -142,6 +148,8 @@ class FSBrokerMagics(Magics):
                                                     only through the broker [--sandbox-net
                                                     PORTS: and TCP only to these ports;
                                                     --no-sandbox: not FSBroker.sandbox's default]
+          %fsbroker connect ... --advertise-roots   tell the server where the shared folders are
+                                                    too (by default: their names only)
           %fsbroker call NAME TOOL [JSON]           call a tool and show its result; JSON (the
                                                     arguments) is the rest of the line
           %fsbroker disconnect NAME                 close a connection: its grants, locks and
@@ -209,7 +217,13 @@ class FSBrokerMagics(Magics):
                 raise UsageError(f"--command: {exc}") from None
             if not command:
                 raise UsageError("--command is empty")
-            conn = broker.connect(args.name, command=command, timeout=args.timeout, sandbox=_sandbox(args))
+            conn = broker.connect(
+                args.name,
+                command=command,
+                timeout=args.timeout,
+                sandbox=_sandbox(args),
+                advertise_roots=args.advertise_roots,
+            )
             if conn.sandbox is not None and (conn.sandbox.confined or conn.sandbox.reason):
                 print(f"{conn.name}: {conn.sandbox.describe()}")
         else:
@@ -220,6 +234,7 @@ class FSBrokerMagics(Magics):
                 url=args.url,
                 headers=dict(split_header(h) for h in args.header),
                 timeout=args.timeout,
+                advertise_roots=args.advertise_roots,
             )
 
     def _do_call(self, broker: NotebookBroker, args: argparse.Namespace) -> Any:  # pragma: no cover

@@ -74,6 +74,7 @@ class ConnectOptions(TypedDict, total=False):
     cwd: str | os.PathLike[str] | None
     timeout: float | None
     sandbox: bool | str | Sandbox | None
+    advertise_roots: bool | None
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ class ServerTarget:
         Seconds for the server to start and complete the handshake.
     sandbox
         How a local server is confined, and whether that was asked for or is the default.
+    advertise_roots
+        Whether the server is handed the roots' locations (``None``: the setting decides).
     """
 
     name: str
@@ -102,6 +105,7 @@ class ServerTarget:
     cwd: str | None
     timeout: float | None
     sandbox: SandboxChoice = _NO_SANDBOX
+    advertise_roots: bool | None = None
 
     @classmethod
     def check(
@@ -117,7 +121,8 @@ class ServerTarget:
         ConfigError
             An empty name, neither or both of ``url`` and ``command``, a URL
             that is not http(s), an empty command, a sandbox asked for a URL,
-            or a sandbox value that means nothing.
+            a sandbox value that means nothing, or an ``advertise_roots``
+            other than ``True``, ``False`` or ``None``.
         """
         url, command, cwd = options.get("url"), options.get("command"), options.get("cwd")
         if not isinstance(name, str) or not name.strip():
@@ -139,6 +144,9 @@ class ServerTarget:
             raise ConfigError(
                 "the sandbox confines local servers (command=...); a URL's server runs elsewhere"
             )
+        advertise = options.get("advertise_roots")
+        if advertise is not None and not isinstance(advertise, bool):
+            raise ConfigError(f"advertise_roots must be True, False or None, not {advertise!r}")
         return cls(
             name=name,
             url=url,
@@ -148,6 +156,7 @@ class ServerTarget:
             cwd=os.fspath(cwd) if cwd is not None else None,
             timeout=options.get("timeout", DEFAULT_CONNECT_TIMEOUT),
             sandbox=sandbox,
+            advertise_roots=advertise,
         )
 
     async def open(self, core: Broker, consenter: Consenter) -> ServerConnection:
@@ -172,4 +181,5 @@ class ServerTarget:
             consenter=consenter,
             timeout=self.timeout,
             sandbox=self.sandbox if self.argv else None,
+            advertise_roots=self.advertise_roots,
         )

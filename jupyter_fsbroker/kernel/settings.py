@@ -75,11 +75,23 @@ class FSBroker(Configurable):
         help="Folders shared read-only when the extension loads, as '[NAME=]DIR'.",
     ).tag(config=True)
 
+    advertise_roots = Bool(
+        None,
+        allow_none=True,
+        help="Hand servers the locations (file:// paths) of the read-write roots in roots/list. None "
+        "(default): only to local servers sandboxed with sandbox='roots', where the operating system "
+        "enforces the roots; True: to every server; False: to none. Otherwise a server learns only "
+        "the roots' names, which is all files/* needs: a server that opens files itself would bypass "
+        "consent, grants and the activity log, and a remote one would learn your folder layout. "
+        "broker.connect(advertise_roots=...) overrides it. Read when the extension loads.",
+    ).tag(config=True)
+
     advertise_read_only_roots = Bool(
         False,
-        help="List read-only roots in roots/list too (marked readOnly). Off by default: a server that "
-        "reads the roots and opens files itself would get write access to them from the operating "
-        "system; files/* reaches them either way. Read when the extension loads.",
+        help="Hand over the locations of read-only roots too (marked readOnly), where those of the "
+        "read-write roots are handed over. Off by default: a server that opens files itself would "
+        "get write access to them from the operating system; files/* reaches them either way. Read "
+        "when the extension loads.",
     ).tag(config=True)
 
     tune_heap = Bool(
@@ -215,6 +227,7 @@ class FSBroker(Configurable):
             limits=self.make_limits(base.limits),
             permanent_delete=self.permanent_delete,
             audit_path=self.audit_file or base.audit_path,
+            advertise_roots=self.advertise_roots,
             advertise_read_only_roots=self.advertise_read_only_roots,
             tune_heap=self.tune_heap,
         )

@@ -1,8 +1,9 @@
 """The protocol layer: the only part of jupyter_fsbroker that imports ``mcp``.
 
 Client side (:mod:`.connector`, :mod:`.client`, :mod:`.middleware` and their
-helpers :mod:`.transports`, :mod:`.roots_gate`, :mod:`.threaded`, :mod:`.voice`, :mod:`.stderr`,
-:mod:`.errors`, and :mod:`.sandboxing`, which starts a local server confined): connect a
+helpers :mod:`.transports`, :mod:`.roots_offer`, :mod:`.roots_gate`, :mod:`.threaded`,
+:mod:`.voice`, :mod:`.stderr`, :mod:`.errors`, and :mod:`.sandboxing`, which starts a
+local server confined): connect a
 :class:`~jupyter_fsbroker.core.broker.Broker` to an MCP server over stdio or
 Streamable HTTP and answer the server's ``files/*`` requests through it::
 

@@ -14,10 +14,11 @@ What the server says meanwhile (its stderr over stdio, its MCP log messages
 over any transport) goes to :attr:`ServerConnection.log`, in order, and to
 Python logging under ``jupyter_fsbroker.server.<name>`` (:mod:`.voice`).
 
-Roots and the first tool call: a server that reads the roots fetches them
-after the handshake, and nothing in MCP holds tool calls back meanwhile, so a
-call is let through only once the roots are settled (briefly and boundedly:
-see :mod:`.roots_gate`).
+Roots: the server is told their names, and their locations only where the
+user allows it (:mod:`.roots_offer`). A server that reads the locations fetches
+them after the handshake, and nothing in MCP holds tool calls back meanwhile,
+so a call is let through only once the roots are settled (briefly and
+boundedly: see :mod:`.roots_gate`).
 
 Threading
 ---------
@@ -61,9 +62,18 @@ from ..core.errors import BrokerError, ClosedError
 from ..core.hop import post
 from ..core.serverlog import ServerLog
 from ..core.watch import ChangeEvent
-from .errors import ConnectError, ConnectionClosedError, ProtocolVersionError, ServerError
+from .errors import (
+    ConnectError,
+    ConnectionClosedError,
+    ProtocolVersionError,
+    ServerError,
+    describe_failure,
+    find_connect_error,
+    innermost,
+)
 from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware
 from .roots_gate import RootsGate, RootsGrace
+from .roots_offer import RootsOffer
 from .threaded import FilesRoute
 from .tools import list_tools
 from .transports import Opener
@@ -125,6 +135,10 @@ class ServerConnection:
         The broker whose files this connection serves.
     log
         What the server said: its stderr lines (stdio) and MCP log messages, in order.
+    roots_offer
+        What the server is told of the roots (their names; their locations only
+        where the user allows it), and the notice when it asked for more (see
+        :mod:`.roots_offer`).
     """
 
     def __init__(
@@ -139,6 +153,7 @@ class ServerConnection:
         keepalive: float | None,
         roots_grace: RootsGrace | None = None,
         sandbox: SandboxStatus | None = None,
+        advertise_roots: bool | None = None,
     ) -> None:
         self.broker = broker
         #: Whether :attr:`name` came from the server (none was given).
@@ -159,6 +174,7 @@ class ServerConnection:
         if name is not None:
             self._open_core()
         self._gate = RootsGate(roots_grace) if roots_grace is not None else None
+        self.roots_offer = RootsOffer(broker, advertise=advertise_roots, sandbox=sandbox, label=self._label)
         self._state: ConnectionState = "connecting"
         self._close_reason: str | None = None
         self._asked_reason: str | None = None  # set by close() before the broker side closes
@@ -399,10 +415,10 @@ class ServerConnection:
         except Exception as exc:
             self._failure = exc
             if self._ready.done():
-                log.warning("connection %r failed: %s", self.name, _describe(exc))
+                log.warning("connection %r failed: %s", self.name, describe_failure(exc))
                 if self._asked_reason is None:  # not closed on purpose: say what broke
                     self._close_reason = (
-                        f"the {_TRANSPORT_NAMES[self.transport]} transport failed: {_describe(exc)}"
+                        f"the {_TRANSPORT_NAMES[self.transport]} transport failed: {describe_failure(exc)}"
                     )
         finally:
             self._finish(timeout)
@@ -414,7 +430,7 @@ class ServerConnection:
                 read,
                 write,
                 handle_files=self._handle_files,
-                list_roots=self._list_roots,
+                roots=self.roots_offer,
                 on_transport_closed=self._transport_closed,
                 label=f"connection {self.name!r}",
                 memory_budget=lambda: self.broker.config.limits.memory_budget,
@@ -522,7 +538,7 @@ class ServerConnection:
                 self._close_reason = str(error)
             elif self._failure is not None:
                 transport = _TRANSPORT_NAMES[self.transport]
-                self._close_reason = f"the {transport} transport failed: {_describe(self._failure)}"
+                self._close_reason = f"the {transport} transport failed: {describe_failure(self._failure)}"
             else:
                 self._close_reason = "the connection ended"
         if error is not None:
@@ -552,17 +568,17 @@ class ServerConnection:
             return ConnectError(
                 f"the server of {self.name!r} ended the connection during the handshake ({self.target})"
             )
-        own = _find(failure, ConnectError)
+        own = find_connect_error(failure)
         if own is not None:
             return own
-        leaf = _leaf(failure)
+        leaf = innermost(failure)
         if self.transport == "stdio" and isinstance(leaf, OSError):
             return ConnectError(f"cannot start the server of {self.name!r} ({self.target}): {leaf}")
         if self.transport == "http" and isinstance(leaf, httpx2.HTTPError | OSError):
             return ConnectError(
-                f"cannot reach the server of {self.name!r} at {self.target}: {_describe(leaf)}"
+                f"cannot reach the server of {self.name!r} at {self.target}: {describe_failure(leaf)}"
             )
-        return ConnectError(f"connecting {self.name!r} ({self.target}) failed: {_describe(leaf)}")
+        return ConnectError(f"connecting {self.name!r} ({self.target}) failed: {describe_failure(leaf)}")
 
     # -- events from elsewhere ----------------------------------------------------------------
 
@@ -612,20 +628,12 @@ class ServerConnection:
             reason = self._asked_reason or "the broker closed the connection"
             post(self._loop, self._request_close, reason)  # a closed loop: nothing left to tear down
 
+    def _label(self) -> str:
+        return self.name
+
     def _read_sizes(self) -> tuple[int, int, int]:
         limits = self.broker.config.limits
         return limits.default_read_bytes, limits.max_chunk_bytes, limits.max_list_entries
-
-    def _list_roots(self) -> list[dict[str, Any]]:
-        """The ``roots/list`` items: read-only roots marked, and listed only if the broker says so."""
-        advertise_read_only = self.broker.config.advertise_read_only_roots
-        items: list[dict[str, Any]] = []
-        for root in self.broker.roots.snapshot():
-            if not root.read_only:
-                items.append({"uri": root.uri, "name": root.name})
-            elif advertise_read_only:
-                items.append({"uri": root.uri, "name": root.name, "_meta": {"readOnly": True}})
-        return items
 
     # -- the broker side, opened once the name is known ----------------------------------------
 
@@ -639,6 +647,7 @@ class ServerConnection:
         self._core_ready.set()  # a files/* request waiting for it is answered (closed)
 
     async def _handle_files(self, method: str, params: Any) -> dict[str, Any]:
+        self.roots_offer.files_used()
         if self._core is None:
             # A server that asks before the handshake ended: wait for the name.
             await self._core_ready.wait()
@@ -652,6 +661,7 @@ class ServerConnection:
         A consent waits for the user on the loop, and a request that comes
         before the connection is named, or after the broker closed, is answered there.
         """
+        self.roots_offer.files_used()  # every request that may go this way comes here first
         core = self._core
         if core is None or method == "files/consent":
             return None
@@ -675,7 +685,7 @@ class ServerConnection:
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
-            log.warning("connection %r: the transport reported %s", self.name, _describe(message))
+            log.warning("connection %r: the transport reported %s", self.name, describe_failure(message))
         elif isinstance(message, types.ToolListChangedNotification) and self._tg is not None:
             self._tg.start_soon(self._refresh_quietly)
 
@@ -770,27 +780,3 @@ def _supported_versions(data: Any) -> tuple[str, ...]:
         if isinstance(supported, list) and all(isinstance(v, str) for v in supported):
             return tuple(supported)
     return ()
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real exception inside (nested) exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _find(exc: BaseException, kind: type[ConnectError]) -> ConnectError | None:
-    if isinstance(exc, kind):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _find(inner, kind)
-            if found is not None:
-                return found
-    return None
-
-
-def _describe(exc: BaseException) -> str:
-    leaf = _leaf(exc)
-    text = str(leaf)
-    return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__

@@ -56,6 +56,7 @@ class ConnectOptions(TypedDict, total=False):
     roots_grace: RootsGrace | None
     on_log: Callable[[LogEntry], object] | None
     sandbox: SandboxValue
+    advertise_roots: bool | None
 
 
 async def connect(
@@ -75,6 +76,7 @@ async def connect(
     roots_grace: RootsGrace | None = DEFAULT_ROOTS_GRACE,
     on_log: Callable[[LogEntry], object] | None = None,
     sandbox: SandboxValue = None,
+    advertise_roots: bool | None = None,
 ) -> ServerConnection:
     """Connect *broker* to an MCP server and complete the handshake.
 
@@ -131,6 +133,12 @@ async def connect(
         setting (where Landlock is unavailable, a warning instead of an error).
         ``None``/``False``: not confined. :attr:`ServerConnection.sandbox` says
         what is in force.
+    advertise_roots
+        Hand the server the ``file://`` locations of the read-write roots in
+        ``roots/list`` (``True``), or not (``False``); ``None``: the broker's
+        ``advertise_roots`` setting, and if that is ``None`` too, only to a
+        server confined with ``sandbox="roots"``. The roots' names are sent
+        either way (see :mod:`.roots_offer`).
 
     Returns
     -------
@@ -169,6 +177,7 @@ async def connect(
             keepalive=None,
             roots_grace=roots_grace,
             sandbox=launch.status,
+            advertise_roots=advertise_roots,
         )
     else:
         if sandbox not in (None, False) and not isinstance(sandbox, SandboxChoice):  # a default: not for URLs
@@ -187,6 +196,7 @@ async def connect(
             consenter=consenter,
             keepalive=keepalive,
             roots_grace=roots_grace,
+            advertise_roots=advertise_roots,
         )
     if on_log is not None:
         conn.log.follow(on_log)

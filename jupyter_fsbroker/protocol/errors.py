@@ -2,7 +2,9 @@
 
 Raised by :mod:`.client` and :mod:`.connect`; each is a
 :class:`~jupyter_fsbroker.core.errors.BrokerError`, so one ``except`` catches
-everything the broker raises on purpose. Nothing here talks to a server.
+everything the broker raises on purpose. The functions at the end find and name
+what failed inside the exception groups a transport raises. Nothing here talks
+to a server.
 """
 
 from __future__ import annotations
@@ -12,7 +14,15 @@ from typing import Any
 
 from ..core.errors import BrokerError, ClosedError
 
-__all__ = ["ConnectError", "ConnectionClosedError", "ProtocolVersionError", "ServerError"]
+__all__ = [
+    "ConnectError",
+    "ConnectionClosedError",
+    "ProtocolVersionError",
+    "ServerError",
+    "describe_failure",
+    "find_connect_error",
+    "innermost",
+]
 
 
 class ConnectError(BrokerError, RuntimeError):
@@ -54,3 +64,29 @@ class ServerError(BrokerError, RuntimeError):
         self.code = code
         self.message = message
         self.data = data
+
+
+def innermost(exc: BaseException) -> BaseException:
+    """The first real exception inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def find_connect_error(exc: BaseException) -> ConnectError | None:
+    """The first :class:`ConnectError` in *exc* or the exception groups it nests."""
+    if isinstance(exc, ConnectError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = find_connect_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def describe_failure(exc: BaseException) -> str:
+    """``OSError: [Errno 32] Broken pipe``: the innermost exception's type and message."""
+    leaf = innermost(exc)
+    text = str(leaf)
+    return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__

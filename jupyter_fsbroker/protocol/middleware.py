@@ -36,12 +36,15 @@ passes as a plain ``SessionMessage``::
   its connection is answered by the thread that read it, without a worker.
   Every other request (a consent, one that must wait, any over HTTP) goes the
   task's way.
-* ``roots/list`` is answered from a callable returning ``{"uri", "name"}`` items
-  (and ``_meta`` where a root carries it).
+* ``roots/list`` is answered with what a :class:`RootsProvider` says (see
+  :mod:`.roots_offer`), computed as the request is read, so that whatever the
+  server sends next finds its consequences (a notice) in place.
 * A :class:`~.roots_gate.RootsGate`, if given, is told when roots are offered
-  (``initialized`` and ``roots/list_changed`` going out), when the server
-  speaks, asks ``roots/list`` and gets its answer; the client awaits it before
-  tool calls, so that a call does not race the server's fetch of the roots.
+  (``initialized`` and ``roots/list_changed`` going out, if the answer would
+  hand over locations: a server told names only needs no head start), when
+  the server speaks, asks ``roots/list`` and gets its answer; the client
+  awaits it before tool calls, so that a call does not race the server's
+  fetch of the roots.
 * The server's answer to ``initialize`` is shown to ``on_initialize_result``
   before the session sees it, so the client can prepare (name the connection)
   before ``notifications/initialized`` lets the server send requests.
@@ -135,8 +138,17 @@ ROOTS_CAPABILITY: dict[str, Any] = {
 #: Answers one ``files/*`` request: ``(method, params) -> result``, raising ``FilesError``.
 FilesHandler = Callable[[str, Any], Awaitable[dict[str, Any]]]
 
-#: Returns the current roots as ``[{"uri": ..., "name": ..., "_meta"?: {...}}, ...]``.
-RootsProvider = Callable[[], list[dict[str, Any]]]
+
+class RootsProvider(Protocol):
+    """What answers ``roots/list`` (:class:`~.roots_offer.RootsOffer`); called on the event loop."""
+
+    def answer(self) -> dict[str, Any]:
+        """The result of the ``roots/list`` the server just sent."""
+        ...
+
+    def located(self) -> bool:
+        """Whether that result would now hand over any root's ``file://`` location."""
+        ...
 
 
 class MessageReader(Protocol):
@@ -190,8 +202,8 @@ class BrokerMiddleware:
     handle_files
         Awaited for each ``files/*`` request with ``(method, params)``; returns
         the result or raises :class:`~jupyter_fsbroker.core.errors.FilesError`.
-    list_roots
-        Called (on the event loop) for each ``roots/list``.
+    roots
+        Answers each ``roots/list``; says whether locations are offered.
     on_transport_closed
         Called once, on the event loop, when the transport's read side ends
         (the server exited or went away).
@@ -230,7 +242,7 @@ class BrokerMiddleware:
         write_stream: MessageWriter,
         *,
         handle_files: FilesHandler,
-        list_roots: RootsProvider,
+        roots: RootsProvider,
         on_transport_closed: Callable[[], None] | None = None,
         label: str = "",
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
@@ -251,7 +263,7 @@ class BrokerMiddleware:
         self._read = read_stream
         self._write = write_stream
         self._handle_files = handle_files
-        self._list_roots = list_roots
+        self._roots = roots
         self._on_transport_closed = on_transport_closed
         self._label = label
         self._max_in_flight = max_in_flight
@@ -518,7 +530,7 @@ class BrokerMiddleware:
             if message.method == "roots/list":
                 if self._gate is not None:
                     self._gate.asked()
-                self._start(message)
+                self._start(message, answer=self._roots_answer(message))
                 return True
         elif isinstance(message, JSONRPCResponse) and message.id == self._initialize_id:
             version = message.result.get("protocolVersion")
@@ -571,22 +583,33 @@ class BrokerMiddleware:
             jsonrpc="2.0", id=request.id, error=ErrorData.model_validate(to_jsonrpc_error(error))
         )
 
-    def _start(self, request: JSONRPCRequest, reservation: Reservation | None = None) -> None:
+    def _start(
+        self,
+        request: JSONRPCRequest,
+        reservation: Reservation | None = None,
+        answer: tuple[str, dict[str, Any]] | None = None,
+    ) -> None:
         # A plain asyncio task, not a task group's: a request is the hot path, and
         # anyio's task and cancel scope cost more than the rest of its way on the loop.
         # _stop_answering ends them with the middleware; a failure ends the connection.
         assert self._loop is not None
-        task = self._loop.create_task(self._answer(request, reservation))
+        task = self._loop.create_task(self._answer(request, reservation, answer))
         self._in_flight[request.id] = task
         self._tasks.add(task)
         task.add_done_callback(partial(self._answered, request.id, reservation))
 
-    async def _answer(self, request: JSONRPCRequest, reservation: Reservation | None) -> None:
+    async def _answer(
+        self,
+        request: JSONRPCRequest,
+        reservation: Reservation | None,
+        answer: tuple[str, dict[str, Any]] | None,
+    ) -> None:
         task = asyncio.current_task()
         try:
             if reservation is not None:
                 await reservation.wait()
-            answer = await self._reply_to(request)
+            if answer is None:
+                answer = await self._reply_to(request)
             if task in self._dropped:
                 return
             if self._in_flight.get(request.id) is task:
@@ -634,12 +657,20 @@ class BrokerMiddleware:
         if tasks:
             await asyncio.wait(tasks)
 
+    def _roots_answer(self, request: JSONRPCRequest) -> tuple[str, dict[str, Any]]:
+        """``("result", result)`` or ``("error", error)`` for a ``roots/list``."""
+        try:
+            return "result", self._roots.answer()
+        except Exception as exc:
+            log.exception("%s: unexpected failure answering roots/list", self._label)
+            return "error", self._internal_error(
+                request, f"the client failed to answer roots/list ({type(exc).__name__})"
+            )
+
     async def _reply_to(self, request: JSONRPCRequest) -> tuple[str, dict[str, Any]]:
-        """``("result", result)`` or ``("error", error)`` for *request*."""
+        """``("result", result)`` or ``("error", error)`` for a ``files/*`` *request*."""
         method = request.method
         try:
-            if method == "roots/list":
-                return "result", {"roots": self._list_roots()}
             assert self._slots is not None
             async with self._slots:
                 return "result", await self._handle_files(method, request.params)
@@ -717,7 +748,7 @@ class BrokerMiddleware:
 
     def _roots_offered(self) -> None:
         if self._gate is not None:
-            self._gate.offered(bool(self._list_roots()))
+            self._gate.offered(self._roots.located())
 
 
 def _message(request_id: RequestId, answer: tuple[str, dict[str, Any]]) -> JSONRPCMessage:

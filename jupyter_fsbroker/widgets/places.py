@@ -24,7 +24,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
 from .closing import close_parts
 from .markup import escape, plain
-from .text import ConnectionView, sandbox_text
+from .text import ConnectionView, roots_notice_text, sandbox_text
 
 __all__ = [
     "KEEP_DECIDED",
@@ -138,16 +138,22 @@ class CardSource(ConnectionView, Protocol):
 
 
 def card_text(conn: CardSource) -> str:
-    """The card's line as HTML: ``Connected <b>analysis</b> — server …, stdio, MCP …, 4 tools``."""
+    """The card's line as HTML: ``Connected <b>analysis</b> — server …, stdio, MCP …, 4 tools``.
+
+    Below it, while the server has one, the notice that it was told only the
+    shared folders' names (class ``fsbroker-roots-notice``).
+    """
     name = escape(conn.name)
     if conn.closed:
         return f"<i>{name}</i>: disconnected ({escape(conn.close_reason or 'closed')})"
     tools = len(conn.tools)
     sandbox = sandbox_text(conn)
+    notice = roots_notice_text(conn)
     return (
         f"Connected <b>{name}</b> — server {escape(conn.server_name or '?')}, {escape(conn.transport)}, "
         f"MCP {escape(conn.protocol_version or '?')}, {tools} tool{'' if tools == 1 else 's'}"
         + (f", {escape(sandbox)}" if sandbox else "")
+        + (f'<br><span class="fsbroker-roots-notice">{escape(notice)}</span>' if notice else "")
     )
 
 

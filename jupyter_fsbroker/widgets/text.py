@@ -44,6 +44,7 @@ __all__ = [
     "plural",
     "printable",
     "reason_text",
+    "roots_notice_text",
     "sandbox_text",
     "status_text",
 ]
@@ -73,7 +74,9 @@ class ConnectionView(Protocol):
 
     A connection may also have ``sandbox``: an object whose ``describe()`` says
     whether its local server runs confined (``None`` for a remote server); the
-    views show it where it is (:func:`sandbox_text`).
+    views show it where it is (:func:`sandbox_text`). And ``roots_notice``: an
+    object whose ``text`` says why its server got only the shared folders'
+    names (:func:`roots_notice_text`).
     """
 
     @property
@@ -104,6 +107,16 @@ def sandbox_text(view: object) -> str:
     """
     sandbox = getattr(view, "sandbox", None)
     return str(sandbox.describe()) if sandbox is not None else ""
+
+
+def roots_notice_text(view: object) -> str:
+    """Why a connection's server was told only the shared folders' names; ``""`` when it was not.
+
+    Read from the view's ``roots_notice`` (the kernel's connections have it):
+    set when the server asked where the folders are and used no ``files/*``.
+    """
+    notice = getattr(view, "roots_notice", None)
+    return str(notice.text) if notice is not None else ""
 
 
 #: States in which a connection cannot be disconnected any more.
@@ -384,12 +397,16 @@ def status_text(
         f"  {root.name}  {root.path}  ({'read-only' if root.read_only else 'read-write'})" for root in roots
     ] or ["  (none: %fsbroker root DIR)"]
     lines.append("Connections:")
-    lines += [
-        f"  {view.name}  server {view.server_name or '?'}  {view.transport}  "
-        f"protocol {view.protocol_version or '?'}  {view.state}"
-        + (f"  {sandbox_text(view)}" if sandbox_text(view) else "")
-        for view in views
-    ] or ["  (none)"]
+    for view in views:
+        lines.append(
+            f"  {view.name}  server {view.server_name or '?'}  {view.transport}  "
+            f"protocol {view.protocol_version or '?'}  {view.state}"
+            + (f"  {sandbox_text(view)}" if sandbox_text(view) else "")
+        )
+        if roots_notice_text(view):
+            lines.append(f"    roots: {roots_notice_text(view)}")
+    if not views:
+        lines.append("  (none)")
     lines.append("Grants:")
     lines += [
         f"  {grant_holder(grant, servers)}  {grant.path}  {', '.join(grant.operations)}  "

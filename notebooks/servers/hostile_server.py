@@ -4,11 +4,13 @@ Run by the notebook over stdio (``python servers/hostile_server.py``). Its tools
 send ``files/*`` requests exactly as given — no consent asked, no retries, no
 checks of its own — and report what the client answered, so that the notebook
 can show each refusal. It learns where the user's folders are from
-``roots/list``, as any server can, and writes them as placeholders in what it
-reports (``{data}`` for the root named ``data``), so that no absolute path of
-this machine ends up in the notebook. One tool, ``read_directly``, bypasses
-the broker entirely and opens a file on disk itself: what a *local* server can
-always do, and the reason to prefer remote or sandboxed servers.
+``roots/list`` when the notebook hands their locations over
+(``advertise_roots=True``; by default it learns their names only), and writes
+them as placeholders in what it reports (``{data}`` for the root named
+``data``), so that no absolute path of this machine ends up in the notebook.
+One tool, ``read_directly``, bypasses the broker entirely and opens a file on
+disk itself: what a *local* server can always do, told or not where your
+folders are, and the reason to prefer remote or sandboxed servers.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
 
 
 async def _root_paths(fs: FilesClient) -> dict[str, str]:
-    """``{root name: absolute path}`` from the client's ``roots/list``."""
+    """``{root name: absolute path}`` of the roots whose location the client's ``roots/list`` gave."""
     found = {}
     for root in await fs.roots():
         if root.name and root.path:
@@ -81,9 +83,12 @@ async def _attempt(
 
 @server.tool()
 async def roots(ctx: Context) -> dict[str, Any]:
-    """The folders the client says it shares (names only)."""
+    """The folders the client says it shares: their names, and whether it said where each one is."""
     async with files(ctx) as fs:
-        return {"roots": [{"name": root.name, "read_only": root.read_only} for root in await fs.roots()]}
+        told = await fs.roots()
+    return {
+        "roots": [{"name": r.name, "read_only": r.read_only, "located": r.path is not None} for r in told]
+    }
 
 
 @server.tool()

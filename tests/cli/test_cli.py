@@ -21,6 +21,14 @@ from tests.support.terminal import ask_at_the_terminal
 
 SERVER = [sys.executable, "-m", MODULE]
 CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
+#: A server that asks where the roots are as soon as it is initialized and never uses files/*.
+ROOTS_SERVER = [
+    sys.executable,
+    str(Path(__file__).resolve().parents[1] / "protocol" / "servers" / "roots_server.py"),
+    "--ask-after",
+    "0",
+]
+NOTICE = "jupyter-fsbroker: roots-test-server asked where the shared folders are (roots/list) and got only"
 
 
 @pytest.fixture
@@ -148,6 +156,51 @@ def test_serves_until_sigterm_and_exits_cleanly(workdir: Path) -> None:
         for pid in children:
             with pytest.raises(ProcessLookupError):
                 os.kill(int(pid), 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_roots_locations_only_with_advertise_roots(workdir: Path) -> None:
+    wait = '{"wait": true}'  # until the server has applied what roots/list told it
+    names_only = run_cli("--root", "./data", "--call", "roots", "--args", wait, "--", *ROOTS_SERVER)
+    assert names_only.returncode == 0, names_only.stderr
+    told = json.loads(json.loads(names_only.stdout)["content"][0]["text"])
+    assert (told["raw"], told["meta"]) == ([], {"filesystemBrokering": {"roots": [{"name": "data"}]}})
+    assert str(workdir) not in names_only.stdout
+    notices = [line for line in names_only.stderr.splitlines() if line.startswith(NOTICE)]
+    assert len(notices) == 1 and "--advertise-roots" in notices[0], names_only.stderr
+
+    located = run_cli(
+        "--root", "./data", "--advertise-roots", "--call", "roots", "--args", wait, "--", *ROOTS_SERVER
+    )
+    assert located.returncode == 0, located.stderr
+    told = json.loads(json.loads(located.stdout)["content"][0]["text"])
+    assert told["applied"] == [(workdir / "data").resolve().as_uri()]
+    assert NOTICE not in located.stderr
+
+
+def test_serving_says_at_once_why_a_server_got_the_roots_names_only(workdir: Path) -> None:
+    proc = subprocess.Popen(
+        [*CLI, "--root", "./data", "--", *ROOTS_SERVER],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **server_env()},
+    )
+    try:
+        assert proc.stderr is not None
+        seen: list[str] = []
+        while not any(line.startswith(NOTICE) for line in seen):
+            ready, _, _ = select.select([proc.stderr], [], [], 30)
+            assert ready, f"no notice on stderr: {seen}"
+            line = proc.stderr.readline()
+            assert line, f"stderr ended without the notice: {seen}"
+            seen.append(line)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

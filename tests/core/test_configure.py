@@ -197,6 +197,7 @@ def test_limits_given_whole_and_by_name(shared: Broker) -> None:
         ({"no_such_setting": 1}, "no_such_setting"),
         ({"trash_dir": "/elsewhere"}, "trash_dir"),
         ({"workers": 2}, "workers"),
+        ({"advertise_roots": True}, "advertise_roots"),  # servers were told at connect time
         ({"lock_wait": 0, "audit_capacity": 5}, "audit_capacity"),
     ],
 )
@@ -222,3 +223,12 @@ def test_a_refused_change_is_a_config_error_not_a_files_error(shared: Broker) ->
     with pytest.raises(ConfigError) as info:
         shared.configure(max_chunk_bytes=10**9)
     assert not isinstance(info.value, FilesError)
+
+
+def test_advertise_roots_is_undecided_by_default_and_takes_only_a_bool(tmp_path: Path) -> None:
+    with make_broker(tmp_path) as broker:
+        assert broker.config.advertise_roots is None  # the connection decides: see protocol/roots_offer.py
+    with pytest.raises(ConfigError, match="advertise_roots must be True, False or None, not 'yes'"):
+        make_broker(tmp_path, advertise_roots="yes")
+    with pytest.raises(ConfigError, match="not 1"):
+        make_broker(tmp_path, advertise_roots=1)

@@ -1,10 +1,10 @@
 """jupyter_fsbroker as the client of ``@modelcontextprotocol/server-everything``, and of a server that asks.
 
 server-everything sends MCP log messages (``notifications/message``) and fetches
-the roots; it offers its sampling and elicitation tools only to clients that
-advertise those capabilities, which jupyter_fsbroker does not. A server on the
-TypeScript SDK that asks anyway (``js/asking_server.mjs``) must be refused at
-once.
+the roots (their names only: it learns no location); it offers its sampling and
+elicitation tools only to clients that advertise those capabilities, which
+jupyter_fsbroker does not. A server on the TypeScript SDK that asks anyway
+(``js/asking_server.mjs``) must be refused at once.
 """
 
 from __future__ import annotations
@@ -94,7 +94,9 @@ async def test_log_messages_reach_the_log_and_python_logging(
     async with everything(node_tools, broker, transport) as conn:
         assert conn.name == "mcp-servers/everything"
         roots = await conn.call_tool("get-roots-list", {})
-        assert data.resolve().as_uri() in roots["content"][0]["text"]
+        # Told the roots' names only (it uses no files/*), it learns no location of this machine.
+        assert "no roots are currently configured" in roots["content"][0]["text"]
+        assert str(data.resolve()) not in roots["content"][0]["text"]
         # It says so in a log message when it fetched the roots, and logs at random levels when asked.
         entry = await logged(conn.log, lambda e: e.source == "message" and "Roots updated" in e.text, 20.0)
         assert (entry.level, entry.logger) == ("info", "everything-server")
@@ -105,7 +107,9 @@ async def test_log_messages_reach_the_log_and_python_logging(
         assert any(e.source == "stderr" for e in conn.log.entries())
     else:  # no stderr over HTTP: the log holds the messages
         assert all(e.source == "message" for e in conn.log.entries())
-    assert "[info] everything-server: Roots updated: 1 root(s)" in conn.log.text()
+    assert "[info] everything-server: Roots updated: 0 root(s)" in conn.log.text()
+    notice = conn.roots_offer.notice
+    assert notice is not None and notice.withheld == ("data",)
     names = {r.name for r in caplog.records}
     assert "jupyter_fsbroker.server.mcp-servers/everything" in names
     assert any("Roots updated" in r.getMessage() for r in caplog.records)

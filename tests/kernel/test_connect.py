@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from tests.support.env import REPO
 from tests.support.servers import TOOLS as SERVER_TOOLS
 
 from .conftest import ASK_BETWEEN_CELLS, STDIO_COMMAND, load
@@ -126,3 +128,35 @@ def test_consent_outside_a_call_appears_under_the_connecting_cell(kernel: Kernel
     kernel.click(kernel.child(shown, "fsbroker-deny"))
     refusal = {"granted": False, "approvedPaths": [], "operations": []}
     assert kernel.value("asker.join(60) or answers[0]") == refusal
+
+
+ROOTS_SERVER = repr(
+    [sys.executable, str(REPO / "tests/protocol/servers/roots_server.py"), "--ask-after", "0"]
+)
+NOTICE = "late asked where the shared folders are (roots/list) and got only their names (data): "
+
+
+def test_a_server_that_asks_where_the_folders_are_is_told_why_it_got_their_names_only(kernel: Kernel) -> None:
+    cards = {card.comm_id for card in kernel.find_widgets("fsbroker-connection")}
+    kernel.run(f"late = broker.connect('late', command={ROOTS_SERVER})")
+    card = kernel.wait_widget("fsbroker-connection", exclude=cards)
+    # The card says it under the connecting cell once the server has asked (it asks on its own time).
+    kernel.wait_for(lambda: NOTICE in kernel.text_of(card), 30, "the notice on the connection card")
+    assert "fsbroker-roots-notice" in kernel.text_of(card)
+    assert kernel.value("late.roots_notice.withheld") == ("data",)
+    status = str(kernel.value("broker.status()"))
+    [line] = [line for line in status.splitlines() if NOTICE in line]
+    assert line.startswith("    roots: ") and "advertise_roots=True" in line
+    # Handed the locations, it gets them and there is nothing to say.
+    kernel.run(f"told = broker.connect('told', command={ROOTS_SERVER}, advertise_roots=True)")
+    assert kernel.value("told.call_tool('roots').data['applied']") == [
+        (kernel.cwd / "data").resolve().as_uri()
+    ]
+    assert kernel.value("told.roots_notice") is None
+    command = " ".join(ast.literal_eval(ROOTS_SERVER))
+    out = kernel.run(f'%fsbroker connect magic --command "{command}" --advertise-roots')
+    assert out.stderr == ""
+    assert kernel.value("broker.connection('magic').call_tool('roots').data['asked']") == 1
+    assert kernel.value("broker.connection('magic').roots_notice") is None
+    for name in ("late", "told", "magic"):
+        kernel.run(f"broker.disconnect({name!r})")

@@ -83,11 +83,13 @@ def test_settings_from_ipython_config_and_config_magic(start_kernel: Callable[..
             "c.FSBroker.read_only_roots = ['raw=./data/raw']\n"
             "c.FSBroker.allow = ['raw:read,watch']\n"
             "c.FSBroker.limits = {'max_list_entries': 500}\n"
+            "c.FSBroker.advertise_roots = False\n"
         )
     )
     kernel.run("%load_ext jupyter_fsbroker\nimport jupyter_fsbroker as fsb\nbroker = fsb.get_broker()")
     assert kernel.value("broker.core.config.limits.consent_timeout") == 60
     assert kernel.value("broker.core.config.limits.max_list_entries") == 500
+    assert kernel.value("broker.core.config.advertise_roots") is False
     assert kernel.value("sorted((r.name, r.read_only) for r in broker.roots)") == [
         ("data", False),
         ("raw", True),

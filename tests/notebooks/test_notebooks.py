@@ -95,6 +95,13 @@ def _run(name: str, tmp_path: Path, **env: str) -> tuple[Any, Path]:
     # Local servers are started from this folder with `python -m ...` or a script path and a clean
     # environment (no PYTHONPATH): they import the package from here, that is from this checkout.
     (folder / "jupyter_fsbroker").symlink_to(REPO / "jupyter_fsbroker", target_is_directory=True)
+    # A script's own folder comes first on its path (`servers/hostile_server.py`: `servers/`), and a
+    # sandboxed one may read that folder but not where a link would lead: a copy, then.
+    shutil.copytree(
+        REPO / "jupyter_fsbroker",
+        folder / "servers" / "jupyter_fsbroker",
+        ignore=shutil.ignore_patterns("__pycache__", "labextension"),
+    )
     nb = nbformat.read(folder / name, as_version=4)
     kernel_env = {**isolated_env(tmp_path / "home"), **server_env(), **env}
     client = NotebookClient(
@@ -180,7 +187,15 @@ def test_05_security_model(tmp_path: Path, _loop: asyncio.AbstractEventLoop) -> 
     out = "\n".join(cells)
     for reason in ("traversal", "escaping_symlink", "outside_roots", "sensitive", "read_only", "nul_byte"):
         assert f"PERMISSION_DENIED  {reason}" in out, reason
-    assert "{'roots': [{'name': 'data', 'read_only': False}]}" in out  # the read-only root is not listed
+    # Handed the locations, it is told where data is, never where the read-only folder is; by default
+    # it is told the names only, and the connection says why.
+    assert "{'name': 'data', 'read_only': False, 'located': True}" in out
+    assert "{'name': 'reference', 'read_only': True, 'located': True}" not in out
+    assert (
+        "{'roots': [{'name': 'data', 'read_only': False, 'located': False}, "
+        "{'name': 'reference', 'read_only': True, 'located': False}]}"
+    ) in out
+    assert "hostile-default asked where the shared folders are (roots/list) and got only their names" in out
     assert "'approvedPaths': ['data']" in out  # a consent for everything granted only the root
     assert "'stopped_by': 'PERMISSION_DENIED', 'reason': 'not_granted'" in out  # revoked mid-session
     assert re.search(r"server process \d+ is gone", out)

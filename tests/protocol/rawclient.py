@@ -106,6 +106,8 @@ class RawClient:
         self.in_flight: Counter[str] = Counter()
         self.max_in_flight: Counter[str] = Counter()
         self.intercept: Interceptor | None = None
+        #: What ``roots/list`` is answered with; ``None``: every root with its location.
+        self.roots_result: dict[str, Any] | None = None
         self.initialize_result: dict[str, Any] | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -256,7 +258,7 @@ class RawClient:
                 finally:
                     self.in_flight[method] -= 1
             elif method == "roots/list":
-                result = {"roots": [_root_item(root) for root in self.broker.roots]}
+                result = self.roots_result or {"roots": [_root_item(root) for root in self.broker.roots]}
             elif method == "ping":
                 result = {}
             else:
@@ -328,6 +330,7 @@ class RawClient:
         self.notifications.clear()
         self.max_in_flight.clear()
         self.intercept = None
+        self.roots_result = None
 
 
 def _root_item(root: Any) -> dict[str, Any]:

@@ -255,12 +255,17 @@ async def test_every_method_end_to_end(broker: Broker, transport: str, http: Htt
         assert temp_files(data) == []
 
 
+def names(*roots: str) -> dict[str, Any]:
+    """The ``_meta`` of a ``roots/list`` result that names *roots* (read-write ones)."""
+    return {"filesystemBrokering": {"roots": [{"name": root} for root in roots]}}
+
+
 @pytest.mark.anyio
-async def test_roots_list_and_list_changed(
-    broker: Broker, transport: str, http: HttpServer, data: Path, tmp_path: Path
+async def test_roots_list_names_the_roots_and_list_changed_follows(
+    broker: Broker, transport: str, http: HttpServer, tmp_path: Path
 ) -> None:
     async with connected(broker, transport, http) as conn:
-        assert await ok(conn, "roots/list") == {"roots": [{"uri": data.resolve().as_uri(), "name": "data"}]}
+        assert await ok(conn, "roots/list") == {"roots": [], "_meta": names("data")}
         extra = tmp_path / "extra folder"
         extra.mkdir()
 
@@ -269,12 +274,49 @@ async def test_roots_list_and_list_changed(
         thread.start()
         thread.join()
         assert await next_notification(conn, "notifications/roots/list_changed") in (None, {})
-        roots = await ok(conn, "roots/list")
-        assert roots["roots"][1] == {"uri": extra.resolve().as_uri(), "name": "extra"}
-        assert "%20" in roots["roots"][1]["uri"]
+        assert await ok(conn, "roots/list") == {"roots": [], "_meta": names("data", "extra")}
         broker.remove_root("extra")
         await next_notification(conn, "notifications/roots/list_changed")
-        assert [root["name"] for root in (await ok(conn, "roots/list"))["roots"]] == ["data"]
+        assert await ok(conn, "roots/list") == {"roots": [], "_meta": names("data")}
+
+
+@pytest.mark.anyio
+async def test_the_locations_go_out_where_the_user_hands_them_over(
+    broker: Broker, transport: str, http: HttpServer, data: Path, tmp_path: Path
+) -> None:
+    extra = tmp_path / "extra folder"
+    extra.mkdir()
+    broker.add_root(extra, name="extra")
+    async with open_connection(broker, "analysis", advertise_roots=True, **options(transport, http)) as conn:
+        roots = await ok(conn, "roots/list")
+    assert roots == {
+        "roots": [
+            {"uri": data.resolve().as_uri(), "name": "data"},
+            {"uri": extra.resolve().as_uri(), "name": "extra"},
+        ],
+        "_meta": names("data", "extra"),
+    }
+    assert "%20" in roots["roots"][1]["uri"]
+
+
+@pytest.mark.anyio
+async def test_a_server_that_uses_files_gets_no_notice_about_the_roots(
+    broker: Broker, transport: str, http: HttpServer
+) -> None:
+    """A brokering server needs the names only: a notice shown meanwhile goes at its first request."""
+    async with connected(broker, transport, http) as conn:
+        await ok(conn, "roots/list")
+        notice = conn.roots_offer.notice
+        assert notice is not None and notice.withheld == ("data",)
+        refused = await send(conn, "files/stat", {"path": "data/hello.txt"})  # even a refused one
+        assert refused["error"]["data"]["reason"] == "not_granted"
+        assert conn.roots_offer.notice is None
+        await ok(conn, "roots/list")  # asking again, as a broker, brings none back
+        assert conn.roots_offer.notice is None
+    async with connected(broker, transport, http, name="first-files") as conn:
+        await send(conn, "files/stat", {"path": "data/hello.txt"})
+        await ok(conn, "roots/list")
+        assert conn.roots_offer.notice is None
 
 
 @pytest.mark.anyio

@@ -2,13 +2,16 @@
 
 ``servers/roots_server.py`` fetches ``roots/list`` some milliseconds after the
 handshake and applies the answer later still, as the official filesystem server
-does; its ``roots`` tool says which roots were in force when a call arrived.
-Waits are on events (the connection's log, the gate's counters), never on
-the clock.
+does; its ``roots`` tool says which roots were in force when a call arrived and
+what the answer carried: the roots' names, and their locations only where the
+settings hand them over, with a notice when a server asked for them in vain.
+Waits are on events (the connection's log, the gate's counters, the notice),
+never on the clock.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -21,7 +24,9 @@ import pytest
 
 from jupyter_fsbroker.core.broker import Broker, BrokerConfig
 from jupyter_fsbroker.core.serverlog import LogEntry
-from jupyter_fsbroker.protocol import ConnectError, RootsGrace, ServerConnection, connect
+from jupyter_fsbroker.protocol import ConnectError, RootsGrace, ServerConnection, connect, open_connection
+from jupyter_fsbroker.protocol.roots_offer import RootsNotice
+from tests.protocol.servers.harness import HttpServer, ok
 from tests.support.brokers import make_broker
 from tests.support.serverlog import logged
 
@@ -50,11 +55,15 @@ async def roots_in_force(conn: ServerConnection) -> dict[str, Any]:
 
 # -- the roots race --------------------------------------------------------------------------------
 
+#: The race is that of a server handed the roots' locations (it applies them itself): these
+#: servers are handed them. A server told the names only needs no head start (tested below).
+LOCATED: dict[str, Any] = {"advertise_roots": True}
+
 
 async def test_the_first_call_waits_for_a_server_that_fetches_the_roots_late(
     broker: Broker, data: Path
 ) -> None:
-    async with roots_server(broker, "--ask-after", "40", "--apply-after", "30") as conn:
+    async with roots_server(broker, "--ask-after", "40", "--apply-after", "30", **LOCATED) as conn:
         seen = await roots_in_force(conn)
         assert seen["applied"] == [data.resolve().as_uri()] and seen["asked"] == 1
         gate = conn.roots_gate
@@ -65,7 +74,7 @@ async def test_the_first_call_waits_for_a_server_that_fetches_the_roots_late(
 
 async def test_without_the_grace_the_call_races_the_server(broker: Broker) -> None:
     """The race the gate exists for: the call arrives before the roots."""
-    async with roots_server(broker, "--ask-after", "500", roots_grace=None) as conn:
+    async with roots_server(broker, "--ask-after", "500", roots_grace=None, **LOCATED) as conn:
         assert conn.roots_gate is None
         assert (await roots_in_force(conn))["applied"] is None
 
@@ -73,7 +82,7 @@ async def test_without_the_grace_the_call_races_the_server(broker: Broker) -> No
 async def test_a_server_that_already_asked_causes_no_wait(broker: Broker, data: Path) -> None:
     # "Already asked" means asked, answered, and given its settle time (zero here, so that
     # the test need not wait on the clock): the call then goes at once.
-    async with roots_server(broker, "--ask-after", "0", roots_grace=RootsGrace(settle=0)) as conn:
+    async with roots_server(broker, "--ask-after", "0", roots_grace=RootsGrace(settle=0), **LOCATED) as conn:
         await logged(conn.log, lambda e: e.text == "roots applied")
         assert (await roots_in_force(conn))["applied"] == [data.resolve().as_uri()]
         gate = conn.roots_gate
@@ -81,7 +90,7 @@ async def test_a_server_that_already_asked_causes_no_wait(broker: Broker, data: 
 
 
 async def test_a_server_that_never_asks_is_given_a_quiet_period_only(broker: Broker) -> None:
-    async with roots_server(broker) as conn:
+    async with roots_server(broker, **LOCATED) as conn:
         assert (await roots_in_force(conn))["asked"] == 0
         gate = conn.roots_gate
         assert gate is not None and gate.last_outcome == "quiet" and gate.waits == 1
@@ -89,11 +98,20 @@ async def test_a_server_that_never_asks_is_given_a_quiet_period_only(broker: Bro
 
 async def test_no_roots_shared_means_no_wait(tmp_path: Path) -> None:
     with make_broker(tmp_path) as empty:
-        async with roots_server(empty, "--ask-after", "500") as conn:
+        async with roots_server(empty, "--ask-after", "500", **LOCATED) as conn:
             gate = conn.roots_gate
             assert gate is not None and not gate.armed
             assert (await roots_in_force(conn))["applied"] is None
             assert (gate.last_outcome, gate.waits) == (None, 0)
+
+
+async def test_a_server_told_the_names_only_is_not_waited_for(broker: Broker) -> None:
+    """The default: no location goes out, so there is nothing for a server to apply first."""
+    async with roots_server(broker, "--ask-after", "500") as conn:
+        gate = conn.roots_gate
+        assert gate is not None and not gate.armed
+        assert (await roots_in_force(conn))["asked"] == 0  # the call did not wait the 500 ms
+        assert (gate.last_outcome, gate.waits) == (None, 0)
 
 
 async def test_a_call_right_after_the_roots_change_waits_for_the_new_ones(
@@ -101,7 +119,7 @@ async def test_a_call_right_after_the_roots_change_waits_for_the_new_ones(
 ) -> None:
     more = tmp_path / "more"
     more.mkdir()
-    async with roots_server(broker, "--ask-after", "20", "--apply-after", "20") as conn:
+    async with roots_server(broker, "--ask-after", "20", "--apply-after", "20", **LOCATED) as conn:
         await roots_in_force(conn)
         broker.add_root(more, name="more")
         seen = await roots_in_force(conn)  # at once: the call waits for the new roots
@@ -111,30 +129,121 @@ async def test_a_call_right_after_the_roots_change_waits_for_the_new_ones(
         assert gate is not None and (gate.last_outcome, gate.waits) == ("answered", 2)
 
 
-# -- read-only roots on the wire -------------------------------------------------------------------
+# -- what roots/list carries -----------------------------------------------------------------------
+
+NAMES_META = "filesystemBrokering"
 
 
-async def test_read_only_roots_are_not_listed_by_default(broker: Broker, tmp_path: Path) -> None:
+async def fetched(conn: ServerConnection) -> dict[str, Any]:
+    """What the server took from its last ``roots/list`` (it applies the answer, then logs it)."""
+    await logged(conn.log, lambda e: e.text == "roots applied")
+    return await roots_in_force(conn)
+
+
+async def notice_naming(conn: ServerConnection, root: str, timeout: float = 10) -> RootsNotice:
+    """The connection's notice once it names *root* among the withheld (now, or when it comes)."""
+    loop = asyncio.get_running_loop()
+    found: asyncio.Future[RootsNotice] = loop.create_future()
+
+    def check(notice: RootsNotice | None) -> None:
+        if notice is not None and root in notice.withheld and not found.done():
+            found.set_result(notice)
+
+    stop = conn.roots_offer.follow(lambda notice: loop.call_soon_threadsafe(check, notice))
+    try:
+        check(conn.roots_offer.notice)
+        return await asyncio.wait_for(found, timeout)
+    finally:
+        stop()
+
+
+async def test_by_default_a_server_learns_the_names_only_and_the_notice_says_why(
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="jupyter_fsbroker.protocol.roots_offer")
     (tmp_path / "ref").mkdir()
     broker.add_root(tmp_path / "ref", name="ref", read_only=True)
     async with roots_server(broker, "--ask-after", "0") as conn:
-        raw = (await roots_in_force(conn))["raw"]
-        assert [item["name"] for item in raw] == ["data"]
-        assert "_meta" not in raw[0]
+        seen = await fetched(conn)
+        assert seen["raw"] == [] and seen["applied"] == []
+        assert seen["meta"] == {NAMES_META: {"roots": [{"name": "data"}, {"name": "ref", "readOnly": True}]}}
+        notice = conn.roots_offer.notice
+        assert notice is not None and (notice.server, notice.withheld) == ("late", ("data", "ref"))
+        assert notice.text.startswith(
+            "late asked where the shared folders are (roots/list) and got only their names (data, ref): "
+            "it has sent no files/* request, so it seems to open files itself, which would bypass "
+            "consent, grants and the activity log. To let it: connect with advertise_roots=True "
+            "(or --advertise-roots), or run it with sandbox='roots'."
+        )
+        assert notice.text.endswith("Read-only folders also need advertise_read_only_roots.")
+        (tmp_path / "more").mkdir()
+        broker.add_root(tmp_path / "more", name="more")  # it asks again
+        again = await notice_naming(conn, "more")
+        assert again.withheld == ("data", "ref", "more")
+    logs = [r for r in caplog.records if r.name == "jupyter_fsbroker.protocol.roots_offer"]
+    assert [(r.levelno, r.getMessage()) for r in logs] == [(logging.INFO, notice.text)]  # once
+
+
+async def test_handed_over_on_request_read_only_roots_still_are_not(broker: Broker, tmp_path: Path) -> None:
+    (tmp_path / "ref").mkdir()
+    broker.add_root(tmp_path / "ref", name="ref", read_only=True)
+    async with roots_server(broker, "--ask-after", "0", **LOCATED) as conn:
+        seen = await fetched(conn)
+        notice = conn.roots_offer.notice
+    assert seen["raw"] == [{"uri": broker.roots.get("data").uri, "name": "data"}]
+    assert seen["meta"] == {NAMES_META: {"roots": [{"name": "data"}, {"name": "ref", "readOnly": True}]}}
+    assert notice is None  # it got what the settings give: nothing to say
 
 
 async def test_read_only_roots_are_marked_when_listed(tmp_path: Path, data: Path) -> None:
     (tmp_path / "ref").mkdir()
-    with make_broker(tmp_path, advertise_read_only_roots=True) as b:
+    with make_broker(tmp_path, advertise_roots=True, advertise_read_only_roots=True) as b:
         b.add_root(data, name="data")
         b.add_root(tmp_path / "ref", name="ref", read_only=True)
         assert isinstance(b.config, BrokerConfig) and b.config.advertise_read_only_roots
         async with roots_server(b, "--ask-after", "0") as conn:
-            raw = (await roots_in_force(conn))["raw"]
+            raw = (await fetched(conn))["raw"]
     assert raw == [
         {"uri": data.resolve().as_uri(), "name": "data"},
         {"uri": (tmp_path / "ref").resolve().as_uri(), "name": "ref", "_meta": {"readOnly": True}},
     ]
+
+
+async def test_advertise_read_only_roots_alone_hands_over_nothing(tmp_path: Path, data: Path) -> None:
+    (tmp_path / "ref").mkdir()
+    with make_broker(tmp_path, advertise_read_only_roots=True) as b:
+        b.add_root(data, name="data")
+        b.add_root(tmp_path / "ref", name="ref", read_only=True)
+        async with roots_server(b, "--ask-after", "0") as conn:
+            assert (await fetched(conn))["raw"] == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "per_connection", "located"), [(False, True, True), (True, False, False)]
+)
+async def test_the_connection_overrides_the_setting(
+    tmp_path: Path, data: Path, setting: bool, per_connection: bool, located: bool
+) -> None:
+    with make_broker(tmp_path, advertise_roots=setting) as b:
+        b.add_root(data, name="data")
+        async with roots_server(b, "--ask-after", "0", advertise_roots=per_connection) as conn:
+            seen = await fetched(conn)
+            notice = conn.roots_offer.notice
+    assert seen["applied"] == ([data.resolve().as_uri()] if located else [])
+    assert (notice is None) == located
+
+
+async def test_a_remote_server_gets_the_names_only_and_is_told_why(broker: Broker, http: HttpServer) -> None:
+    async with open_connection(broker, "web", url=http.url) as conn:
+        assert await ok(conn, "roots/list") == {
+            "roots": [],
+            "_meta": {NAMES_META: {"roots": [{"name": "data"}]}},
+        }
+        notice = conn.roots_offer.notice
+    assert notice is not None and "would tell a remote server your user name and folder layout" in notice.text
+    assert notice.text.endswith(
+        "To hand them over anyway: connect with advertise_roots=True (or --advertise-roots)."
+    )
 
 
 # -- what the server says --------------------------------------------------------------------------

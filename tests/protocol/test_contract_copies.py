@@ -4,9 +4,10 @@ The helper (``jupyter_fsbroker/protocol/server/``) must stand alone, so it
 copies what it relies on of PROTOCOL.md instead of importing the core: error
 names and codes, the operations, the chunk caps, the watch event kinds and the
 change event's shape, the notification's name, the capability key, the key
-of the features and the feature names, and the two ``data.reason`` values it
-acts on. Each test below compares one copy with
-the core's (or the client side's) and names the copy to fix when they differ.
+of the features and the feature names, the key of the roots' names in
+``roots/list``, and the two ``data.reason`` values it acts on. Each test below
+compares one copy with the core's (or the client side's) and names the copy to
+fix when they differ.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.core.watch import EVENTS as CORE_EVENTS
 from jupyter_fsbroker.core.watch import ChangeEvent as CoreChangeEvent
 from jupyter_fsbroker.protocol import middleware as client_side
+from jupyter_fsbroker.protocol import roots_offer
 from jupyter_fsbroker.protocol import server as helper
 from jupyter_fsbroker.protocol.server import contract
 from jupyter_fsbroker.protocol.server.uploads import ContentCap
@@ -138,6 +140,12 @@ COPIES: list[Any] = [
         contract.BROKERING_FEATURES, client_side.BROKERING_FEATURES, CLIENT, id="BROKERING_FEATURES"
     ),
     pytest.param(contract.PER_PATH_CONSENT, client_side.PER_PATH_CONSENT, CLIENT, id="PER_PATH_CONSENT"),
+    pytest.param(
+        contract.ROOTS_META,
+        roots_offer.BROKERING_META,
+        "the client side (protocol/roots_offer.py)",
+        id="ROOTS_META",
+    ),
 ]
 
 

@@ -31,6 +31,7 @@ from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.protocol import server as helper
 from jupyter_fsbroker.protocol.server.connection import ConnectionFiles
 from jupyter_fsbroker.protocol.server.mcp_internals import connection_state, lowlevel_server
+from jupyter_fsbroker.protocol.server.results import roots_from_result
 from tests.protocol.servers.harness import Consents, node_folder
 from tests.support.brokers import make_broker
 from tests.support.env import server_env
@@ -733,5 +734,14 @@ def test_error_mapping_and_policies() -> None:
     assert helper.advertises_brokering({"capabilities": {"roots": {"filesystemBrokering": True}}})
     assert not helper.advertises_brokering({"capabilities": {"roots": {"listChanged": True}}})
     assert not helper.advertises_brokering(None)
+    # Roots: the items and the names of _meta merged by name, in the names' order; the malformed skipped.
+    located = [{"uri": "file:///srv/b", "name": "b"}, {"uri": "file:///srv/x"}, {"name": "no-uri"}, 3]
+    named = [{"name": "a", "readOnly": True}, {"name": "b", "readOnly": True}, {"readOnly": True}, "c"]
+    assert roots_from_result({"roots": located, "_meta": {"filesystemBrokering": {"roots": named}}}) == (
+        helper.Root(None, "a", None, True),
+        helper.Root("file:///srv/b", "b", "/srv/b", True),
+        helper.Root("file:///srv/x", None, "/srv/x", False),
+    )
+    assert roots_from_result({"roots": "nonsense", "_meta": {"filesystemBrokering": []}}) == ()
     unavailable = helper.FilesUnavailable()
     assert (unavailable.code, unavailable.message) == (-32603, SEP_MESSAGE)

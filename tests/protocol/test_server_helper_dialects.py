@@ -287,6 +287,26 @@ async def test_the_helper_exposes_the_clients_roots_and_their_read_only_flag(
     ]
 
 
+async def test_the_helper_reads_the_names_a_client_gives_in_meta(client: StdioClient, workdir: Path) -> None:
+    """This project's client by default: names in ``_meta``, no locations; or both, merged by name."""
+    client.intercept = None
+    names = {"filesystemBrokering": {"roots": [{"name": "data"}, {"name": "ref", "readOnly": True}]}}
+    client.roots_result = {"roots": [], "_meta": names}
+    try:
+        assert (await call(client, "roots"))["ok"] == [
+            {"uri": None, "name": "data", "path": None, "read_only": False},
+            {"uri": None, "name": "ref", "path": None, "read_only": True},
+        ]
+        data_uri = (workdir / "data").resolve().as_uri()
+        client.roots_result = {"roots": [{"uri": data_uri, "name": "data"}], "_meta": names}
+        assert (await call(client, "roots"))["ok"] == [
+            {"uri": data_uri, "name": "data", "path": str((workdir / "data").resolve()), "read_only": False},
+            {"uri": None, "name": "ref", "path": None, "read_only": True},
+        ]
+    finally:
+        client.roots_result = None
+
+
 # -- eras and descriptions -------------------------------------------------------------------------
 
 

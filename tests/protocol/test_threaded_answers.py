@@ -25,6 +25,7 @@ from jupyter_fsbroker.core.pool import RequestPool
 from jupyter_fsbroker.protocol.middleware import BrokerMiddleware
 from jupyter_fsbroker.protocol.threaded import FilesRoute
 from jupyter_fsbroker.protocol.transports.stdio import PipeReader, PipeWriter
+from tests.support.roots import StaticRoots
 
 pytestmark = pytest.mark.anyio
 
@@ -97,7 +98,7 @@ async def served(
         reader,
         writer,
         handle_files=on_loop,
-        list_roots=list,
+        roots=StaticRoots(),
         label="test",
         max_in_flight=max_in_flight,
         memory_budget=memory_budget,

@@ -19,6 +19,7 @@ from jupyter_fsbroker.protocol.middleware import BrokerMiddleware
 from jupyter_fsbroker.protocol.transports.stdio import spawn
 from tests.protocol.test_client_middleware import TIMEOUT, request, wired
 from tests.support.processes import pid_alive
+from tests.support.roots import StaticRoots
 
 MiB = 1024 * 1024
 #: Seconds to wait for a server process to start and answer: a safety net for a loaded machine.
@@ -106,7 +107,11 @@ async def test_requests_past_the_budget_wait_and_too_many_waiting_are_refused() 
     server_send, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](100)
     write_stream, server_recv = anyio.create_memory_object_stream[SessionMessage](100)
     middleware = BrokerMiddleware(
-        read_stream, write_stream, handle_files=handle, list_roots=list, memory_budget=lambda: 5 * MIN_HELD
+        read_stream,
+        write_stream,
+        handle_files=handle,
+        roots=StaticRoots(),
+        memory_budget=lambda: 5 * MIN_HELD,
     )
     async with middleware.attach(), server_send, server_recv, read_stream, write_stream:
         middleware.budget.max_waiting = 3

@@ -6,6 +6,8 @@
   ``sandbox="roots"`` reads a root but cannot write into a read-only root, nor read a
   root it was shown after it started.
 * The example analysis server runs unchanged under the sandbox.
+* By default only a server confined to the roots (``sandbox="roots"``) is told where
+  they are; any other learns their names.
 * Without Landlock, asking for the sandbox is an error that says why; a default
   sandbox becomes a warning and the connection says it is not sandboxed.
 """
@@ -175,6 +177,37 @@ async def test_the_official_server_under_the_roots_level(
             await conn.aclose()
     assert (ref / "r.txt").read_text() == "reference"
     assert (data / "new.txt").read_text() == "x"
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "advertise", "located"),
+    [("roots", None, True), ("files", None, False), ("roots", False, False), (False, None, False)],
+    ids=["roots", "files", "roots-withheld", "unconfined"],
+)
+async def test_by_default_only_a_server_confined_to_the_roots_is_told_where_they_are(
+    broker: Broker, data: Path, sandbox: str | bool, advertise: bool | None, located: bool
+) -> None:
+    conn = await connect(
+        broker,
+        "snoop",
+        command=SNOOPING[0],
+        args=SNOOPING[1:],
+        env=server_env(),
+        sandbox=sandbox,
+        advertise_roots=advertise,
+    )
+    try:
+        told = await conn.call_tool("roots")
+    finally:
+        await conn.aclose()
+    assert told["isError"] is False, text_of(told)
+    path = str(data.resolve()) if located else None
+    assert told["structuredContent"]["result"] == [{"name": "data", "path": path}]
+    notice = conn.roots_offer.notice  # it asked, and used no files/*
+    assert (notice is None) == located
+    if sandbox == "files":
+        assert notice is not None and "its sandbox lets it open none of your files itself" in notice.text
+        assert notice.text.endswith("To let it open them itself: run it with sandbox='roots'.")
 
 
 async def test_without_landlock_asking_is_an_error_and_a_default_is_a_warning(

@@ -19,6 +19,7 @@ import pytest
 from jupyter_fsbroker.core.broker import Broker, Connection
 from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
 from jupyter_fsbroker.core.limits import Limits
+from jupyter_fsbroker.protocol.roots_offer import RootsNotice
 from jupyter_fsbroker.sandbox import SandboxStatus
 from jupyter_fsbroker.widgets.consent import ConsentPrompt
 from tests.support.brokers import ALL_OPS as ALL_OPS  # re-exported for the tests here
@@ -123,7 +124,8 @@ class PromptConsenter:
 
 @dataclass
 class FakeConnection:
-    """What a connection card reads of a kernel connection (``sandbox``: of a local server's)."""
+    """What a connection card reads of a kernel connection (``sandbox``: of a local server's;
+    ``roots_notice``: why its server got the shared folders' names only)."""
 
     name: str = "analysis"
     server_name: str = "Analysis Server"
@@ -134,6 +136,7 @@ class FakeConnection:
     close_reason: str | None = None
     tools: tuple[dict[str, Any], ...] = field(default_factory=lambda: ({"name": "profile_csv"},))
     sandbox: SandboxStatus | None = None
+    roots_notice: RootsNotice | None = None
 
     def close(self) -> None:
         self.closed, self.state, self.close_reason = True, "closed", "closed by the user"

@@ -7,6 +7,7 @@ from concurrent.futures import Future
 import ipywidgets
 
 from jupyter_fsbroker.core.consent import ConsentDecision
+from jupyter_fsbroker.protocol.roots_offer import RootsNotice
 from jupyter_fsbroker.widgets.consent import ConsentPrompt
 from jupyter_fsbroker.widgets.places import KEEP_DECIDED, CallPanel, ConnectionCard, PromptShelf, card_text
 
@@ -25,6 +26,22 @@ def test_card_text_follows_the_connection_and_escapes_what_the_server_chose() ->
     )
     conn.close()
     assert card_text(conn) == "<i>analysis</i>: disconnected (closed by the user)"
+
+
+def test_the_card_says_why_the_server_got_the_folders_names_only_in_words_it_cannot_mark_up() -> None:
+    notice = RootsNotice("<b>fs</b>", ("data",), "it seems to open files itself", "Connect with X.")
+    conn = FakeConnection(roots_notice=notice)
+    line, below = card_text(conn).split("<br>")
+    assert line == "Connected <b>analysis</b> — server Analysis Server, stdio, MCP 2025-06-18, 1 tool"
+    assert below == (
+        '<span class="fsbroker-roots-notice">&lt;b&gt;fs&lt;/b&gt; asked where the shared folders are '
+        "(roots/list) and got only their names (data): it seems to open files itself. Connect with X.</span>"
+    )
+    card = ConnectionCard(conn)
+    conn.roots_notice = None  # dropped: the server used files/*
+    card.update()
+    assert "fsbroker-roots-notice" not in card.line.value
+    card.close()
 
 
 def test_card_updates_its_line_and_holds_prompts_it_does_not_own() -> None:

@@ -150,16 +150,20 @@ class FilesClient:
     # -- roots ---------------------------------------------------------------------------------
 
     async def roots(self) -> tuple[Root, ...]:
-        """The client's roots (``roots/list``), each with its ``read_only`` flag.
+        """The client's roots (``roots/list``), each with its name and ``read_only`` flag.
 
-        The roots say where the user's files are; the client's grants still
-        decide what may be read or written there, and a read-only root refuses
-        every change whatever was granted.
+        A brokering client names its roots (the first segment of root-relative
+        paths: ``data`` in ``data/sales.csv``) and hands over their locations
+        (``uri``, ``path``) only where its user allows it; the names are all
+        that ``files/*`` needs. The client's grants still decide what may be
+        read or written there, and a read-only root refuses every change
+        whatever was granted.
 
         Returns
         -------
         tuple of Root
-            In the client's order; items without a URI are skipped.
+            In the client's order; ``uri`` and ``path`` are ``None`` for a root
+            known by name only. Malformed items (no URI) and names are skipped.
         """
         return await self._requester.roots()
 

@@ -22,6 +22,7 @@ __all__ = [
     "OPERATIONS",
     "PER_PATH_CONSENT",
     "REQUEST_TOO_LARGE",
+    "ROOTS_META",
     "WATCH_EVENTS",
     "MiB",
 ]
@@ -51,6 +52,10 @@ BROKERING_FEATURES = "filesystemBrokeringFeatures"
 
 #: The feature of a client that takes per-path items in ``files/consent`` (PROTOCOL.md).
 PER_PATH_CONSENT = "perPathConsent"
+
+#: The key of the ``roots/list`` result's ``_meta`` under which a brokering client lists every
+#: root by name (``{"roots": [{"name": "data"}, {"name": "ref", "readOnly": true}]}``).
+ROOTS_META = "filesystemBrokering"
 
 #: The error message SEP-1708 prescribes when the client does not broker files.
 MISSING_CAPABILITY_MESSAGE = (

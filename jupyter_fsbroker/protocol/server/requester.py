@@ -41,7 +41,7 @@ from .contract import NOT_GRANTED
 from .direct import current_channel
 from .errors import FilesError, InvalidParams, PermissionDenied, error_from_jsonrpc
 from .policy import RetryPolicy, Timeouts
-from .results import ConsentResult, PathConsentResult, Root
+from .results import ConsentResult, PathConsentResult, Root, roots_from_result
 from .wire import compact_params
 
 __all__ = ["ConsentPaths", "Policies", "Requester", "consent_may_cure", "flat_groups"]
@@ -234,13 +234,8 @@ class Requester:
         return PathConsentResult.merged(answers)
 
     async def roots(self) -> tuple[Root, ...]:
-        """Ask the client for its roots (``roots/list``)."""
-        result = await self.request("roots/list", None)
-        items = result.get("roots")
-        if not isinstance(items, list):
-            return ()
-        found = (Root.from_result(item) for item in items if isinstance(item, Mapping))
-        return tuple(root for root in found if root is not None)
+        """Ask the client for its roots (``roots/list``): the located ones and the named ones, merged."""
+        return roots_from_result(await self.request("roots/list", None))
 
     async def _send(self, method: str, params: Mapping[str, Any] | None, timeout: float) -> dict[str, Any]:
         direct = current_channel()

@@ -17,12 +17,12 @@ that is not the content's length, an ``offset`` that was not asked for) raises
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
-from .contract import OPERATIONS
+from .contract import OPERATIONS, ROOTS_META
 from .errors import IntegrityError
 from .wire import byte_length, decode_base64, get_int, get_opt_str, get_str, get_strs
 
@@ -37,6 +37,7 @@ __all__ = [
     "ReadChunk",
     "Root",
     "WriteResult",
+    "roots_from_result",
 ]
 
 
@@ -376,23 +377,28 @@ class ChangeEvent:
 class Root:
     """One of the client's roots (``roots/list``), as :meth:`~.client.FilesClient.roots` returns it.
 
+    A brokering client names every root, and hands over a root's location
+    only where its user allows it (PROTOCOL.md): paths written root-relative
+    (``data/sales.csv``) need the name only.
+
     Attributes
     ----------
     uri
-        The ``file://`` URI, as the client sent it.
+        The ``file://`` URI, as the client sent it; ``None`` when the client
+        gave the root's name only.
     name
         The root's name: the first segment of root-relative paths (``data`` in
         ``data/sales.csv``); ``None`` if the client gave none.
     path
         The folder on the client's machine, decoded from a ``file://`` URI with
-        an empty or ``localhost`` host; ``None`` for anything else. A remote
-        server cannot open it: it names the folder, for messages.
+        an empty or ``localhost`` host; ``None`` for anything else, and when no
+        URI was given. A remote server cannot open it: it names the folder, for messages.
     read_only
-        ``_meta.readOnly`` (PROTOCOL.md): the client refuses every write,
-        create, delete and rename under this root.
+        ``readOnly`` (PROTOCOL.md): the client refuses every write, create,
+        delete and rename under this root.
     """
 
-    uri: str
+    uri: str | None = None
     name: str | None = None
     path: str | None = None
     read_only: bool = False
@@ -406,6 +412,44 @@ class Root:
         meta = item.get("_meta")
         read_only = isinstance(meta, Mapping) and cast("Mapping[str, Any]", meta).get("readOnly") is True
         return cls(uri, get_opt_str(item, "name"), _local_path(uri), read_only)
+
+    @classmethod
+    def from_name(cls, entry: Mapping[str, Any]) -> Root | None:
+        """Read one raw entry of ``_meta.filesystemBrokering.roots``; ``None`` if it has no name."""
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            return None
+        return cls(None, name, None, entry.get("readOnly") is True)
+
+
+def roots_from_result(result: Mapping[str, Any]) -> tuple[Root, ...]:
+    """The roots of a raw ``roots/list`` result: its items and the names in its ``_meta``, merged by name.
+
+    In the order of the names (the client's), then the items no name matched.
+    An item and a name of the same root make one :class:`Root` (read-only if
+    either says so); malformed items and entries are skipped.
+    """
+    items = result.get("roots")
+    located = [
+        root
+        for item in (items if isinstance(items, list) else ())
+        if isinstance(item, Mapping) and (root := Root.from_result(item)) is not None
+    ]
+    meta = result.get("_meta")
+    ours = meta.get(ROOTS_META) if isinstance(meta, Mapping) else None
+    entries = ours.get("roots") if isinstance(ours, Mapping) else None
+    named = [
+        root
+        for entry in (entries if isinstance(entries, list) else ())
+        if isinstance(entry, Mapping) and (root := Root.from_name(entry)) is not None
+    ]
+    by_name: dict[str | None, Root] = {root.name: root for root in located if root.name is not None}
+    merged: list[Root] = []
+    for root in named:
+        found = by_name.get(root.name)
+        merged.append(root if found is None else replace(found, read_only=found.read_only or root.read_only))
+    known = {root.name for root in named}
+    return (*merged, *(root for root in located if root.name is None or root.name not in known))
 
 
 def _local_path(uri: str) -> str | None:

@@ -10,10 +10,11 @@ roots asynchronously (the official filesystem server does). Without
 Tools:
 
 ``roots``
-    ``{"applied": [uri, ...] | null, "raw": [...] | null, "asked": n}``: the
-    roots in force when the call is handled (``null`` before any were
-    applied), the items of that ``roots/list`` answer as they came, and how
-    many times it asked.
+    ``{"applied": [uri, ...] | null, "raw": [...] | null, "meta": {...} | null, "asked": n}``:
+    the roots in force when the call is handled (``null`` before any were
+    applied), the items and the ``_meta`` of that ``roots/list`` answer as
+    they came, and how many times it asked. With ``{"wait": true}`` it first
+    waits (up to 10 s) until it has applied an answer.
 ``log {level, data, logger?}``
     Sends ``notifications/message`` with those params, then answers ``"sent"``.
 ``stderr {text}``
@@ -48,10 +49,12 @@ class Server:
         self.name = name
         self.applied: list[str] | None = None
         self.raw: list[Any] | None = None
+        self.meta: dict[str, Any] | None = None
         self.asked = 0
         self.next_id = 0
         self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        self.applied_once = asyncio.Event()
 
     def send(self, message: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(message) + "\n")
@@ -73,7 +76,9 @@ class Server:
         answer = await future
         await asyncio.sleep(self.apply_after)
         self.raw = answer.get("result", {}).get("roots", [])
+        self.meta = answer.get("result", {}).get("_meta")
         self.applied = [root["uri"] for root in self.raw]
+        self.applied_once.set()
         print("roots applied", file=sys.stderr, flush=True)
 
     def handle(self, message: dict[str, Any]) -> None:
@@ -100,16 +105,24 @@ class Server:
         elif method == "tools/list":
             reply["result"] = {"tools": TOOLS}
         elif method == "tools/call":
-            reply["result"] = self.call(params.get("name"), params.get("arguments") or {})
+            arguments = params.get("arguments") or {}
+            if params.get("name") == "roots" and arguments.get("wait"):
+                self.spawn(self.call_when_applied(reply))
+                return
+            reply["result"] = self.call(params.get("name"), arguments)
         elif method == "ping":
             reply["result"] = {}
         else:
             reply["error"] = {"code": -32601, "message": f"no method {method}"}
         self.send(reply)
 
+    async def call_when_applied(self, reply: dict[str, Any]) -> None:
+        await asyncio.wait_for(self.applied_once.wait(), 10)
+        self.send({**reply, "result": self.call("roots", {})})
+
     def call(self, name: str | None, arguments: dict[str, Any]) -> dict[str, Any]:
         if name == "roots":
-            value: Any = {"applied": self.applied, "raw": self.raw, "asked": self.asked}
+            value: Any = {"applied": self.applied, "raw": self.raw, "meta": self.meta, "asked": self.asked}
         elif name == "log":
             self.send({"jsonrpc": "2.0", "method": "notifications/message", "params": arguments})
             value = "sent"

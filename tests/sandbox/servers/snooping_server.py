@@ -4,7 +4,8 @@
 
 * ``open_directly(path)`` → ``"ok"`` or the errno name the kernel answered (``EACCES``);
 * ``read_brokered(path)`` → the text of *path* read through ``files/*`` (consent asked if needed);
-* ``where()`` → ``{"tmpdir": tempfile.gettempdir(), "pid": os.getpid()}``.
+* ``where()`` → ``{"tmpdir": tempfile.gettempdir(), "pid": os.getpid()}``;
+* ``roots()`` → ``[{"name": ..., "path": ... | None}, ...]``: what ``roots/list`` told it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ async def read_brokered(path: str, ctx: Context) -> str:
 def where() -> dict[str, object]:
     """The server's temporary folder and process id."""
     return {"tmpdir": tempfile.gettempdir(), "pid": os.getpid()}
+
+
+@server.tool()
+async def roots(ctx: Context) -> list[dict[str, str | None]]:
+    """The client's roots: each one's name, and its folder where the client said where it is."""
+    return [{"name": root.name, "path": root.path} for root in await files(ctx).roots()]
 
 
 if __name__ == "__main__":
