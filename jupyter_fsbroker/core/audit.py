@@ -287,7 +287,8 @@ class AuditLog(Closeable):
         ------
         OSError
             There is no file, it is closed, or the line could not be written
-            whole or flushed to the disk: the request must not run.
+            whole or flushed to the disk: the request must not run. The
+            failure is logged as a failing record's is.
         """
         intent = {
             "phase": "intent",
@@ -299,16 +300,21 @@ class AuditLog(Closeable):
             "path": path,
         }
         line = (json.dumps(intent, separators=(",", ":")) + "\n").encode()
-        with self._lock:
-            self._write_line(line)
-            assert self._fd is not None
-            # A descriptor of its own: the flush runs outside the lock (requests flush together),
-            # and a close() meanwhile cannot hand this number to another file.
-            fd = os.dup(self._fd)
         try:
-            _flush_to_disk(fd)
-        finally:
-            os.close(fd)
+            with self._lock:
+                self._write_line(line)
+                assert self._fd is not None
+                # A descriptor of its own: the flush runs outside the lock (requests flush together),
+                # and a close() meanwhile cannot hand this number to another file.
+                fd = os.dup(self._fd)
+            try:
+                _flush_to_disk(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self._failed(exc)
+            raise
+        self._worked()
 
     def append(self, record: AuditRecord) -> None:
         """Add *record*: to the ring, the totals, the file, then tell the subscribers.
@@ -343,16 +349,22 @@ class AuditLog(Closeable):
         try:
             self._write_line((json.dumps(record.to_json(), separators=(",", ":")) + "\n").encode())
         except OSError as exc:
-            # Log the first failure of a series in full, later ones quietly.
-            if not self._write_failing:
-                self._write_failing = True
-                log.warning("cannot write to the audit file %s: %s", self._path, exc)
-            else:
-                log.debug("cannot write to the audit file %s: %s", self._path, exc)
+            self._failed(exc)
         else:
-            if self._write_failing:
-                self._write_failing = False
-                log.warning("writing to the audit file %s works again", self._path)
+            self._worked()
+
+    def _failed(self, exc: OSError) -> None:
+        # Log the first failure of a series in full, later ones quietly.
+        if not self._write_failing:
+            self._write_failing = True
+            log.warning("cannot write to the audit file %s: %s", self._path, exc)
+        else:
+            log.debug("cannot write to the audit file %s: %s", self._path, exc)
+
+    def _worked(self) -> None:
+        if self._write_failing:
+            self._write_failing = False
+            log.warning("writing to the audit file %s works again", self._path)
 
     def _write_line(self, line: bytes) -> None:
         """Append *line* whole with one write, or raise (under the lock)."""
