@@ -56,6 +56,7 @@ from .markup import (
     server_log_html,
     totals_html,
 )
+from .rows import Row, Section, button_row, set_value, sync_rows
 from .style import REJECT, WARN, style_html
 from .text import ENDED_STATES, ConnectionView, follow_broker, grant_holder, kept_locks, sandbox_text
 
@@ -71,36 +72,6 @@ _JOIN_TIMEOUT = 5.0
 class _Change:
     server: str
     event: ChangeEvent
-
-
-@dataclass
-class _Section:
-    """One collapsible part of the dashboard: its title, its body, whether it was empty."""
-
-    title: str
-    accordion: Any
-    empty: bool = True
-
-    def show(self, count: int) -> None:
-        title = f"{self.title} ({count})" if count else self.title
-        if tuple(self.accordion.titles) != (title,):
-            self.accordion.titles = (title,)
-        empty = count == 0
-        if empty != self.empty:  # opens with its first row, closes when it empties; else the user decides
-            self.accordion.selected_index = None if empty else 0
-            self.empty = empty
-
-
-@dataclass
-class _Row:
-    """One line of a section with an action button."""
-
-    box: Any
-    text: Any
-    button: Any
-
-    def close(self) -> None:
-        close_tree(self.box)
 
 
 class Dashboard(widgets.VBox):  # type: ignore[misc]
@@ -194,10 +165,10 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self._closed = False
         self._workers: set[threading.Thread] = set()
         self._disconnecting: set[int] = set()
-        self._conn_rows: dict[int, _Row] = {}
+        self._conn_rows: dict[int, Row] = {}
         self._conn_views: dict[int, ConnectionView] = {}
-        self._grant_rows: dict[str, _Row] = {}
-        self._lock_rows: dict[str, _Row] = {}
+        self._grant_rows: dict[str, Row] = {}
+        self._lock_rows: dict[str, Row] = {}
         self._max_server_log = max(1, max_server_log)
         self._followed: dict[int, tuple[ServerLog, Callable[[], None]]] = {}
         self.renders = 0
@@ -239,12 +210,12 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             "activity": ("Activity", self.activity_html),
             "serverlog": ("Server log", self.server_log_html),
         }
-        self._sections: dict[str, _Section] = {}
+        self._sections: dict[str, Section] = {}
         for key, (title, body) in bodies.items():
             accordion = widgets.Accordion(children=[body], titles=(title,), selected_index=None)
             accordion.add_class("fsbroker-section")
             accordion.add_class(f"fsbroker-section-{key}")
-            self._sections[key] = _Section(title, accordion)
+            self._sections[key] = Section(title, accordion)
         self._style = widgets.HTML(style_html(), layout=widgets.Layout(display="none"))
         self.children = (
             self._style,
@@ -392,7 +363,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             waiting = len(asks)
             oldest = min(asks, key=lambda r: r.deadline, default=None)
 
-        self._set(
+        set_value(
             self.header,
             header_html(
                 roots=len(roots),
@@ -405,27 +376,27 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                 oldest=oldest,
             ),
         )
-        self._set(self.roots_html, roots_html(roots))
+        set_value(self.roots_html, roots_html(roots))
         self._sync_connections(views)
-        self._sync(
+        sync_rows(
             self._grant_rows,
             self.grants_box,
             [(g.id, grant_html(g, servers, now), True) for g in grants],
             self._make_grant_row,
             self._empty["grants"],
         )
-        self._sync(
+        sync_rows(
             self._lock_rows,
             self.locks_box,
             [(info.lock_id or "", lock_html(info, now), True) for info in locks],
             self._make_lock_row,
             self._empty["locks"],
         )
-        self._set(self.totals_html, totals_html(totals))
-        self._set(self.changes_html, changes_html([(c.server, c.event) for c in changes]))
-        self._set(self.activity_html, activity_html(activity))
+        set_value(self.totals_html, totals_html(totals))
+        set_value(self.changes_html, changes_html([(c.server, c.event) for c in changes]))
+        set_value(self.activity_html, activity_html(activity))
         log_entries = self._server_log(views)
-        self._set(self.server_log_html, server_log_html(log_entries))
+        set_value(self.server_log_html, server_log_html(log_entries))
         counts = {
             "folders": len(roots),
             "connections": len(views),
@@ -455,46 +426,6 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         merged.sort(key=lambda item: item[1].time)
         return merged[-self._max_server_log :]
 
-    @staticmethod
-    def _set(widget: Any, value: str) -> None:
-        if widget.value != value:
-            widget.value = value
-
-    def _sync(
-        self,
-        rows: dict[Any, _Row],
-        box: Any,
-        items: list[tuple[Hashable, str, bool]],
-        make: Callable[[Any], _Row],
-        empty: Any,
-    ) -> None:
-        """Update the rows of one section in place: keep, update, add and close rows by key."""
-        order: list[_Row] = []
-        wanted = set()
-        for key, text, enabled in items:
-            wanted.add(key)
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = make(key)
-            self._set(row.text, text)
-            if row.button.disabled == enabled:
-                row.button.disabled = not enabled
-            order.append(row)
-        for key in [key for key in rows if key not in wanted]:
-            rows.pop(key).close()
-        children = tuple(row.box for row in order) or (empty,)
-        if tuple(box.children) != children:
-            box.children = children
-
-    @staticmethod
-    def _row(text: str, label: str, css: str, style: str, tooltip: str) -> _Row:
-        button = widgets.Button(description=label, tooltip=tooltip, layout=widgets.Layout(width="auto"))
-        button.add_class(css)
-        button.add_class(style)
-        text_widget = widgets.HTML(text)
-        box = widgets.HBox([button, text_widget], layout=widgets.Layout(align_items="center"))
-        return _Row(box, text_widget, button)
-
     # connections
 
     def _sync_connections(self, views: tuple[ConnectionView, ...]) -> None:
@@ -514,7 +445,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                 state = "disconnecting"
             text = connection_html(name, server, transport, version, state, sandbox)
             items.append((key, text, str(state).lower() not in ENDED_STATES and key not in disconnecting))
-        self._sync(
+        sync_rows(
             self._conn_rows,
             self.connections_box,
             items,
@@ -524,9 +455,9 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         for key in [key for key in self._conn_views if key not in self._conn_rows]:
             del self._conn_views[key]
 
-    def _make_connection_row(self, key: int) -> _Row:
+    def _make_connection_row(self, key: int) -> Row:
         view = self._conn_views[key]
-        row = self._row("", "Disconnect", "fsbroker-disconnect", WARN, "End this connection now")
+        row = button_row("", "Disconnect", "fsbroker-disconnect", WARN, "End this connection now")
         row.button.on_click(lambda _button: self._disconnect(view))
         return row
 
@@ -565,8 +496,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     # grants
 
-    def _make_grant_row(self, grant_id: str) -> _Row:
-        row = self._row("", "Revoke", "fsbroker-revoke", REJECT, "Revoke this grant now")
+    def _make_grant_row(self, grant_id: str) -> Row:
+        row = button_row("", "Revoke", "fsbroker-revoke", REJECT, "Revoke this grant now")
         row.button.on_click(lambda _button: self._revoke(grant_id))
         return row
 
@@ -584,8 +515,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     # locks
 
-    def _make_lock_row(self, lock_id: str) -> _Row:
-        row = self._row("", "Force release", "fsbroker-force-unlock", REJECT, "Release this lock now")
+    def _make_lock_row(self, lock_id: str) -> Row:
+        row = button_row("", "Force release", "fsbroker-force-unlock", REJECT, "Release this lock now")
         row.button.on_click(lambda _button: self._force_unlock(lock_id))
         return row
 
@@ -651,7 +582,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     def row_texts(self, section: str) -> list[str]:
         """The HTML of each row of ``"connections"``, ``"grants"`` or ``"locks"``, in display order."""
-        sections: dict[str, tuple[dict[Any, _Row], Any]] = {
+        sections: dict[str, tuple[dict[Any, Row], Any]] = {
             "connections": (self._conn_rows, self.connections_box),
             "grants": (self._grant_rows, self.grants_box),
             "locks": (self._lock_rows, self.locks_box),
