@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from .audit import BROKER_ACTOR, USER_ACTOR, AuditLog, AuditRecord, new_audit_id
 from .config import BrokerConfig
@@ -195,7 +195,7 @@ class TrashCan:
             return found[0]
         if found:
             raise ConfigError(f"more than one trash entry ends with {wanted!r}: give the whole id")
-        raise ConfigError(f"no trash entry {wanted!r} (broker.trash().list() shows them)")
+        raise ConfigError(f"no trash entry {wanted!r} (listing the trash shows the ids)")
 
     def restore(
         self, entry: TrashEntry | str, *, to: str | os.PathLike[str] | None = None, overwrite: bool = False
@@ -247,13 +247,21 @@ class TrashCan:
         self._record("trash/restore", found, USER_ACTOR, audit_id=audit_id)
         return where
 
-    def empty(self, *, older_than: float | datetime.timedelta | None = None) -> tuple[TrashEntry, ...]:
+    def empty(
+        self,
+        *,
+        older_than: float | datetime.timedelta | None = None,
+        entries: Iterable[TrashEntry | str] | None = None,
+    ) -> tuple[TrashEntry, ...]:
         """Delete entries for good (all, or those deleted more than *older_than* ago); return them.
 
         Parameters
         ----------
         older_than
             Seconds, or a :class:`~datetime.timedelta`; ``None``: every entry.
+        entries
+            Only these (entries or ids), those of them still there: what a
+            confirmation showed, say.
 
         Raises
         ------
@@ -263,6 +271,7 @@ class TrashCan:
         seconds = older_than.total_seconds() if isinstance(older_than, datetime.timedelta) else older_than
         if seconds is not None and not seconds >= 0:
             raise ConfigError(f"older_than must be a non-negative number of seconds, not {older_than!r}")
+        only = None if entries is None else {e.id if isinstance(e, TrashEntry) else str(e) for e in entries}
         trash = self._storage(create=False)
         if trash is None:
             return ()
@@ -271,6 +280,8 @@ class TrashCan:
         with trash.exclusive():
             for entry in trash.entries():
                 if seconds is not None and now - entry.deleted_at <= seconds:
+                    continue
+                if only is not None and entry.id not in only:
                     continue
                 audit_id = self._begin("trash/empty", entry)
                 if trash.take_out(entry):

@@ -1,15 +1,16 @@
-"""The dashboard: roots, connections, grants, locks, changes, activity and server logs, with controls.
+"""The dashboard: roots, connections, grants, locks, changes, activity, server logs and trash, with controls.
 
 A :class:`Dashboard` observes one :class:`~jupyter_fsbroker.core.broker.Broker`
 and the kernel's connections. Its buttons only call public methods: the
 connection's ``close()`` (Disconnect, the kill switch), ``broker.grants.revoke``
-(Revoke) and ``broker.force_unlock`` (Force release). It decides nothing.
+(Revoke), ``broker.force_unlock`` (Force release), and the trash's ``restore``
+and ``empty`` (:mod:`.trashsection`). It decides nothing.
 
 Threading: the broker's listeners fire on arbitrary threads, and clicks may run
 on a kernel subshell's thread. Listeners only record what they must (new change
 events, new audit records) and schedule a refresh; refreshes are coalesced to at
 most one per ``refresh_interval`` by a short-lived timer thread, and rendering
-is serialised by a lock. A Disconnect runs the connection's ``close()`` on a
+is serialised by a lock. A Disconnect (or Restore, or Empty) runs on a
 short-lived thread so a click handler never blocks. :meth:`Dashboard.close`
 unsubscribes everything and joins every thread it started.
 
@@ -40,6 +41,7 @@ from ..core.connection import Connection
 from ..core.consent import ConsentRequest
 from ..core.errors import BrokerError, FilesError
 from ..core.serverlog import LogEntry, ServerLog
+from ..core.trashentry import TrashEntry
 from ..core.watch import ChangeEvent
 from .closing import close_parts, close_tree
 from .markup import (
@@ -59,6 +61,7 @@ from .markup import (
 from .rows import Row, Section, button_row, set_value, sync_rows
 from .style import REJECT, WARN, style_html
 from .text import ENDED_STATES, ConnectionView, follow_broker, grant_holder, kept_locks, sandbox_text
+from .trashsection import TrashSection
 
 __all__ = ["Dashboard"]
 
@@ -127,6 +130,9 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         What the servers said (their stderr and MCP log messages), newest
         first (DOM class ``fsbroker-server-log``): a view of each connection's
         ``log``, for the views that have one.
+    trash
+        The Trash section (:class:`~.trashsection.TrashSection`): the newest
+        entries with Restore, and Empty trash with a confirmation.
     renders
         How many refreshes ran (for tests and diagnostics).
 
@@ -200,6 +206,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             ),
             "locks": widgets.HTML(muted("No kept locks.")),
         }
+        self.trash = TrashSection(broker.trash, act=self._act)
         bodies = {
             "folders": ("Shared folders", self.roots_html),
             "connections": ("Connections", self.connections_box),
@@ -209,6 +216,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             "changes": ("Changes", self.changes_html),
             "activity": ("Activity", self.activity_html),
             "serverlog": ("Server log", self.server_log_html),
+            "trash": ("Trash", self.trash.body),
         }
         self._sections: dict[str, Section] = {}
         for key, (title, body) in bodies.items():
@@ -397,6 +405,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         set_value(self.activity_html, activity_html(activity))
         log_entries = self._server_log(views)
         set_value(self.server_log_html, server_log_html(log_entries))
+        trash = self._trash_entries()
+        self.trash.sync(trash, now, broker.trash.retention)
         counts = {
             "folders": len(roots),
             "connections": len(views),
@@ -406,9 +416,17 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             "changes": len(changes),
             "activity": len(activity),
             "serverlog": len(log_entries),
+            "trash": len(trash),
         }
         for key, section in self._sections.items():
             section.show(counts[key])
+
+    def _trash_entries(self) -> tuple[TrashEntry, ...]:
+        try:
+            return self.broker.trash.list()
+        except Exception:  # an unusable trash folder must not stop the other sections
+            log.exception("the dashboard could not list the trash")
+            return ()
 
     def _server_log(self, views: tuple[ConnectionView, ...]) -> list[tuple[str, LogEntry]]:
         """The last entries of every connection's log, merged in time order; follows new logs."""
@@ -467,26 +485,38 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             if self._closed or key in self._disconnecting:
                 return
             self._disconnecting.add(key)
-            worker = threading.Thread(
-                target=self._run_disconnect, args=(view,), name="fsbroker-disconnect", daemon=True
-            )
-            self._workers.add(worker)
-            worker.start()
+        self._act("fsbroker-disconnect", functools.partial(self._run_disconnect, view))
         self.schedule_refresh()
 
-    def _run_disconnect(self, view: ConnectionView) -> None:
+    def _run_disconnect(self, view: ConnectionView) -> str:
         name = "?"
         try:
             name = str(view.name)
             view.close()
         except Exception as exc:
             log.exception("disconnecting %s failed", name)
-            text = f"Could not disconnect {escape(name)}: {escape(exc)}"
-        else:
-            text = f"Disconnected {escape(name)}."
-        try:
+            return f"Could not disconnect {escape(name)}: {escape(exc)}"
+        finally:
             with self._state:
                 self._disconnecting.discard(id(view))
+        return f"Disconnected {escape(name)}."
+
+    def _act(self, name: str, work: Callable[[], str]) -> None:
+        """Run a button's *work* on a short-lived thread (a click never blocks); show what it returns."""
+        with self._state:
+            if self._closed:
+                return
+            worker = threading.Thread(target=self._run_act, args=(work,), name=name, daemon=True)
+            self._workers.add(worker)
+            worker.start()
+
+    def _run_act(self, work: Callable[[], str]) -> None:
+        try:
+            try:
+                text = work()
+            except Exception as exc:
+                log.exception("a dashboard action failed")
+                text = f"That did not work: {escape(exc)}"
             self._say(text)
             self.schedule_refresh()
         finally:
@@ -580,6 +610,11 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         with self._render_lock:
             return {key: row.button for key, row in self._lock_rows.items()}
 
+    def restore_buttons(self) -> dict[str, Any]:
+        """The Restore buttons of the Trash section, by entry id."""
+        with self._render_lock:
+            return self.trash.restore_buttons()
+
     def row_texts(self, section: str) -> list[str]:
         """The HTML of each row of ``"connections"``, ``"grants"`` or ``"locks"``, in display order."""
         sections: dict[str, tuple[dict[Any, Row], Any]] = {
@@ -626,6 +661,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             for rows in (self._conn_rows, self._grant_rows, self._lock_rows):
                 for row in rows.values():
                     row.button.disabled = True
+            self.trash.disable()
         self._stop_following()
         self._retired = True
         self.header.value = (
@@ -671,6 +707,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                         row.close()
                     rows.clear()
                 self._conn_views.clear()
+                self.trash.close()
                 self.consent_area.children = ()  # the prompts belong to whoever added them
                 for empty in self._empty.values():
                     close_tree(empty)

@@ -7,7 +7,7 @@ stays the same widget. Views only: a row's button does what its maker wired it t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +69,7 @@ def button_row(text: str, label: str, css: str, style: str, tooltip: str) -> Row
 def sync_rows(
     rows: dict[Any, Row],
     box: Any,
-    items: list[tuple[Hashable, str, bool]],
+    items: Sequence[tuple[Hashable, str, bool]],
     make: Callable[[Any], Row],
     empty: Any,
 ) -> None:
