@@ -92,6 +92,9 @@ log = logging.getLogger(__name__)
 #: closes): creating and removing one per operation costs more than a small read.
 _IDLE_LOCK_FILES = 64
 
+#: Seconds between two checks of the trash's retention while a broker runs (besides every delete).
+_RETENTION_EVERY = 60
+
 #: Settings a running broker keeps: they name folders and files it opened, or sized its pools.
 _FIXED_SETTINGS = (
     "trash_dir",
@@ -544,18 +547,26 @@ class Broker(Closeable):
         """Whether :meth:`close` was called."""
         return self._closed
 
+    def _enforce_retention(self) -> None:
+        try:
+            self.trash.enforce()
+        except Exception:
+            log.exception("could not apply the trash's retention")
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("the broker is closed")
 
     def _tidy(self) -> None:
-        try:
-            # When a broker starts, the trash loses what its retention no longer keeps (here, not
-            # in the constructor: a trash of many entries would slow %load_ext down).
-            self.trash.enforce()
-        except Exception:
-            log.exception("could not apply the trash's retention")
+        # When a broker starts, and every minute while it runs, the trash loses what its retention
+        # no longer keeps (here, not in the constructor: a trash of many entries would slow
+        # %load_ext down; and entries grow old without any delete).
+        self._enforce_retention()
+        ticks = 0
         while not self._stop.wait(1.0):
+            ticks += 1
+            if ticks % _RETENTION_EVERY == 0:
+                self._enforce_retention()
             try:
                 self.grants.purge_expired()
                 for conn in self.connections():

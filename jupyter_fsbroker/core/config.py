@@ -48,7 +48,7 @@ class BrokerConfig:
     trash_max_age
         Seconds a deleted object is kept in the trash (default 30 days;
         ``math.inf``: no age limit). Older entries are deleted for good when
-        something is trashed and when a broker starts.
+        something is trashed, when a broker starts and every minute while it runs.
     trash_max_bytes
         Bytes the trash may hold in all (each entry counts the sizes of its
         files); when something is trashed the oldest entries are deleted for

@@ -24,14 +24,21 @@ container's overlay, a home quota of a few GiB) a tenth of it keeps the trash
 from taking the room the work needs. Sizes are the files' sizes, so a sparse
 file counts what it could take, not what it takes now.
 
-Entries are removed where the retention is applied: when something is trashed
-and when a broker starts (:meth:`TrashCan.enforce
+Entries are removed where the retention is applied: when something is trashed,
+when a broker starts and every minute while it runs (:meth:`TrashCan.enforce
 <jupyter_fsbroker.core.trashcan.TrashCan.enforce>`), under the trash's lock,
-never outside the trash directory. This module only decides.
+never outside the trash directory. The check after an addition counts this
+process's additions at once and other processes' with a delay of a second at
+most (it lists the trash again at most once a second: listing thousands of
+entries on every delete would cost milliseconds each); once over a bound, what
+goes is decided under the lock from a fresh listing. So the trash may pass its
+size by what other processes added in the second before a check, until the
+next check (a delete, or the minute's). This module only decides.
 """
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -92,7 +99,7 @@ class Retention:
         """
         chosen: list[tuple[TrashEntry, str]] = []
         kept: list[TrashEntry] = []
-        for entry in sorted(entries, key=lambda e: (e.deleted_at, e.id)):
+        for entry in sorted(entries, key=operator.attrgetter("deleted_at", "id")):
             if now - entry.deleted_at > self.max_age:
                 chosen.append((entry, MAX_AGE))
             else:

@@ -40,6 +40,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import math
+import operator
 import os
 import re
 import secrets
@@ -64,6 +66,8 @@ _ID_RE = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")
 #: Entry directories without metadata older than this (seconds) are leftovers of an interrupted move.
 _ORPHAN_AGE = 3600.0
 _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+#: Oldest first; the id breaks ties.
+_AGE_ORDER = operator.attrgetter("deleted_at", "id")
 
 
 class Trash:
@@ -90,7 +94,11 @@ class Trash:
         self._exclusive = threading.RLock()  # this process's share of the OS lock
         self._held = 0
         self._lock_fd = -1
+        # This process's view of the complete entries (read once each), and what they add up to.
         self._known: dict[str, TrashEntry] = {}
+        self._total = 0
+        self._oldest: float | None = None
+        self._listed = -math.inf  # time.monotonic() of the last listing of the directory
         try:
             os.makedirs(self._directory, mode=0o700, exist_ok=True)
             fd = os.open(self._directory, DIR_READ_FLAGS)
@@ -237,6 +245,8 @@ class Trash:
             os.close(trash_fd)
         with self._lock:
             self._known[entry.id] = entry
+            self._total += entry.size
+            self._oldest = entry.deleted_at if self._oldest is None else min(self._oldest, entry.deleted_at)
         if copied:
             remove_tree(dir_fd, name)
         return entry
@@ -250,22 +260,52 @@ class Trash:
         the directory again, so entries other processes added or took out are
         seen.
         """
+        found = self._scan()
+        found.sort(key=_AGE_ORDER)
+        return tuple(found)
+
+    def usage(self, *, fresh: float = 0.0) -> tuple[int, float | None]:
+        """The bytes of all complete entries, and when the oldest was deleted (``None``: none).
+
+        Parameters
+        ----------
+        fresh
+            Seconds: a view of the directory listed at most this long ago will
+            do, with this process's own additions and removals since (what the
+            retention checks after every addition: listing a trash of thousands
+            of entries each time would cost milliseconds per delete). ``0``:
+            list it now.
+        """
+        with self._lock:
+            if time.monotonic() - self._listed <= fresh:
+                return self._total, self._oldest
+        self._scan()
+        with self._lock:
+            return self._total, self._oldest
+
+    def _scan(self) -> list[TrashEntry]:
+        listed = time.monotonic()
         trash_fd = self._open()
         try:
-            ids = _entry_dirs(trash_fd)
+            names = os.listdir(trash_fd)
             with self._lock:
-                known = dict(self._known)
+                known = self._known
             found = []
-            for entry_id in ids:
-                entry = known.get(entry_id) or read_entry(trash_fd, entry_id)
+            for name in names:
+                entry = known.get(name)
+                if entry is None and _ID_RE.match(name):
+                    # Opened without following a link: a link dressed as an entry is none.
+                    entry = read_entry(trash_fd, name)
                 if entry is not None:
                     found.append(entry)
         finally:
             os.close(trash_fd)
         with self._lock:
             self._known = {entry.id: entry for entry in found}
-        found.sort(key=lambda entry: (entry.deleted_at, entry.id))
-        return tuple(found)
+            self._total = sum(entry.size for entry in found)
+            self._oldest = min((entry.deleted_at for entry in found), default=None)
+            self._listed = listed
+        return found
 
     # -- taking out ------------------------------------------------------------------------------
 
@@ -430,7 +470,11 @@ class Trash:
 
     def _forget(self, entry_id: str) -> None:
         with self._lock:
-            self._known.pop(entry_id, None)
+            entry = self._known.pop(entry_id, None)
+            if entry is not None:
+                self._total -= entry.size
+                if entry.deleted_at == self._oldest:
+                    self._oldest = min((e.deleted_at for e in self._known.values()), default=None)
 
 
 # -- entry directories ------------------------------------------------------------------------------

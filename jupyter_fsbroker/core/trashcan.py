@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 #: The length of an id's random tail, which names an entry on its own when it is unique.
 _TAIL = 8
+#: Seconds the view of the trash the check after an addition uses may be old (see :mod:`.retention`).
+_FRESH = 1.0
 
 
 class TrashCan:
@@ -138,7 +140,7 @@ class TrashCan:
             size=size,
         )
         try:
-            self._enforce(self.storage(), retention)
+            self._enforce(self.storage(), retention, fresh=_FRESH)
         except Exception:  # the delete is done; the next one (or the next start) tries again
             log.exception("could not apply the trash's retention")
         return entry
@@ -154,13 +156,14 @@ class TrashCan:
         trash = self._storage(create=False)
         if trash is None:
             return ()
-        removed = self._enforce(trash, self.retention)
+        removed = self._enforce(trash, self.retention, fresh=0.0)
         trash.remove_leftovers()
         return removed
 
-    def _enforce(self, trash: Trash, retention: Retention) -> tuple[TrashEntry, ...]:
-        if not retention.select(trash.entries(), time.time()):
-            return ()  # the usual case: no lock taken
+    def _enforce(self, trash: Trash, retention: Retention, *, fresh: float) -> tuple[TrashEntry, ...]:
+        total, oldest = trash.usage(fresh=fresh)
+        if total <= retention.max_bytes and (oldest is None or time.time() - oldest <= retention.max_age):
+            return ()  # the usual case: no lock taken, nothing listed or sorted
         removed = []
         with trash.exclusive():
             # Another process may have removed some meanwhile: decide again under the lock.

@@ -421,3 +421,19 @@ def test_remove_tree_directory_swapped_for_symlink(
     assert sorted(os.listdir(outside)) == ["secret.txt"]
     assert (outside / "secret.txt").read_text() == "keep me"
     assert (root / "moved-away" / "b.bin").exists()
+
+
+def test_usage_counts_own_changes_at_once_and_others_when_listed(
+    tmp_path: Path, trash: Trash, root: Path, dir_fd: int
+) -> None:
+    other = Trash(trash.directory)  # what another process sees
+    assert trash.usage() == (0, None)
+    (root / "a").write_text("aaa")
+    a = move(trash, dir_fd, root, "a")
+    assert trash.usage(fresh=3600) == (3, a.deleted_at)  # its own addition, without listing
+    (root / "b").write_text("bbbbb")
+    move(other, dir_fd, root, "b")
+    assert trash.usage(fresh=3600) == (3, a.deleted_at)  # not listed since
+    assert trash.usage() == (8, a.deleted_at)  # listed now
+    trash.purge(a.id)
+    assert trash.usage(fresh=3600)[0] == 5
