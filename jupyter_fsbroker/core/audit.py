@@ -24,8 +24,9 @@ change). The request's record, written when it ends as always, carries the
 same ``auditId``; a reader pairs the two by it, and counts only the lines
 without ``phase`` as records. An intent without its record is a request whose
 outcome was never written (the process died, or the file failed after the
-intent): it may have happened. The in-memory log and the views hold the
-records only, one per request.
+intent): it may have happened. A record whose intent is missing is a request
+refused because its intent could not be written. The in-memory log and the
+views hold the records only, one per request.
 """
 
 from __future__ import annotations
@@ -315,6 +316,25 @@ class AuditLog(Closeable):
             self._failed(exc)
             raise
         self._worked()
+
+    def announce(self, note: AuditNote, *, server: str, connection_id: str) -> None:
+        """:meth:`begin` for the request *note* describes, under a new id that its record will carry.
+
+        Raises
+        ------
+        OSError
+            As :meth:`begin`; *note* has its id all the same, so that the
+            record of the refusal names it.
+        """
+        note.audit_id = new_audit_id()
+        self.begin(
+            note.audit_id,
+            time=note.started,
+            server=server,
+            connection_id=connection_id,
+            method=note.method,
+            path=note.path,
+        )
 
     def append(self, record: AuditRecord) -> None:
         """Add *record*: to the ring, the totals, the file, then tell the subscribers.

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .audit import AuditLog, AuditNote, AuditRecord, new_audit_id
+from .audit import AuditLog, AuditNote, AuditRecord
 from .config import BrokerConfig, default_lock_dir, default_trash_dir
 from .connection import Connection
 from .consent import Consenter, DenyingConsenter
@@ -448,7 +448,14 @@ class Broker(Closeable):
                 raise PermissionDenied(connection.access.close_reason, reason="connection_closed")
             connection.rate.take_op(path=note.path)
             if self._config.audit_required:
-                self._announce(connection, note)
+                try:
+                    self.audit.announce(note, server=connection.server, connection_id=connection.id)
+                except OSError:  # logged by the audit log
+                    # The server learns that the notebook's audit failed, not where the audit file is.
+                    raise PermissionDenied(
+                        "the notebook requires an audit record before any access, and cannot write one now",
+                        reason="audit_unavailable",
+                    ) from None
             yield handler, p, note
         except FilesError as exc:
             error = exc
@@ -464,25 +471,6 @@ class Broker(Closeable):
             raise error from exc
         finally:
             self._record(connection, note, error)
-
-    def _announce(self, connection: Connection, note: AuditNote) -> None:
-        """Write the request's intent to the audit file before anything runs; refuse it if that fails."""
-        note.audit_id = new_audit_id()
-        try:
-            self.audit.begin(
-                note.audit_id,
-                time=note.started,
-                server=connection.server,
-                connection_id=connection.id,
-                method=note.method,
-                path=note.path,
-            )
-        except OSError:  # logged by the audit log
-            # The server learns that the notebook's audit failed, not where the audit file is.
-            raise PermissionDenied(
-                "the notebook requires an audit record before any access, and cannot write one now",
-                reason="audit_unavailable",
-            ) from None
 
     def _record(self, connection: Connection, note: AuditNote, error: FilesError | None) -> None:
         try:

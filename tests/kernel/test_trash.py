@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +105,30 @@ def test_the_dashboards_restore_button(kernel: Kernel) -> None:
     kernel.click(restore_button(kernel, "data/sales.csv"))
     kernel.wait_for(sales.exists, 15.0, "data/sales.csv restored by the Restore button")
     assert sales.read_text() == SALES_CSV
+
+
+def test_the_settings_reach_the_broker_config(tmp_path: Path) -> None:
+    from traitlets import TraitError
+
+    from jupyter_fsbroker.core.config import DEFAULT_TRASH_MAX_AGE
+    from jupyter_fsbroker.kernel.settings import LIVE_TRAITS, FSBroker
+
+    default = FSBroker().make_config()
+    assert (default.trash_max_age, default.trash_max_bytes, default.audit_required) == (
+        DEFAULT_TRASH_MAX_AGE,
+        None,
+        False,
+    )
+    audit = str(tmp_path / "audit.jsonl")
+    chosen = FSBroker(trash_max_age=3600.0, trash_max_bytes=10**6, audit_file=audit, audit_required=True)
+    config = chosen.make_config()
+    assert (config.trash_max_age, config.trash_max_bytes, config.audit_path, config.audit_required) == (
+        3600.0,
+        10**6,
+        audit,
+        True,
+    )
+    assert {"trash_max_age", "trash_max_bytes"} <= set(LIVE_TRAITS) and "audit_required" not in LIVE_TRAITS
+    for bad in ({"trash_max_age": 0.0}, {"trash_max_bytes": -1}):
+        with pytest.raises(TraitError, match="must be positive"):
+            FSBroker(**bad)
