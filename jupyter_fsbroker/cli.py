@@ -3,6 +3,7 @@
 ::
 
     jupyter-fsbroker connect [OPTIONS] (--url URL | -- COMMAND [ARG...])
+    jupyter-fsbroker trash [list [--json] | restore ID [--to PATH] [--overwrite] | empty [--older-than DAYS]]
 
 connects to an MCP server, shares the given roots, and answers its ``files/*``
 requests. With ``--call TOOL`` it calls one tool, prints the result as JSON on
@@ -27,31 +28,40 @@ What the server says (its stderr, over stdio, and its MCP log messages) is
 shown on stderr, one line each, prefixed with the connection's name and made
 safe for a terminal; ``--quiet`` keeps only log messages of level warning and
 above.
+
+``trash`` handles the per-user trash that deletes go to, the one every kernel
+of the user shares: it lists the entries (newest first; ``--json`` for
+scripts), restores one where it was deleted from (or ``--to`` elsewhere), or
+deletes entries for good; ``--audit FILE`` records those actions.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from .core.audit import AuditLog
 from .core.broker import Broker
-from .core.config import BrokerConfig
+from .core.config import BrokerConfig, default_trash_dir
 from .core.consent import Consenter, DenyingConsenter
 from .core.errors import BrokerError
 from .core.serverlog import LEVELS, LogEntry
 from .core.specs import apply_specs, split_header
+from .core.trashcan import TrashCan
 from .protocol.client import ServerConnection
 from .protocol.connector import connect
 from .protocol.roots_offer import RootsNotice
 from .sandbox import Sandbox, SandboxChoice, SandboxError, SandboxUnavailable, choose
 from .sandbox.request import ENV_DEFAULT, parse_ports, sandbox_from_env
 from .widgets.terminal import TerminalConsenter
-from .widgets.text import printable
+from .widgets.text import printable, trash_text
 
 __all__ = ["main"]
 
@@ -152,10 +162,84 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--args", default="{}", metavar="JSON", help="the tool's arguments (default {})")
     c.add_argument("--audit", metavar="FILE", help="append audit records to FILE as JSON Lines")
     c.add_argument(
+        "--audit-required",
+        action="store_true",
+        help="refuse any request whose audit record cannot be written to the --audit file first",
+    )
+    c.add_argument(
+        "--trash-max-age",
+        type=float,
+        metavar="SECONDS",
+        help="how long deleted files stay in the trash (default 30 days)",
+    )
+    c.add_argument(
+        "--trash-max-bytes",
+        type=int,
+        metavar="BYTES",
+        help="how much the trash holds in all; a larger delete is refused (default 1 GiB, or a tenth "
+        "of the trash's disk if that is smaller)",
+    )
+    c.add_argument(
         "--timeout", type=float, default=300.0, metavar="SECONDS", help="limit for --call (default 300)"
     )
     c.add_argument("command", nargs=argparse.REMAINDER, help="after --: the server command and its arguments")
+    _add_trash_parser(commands)
     return parser
+
+
+def _add_trash_parser(commands: Any) -> None:
+    audit = _Parser(add_help=False)
+    audit.add_argument("--audit", metavar="FILE", help="append the audit records of these actions to FILE")
+    audit.add_argument(
+        "--audit-required", action="store_true", help="do nothing that cannot be recorded in FILE first"
+    )
+    t = commands.add_parser(
+        "trash",
+        help="list, restore or empty the trash that deletes go to",
+        description="The per-user trash: what servers deleted through the broker, kept "
+        "(by default) for 30 days and up to 1 GiB.",
+    )
+    actions = t.add_subparsers(dest="trash_action", metavar="ACTION", parser_class=_Parser)
+    listing = actions.add_parser("list", parents=[audit], help="the entries, newest first (the default)")
+    listing.add_argument("--json", action="store_true", help="one JSON object per entry, one per line")
+    restore = actions.add_parser("restore", parents=[audit], help="put an entry back where it was")
+    restore.add_argument("id", metavar="ID", help="the entry's id, or its last 8 characters")
+    restore.add_argument("--to", metavar="PATH", help="restore it there instead (a folder: into it)")
+    restore.add_argument("--overwrite", action="store_true", help="replace what is there now (for good)")
+    empty = actions.add_parser("empty", parents=[audit], help="delete entries for good")
+    empty.add_argument(
+        "--older-than", type=float, metavar="DAYS", help="only those deleted more than DAYS ago"
+    )
+
+
+def _run_trash(args: argparse.Namespace) -> int:
+    config = BrokerConfig(
+        audit_path=getattr(args, "audit", None), audit_required=getattr(args, "audit_required", False)
+    )
+    with AuditLog(path=config.audit_path) as audit:
+        trash = TrashCan(default_trash_dir(), audit=audit, config=lambda: config)
+        if args.trash_action == "restore":
+            entry = trash.find(args.id)
+            where = trash.restore(entry, to=args.to, overwrite=args.overwrite)
+            print(
+                f"jupyter-fsbroker: restored {printable(entry.path)} to {printable(where)}", file=sys.stderr
+            )
+        elif args.trash_action == "empty":
+            if args.older_than is not None and not args.older_than >= 0:
+                raise UsageError("--older-than must be a number of days, 0 or more")
+            older = None if args.older_than is None else args.older_than * 86400.0
+            count = len(trash.empty(older_than=older))
+            print(
+                f"jupyter-fsbroker: deleted {count} trash entr{'y' if count == 1 else 'ies'} for good",
+                file=sys.stderr,
+            )
+        elif getattr(args, "json", False):
+            for entry in trash.list():
+                print(json.dumps(dataclasses.asdict(entry), ensure_ascii=False))
+        else:
+            # No retention line: each broker applies its own settings, which this process does not know.
+            print(trash_text(trash.list(), time.time()))
+    return EXIT_OK
 
 
 def _make_consenter() -> tuple[Consenter, TerminalConsenter | None]:
@@ -181,13 +265,15 @@ async def _run_connect(args: argparse.Namespace) -> int:
         raise UsageError("--timeout must be positive")
     sandbox = _sandbox_choice(args)
     echo = _ServerEcho(quiet=args.quiet)
-    broker = Broker(
-        BrokerConfig(
-            audit_path=args.audit,
-            advertise_roots=True if args.advertise_roots else None,
-            advertise_read_only_roots=args.advertise_read_only_roots,
-        )
+    config = BrokerConfig(
+        audit_path=args.audit,
+        audit_required=args.audit_required,
+        advertise_roots=True if args.advertise_roots else None,
+        advertise_read_only_roots=args.advertise_read_only_roots,
+        trash_max_bytes=args.trash_max_bytes,
+        **({} if args.trash_max_age is None else {"trash_max_age": args.trash_max_age}),
     )
+    broker = Broker(config)
     consenter, terminal = _make_consenter()
     conn: ServerConnection | None = None
     try:
@@ -333,6 +419,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if args.subcommand == "trash":
+            return _run_trash(args)
         if args.subcommand != "connect":
             parser.print_help(sys.stderr)
             return EXIT_FAILURE

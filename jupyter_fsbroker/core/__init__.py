@@ -43,7 +43,8 @@ from .progress import Transfer
 from .rootpath import RootPath
 from .roots import Root
 from .sensitive import DEFAULT_SENSITIVE_PATTERNS, SensitiveNames
-from .trash import TrashItem
+from .trashcan import TrashCan
+from .trashentry import TrashEntry
 from .watch import ChangeEvent, WatchInfo
 
 __all__ = [
@@ -83,7 +84,8 @@ __all__ = [
     "SensitiveNames",
     "TooLarge",
     "Transfer",
-    "TrashItem",
+    "TrashCan",
+    "TrashEntry",
     "WatchInfo",
     "WrongType",
     "to_jsonrpc_error",

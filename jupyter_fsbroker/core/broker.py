@@ -12,7 +12,10 @@ it raises.
 This module is also the request dispatch: it looks up the method's handler
 (:mod:`jupyter_fsbroker.core.handlers`), reads the params, applies the
 connection's operation rate, maps whatever the handler raises to a
-``FilesError``, and writes one audit record per request. It refuses params
+``FilesError``, and writes one audit record per request (announced in the
+audit file before the handler runs when the audit is required: a request
+whose announcement cannot be written is refused, PERMISSION_DENIED
+``audit_unavailable``). It refuses params
 holding a lone surrogate (-32602: only a name that is not valid UTF-8 has one,
 and none is ever created or echoed), and checks that JSON can carry every
 answer before it leaves (:mod:`jupyter_fsbroker.core.names`). The handlers check
@@ -78,7 +81,7 @@ from .resource import Closeable
 from .rootpath import RootPath
 from .roots import Root, RootSet
 from .tempfiles import TempFiles
-from .trash import Trash
+from .trashcan import TrashCan
 from .watch import ChangeEvent, WatchManager
 
 __all__ = ["Broker"]
@@ -89,11 +92,15 @@ log = logging.getLogger(__name__)
 #: closes): creating and removing one per operation costs more than a small read.
 _IDLE_LOCK_FILES = 64
 
+#: Seconds between two checks of the trash's retention while a broker runs (besides every delete).
+_RETENTION_EVERY = 60
+
 #: Settings a running broker keeps: they name folders and files it opened, or sized its pools.
 _FIXED_SETTINGS = (
     "trash_dir",
     "lock_dir",
     "audit_path",
+    "audit_required",
     "audit_capacity",
     "workers",
     "advertise_roots",
@@ -129,8 +136,9 @@ class Broker(Closeable):
         self.watches = WatchManager(coalesce=config.coalesce)
         self.audit = AuditLog(capacity=config.audit_capacity, path=config.audit_path)
         self.temp_files = TempFiles(config.stale_temp_age)
-        self._trash_dir = config.trash_dir or default_trash_dir()
-        self._trash: Trash | None = None
+        self.trash = TrashCan(
+            config.trash_dir or default_trash_dir(), audit=self.audit, config=lambda: self._config
+        )
         self._lock = threading.Lock()
         self._configuring = threading.Lock()
         self._connections: dict[str, Connection] = {}
@@ -156,16 +164,16 @@ class Broker(Closeable):
         The lock wait applies to every lock taken afterwards, the rates to the
         next request of every connection (open ones included), the sizes,
         counts and timeouts to every request that starts afterwards, the
-        delete policy and the sensitive names to the next operation, the
-        coalescing window to the next burst of watch events, the age of
-        stale temporary files to the next sweep.
+        delete policy, the trash's retention and the sensitive names to the
+        next operation, the coalescing window to the next burst of watch
+        events, the age of stale temporary files to the next sweep.
 
         Parameters
         ----------
         **changes
             ``limits`` (a :class:`~jupyter_fsbroker.core.limits.Limits`),
-            ``permanent_delete``, ``sensitive``, ``coalesce``,
-            ``stale_temp_age``, and any
+            ``permanent_delete``, ``trash_max_age``, ``trash_max_bytes``,
+            ``sensitive``, ``coalesce``, ``stale_temp_age``, and any
             :class:`~jupyter_fsbroker.core.limits.Limits` field by name
             (``lock_wait=0.5``, ``ops_per_second=100``), applied on top of
             ``limits``.
@@ -179,7 +187,8 @@ class Broker(Closeable):
         ------
         ConfigError
             An unknown name, an invalid value, or a setting a running broker
-            keeps (folders, the audit file and its capacity, the worker count).
+            keeps (folders, the audit file, whether it is required, its
+            capacity, the worker count).
             Nothing changes then.
         ClosedError
             The broker is closed.
@@ -379,14 +388,6 @@ class Broker(Closeable):
         """Release any lock held in this broker, whoever holds it (the user's override)."""
         self.locks.force_release(lock_id)
 
-    @property
-    def trash(self) -> Trash:
-        """The trash deleted files go to (created on first use)."""
-        with self._lock:
-            if self._trash is None:
-                self._trash = Trash(self._trash_dir)
-            return self._trash
-
     # -- the request dispatch --------------------------------------------------------------------
 
     def handle(self, connection: Connection, method: str, params: object) -> dict[str, Any]:
@@ -447,6 +448,15 @@ class Broker(Closeable):
             if connection.closed:
                 raise PermissionDenied(connection.access.close_reason, reason="connection_closed")
             connection.rate.take_op(path=note.path)
+            if self._config.audit_required:
+                try:
+                    self.audit.announce(note, server=connection.server, connection_id=connection.id)
+                except OSError:  # logged by the audit log
+                    # The server learns that the notebook's audit failed, not where the audit file is.
+                    raise PermissionDenied(
+                        "the notebook requires an audit record before any access, and cannot write one now",
+                        reason="audit_unavailable",
+                    ) from None
             yield handler, p, note
         except FilesError as exc:
             error = exc
@@ -483,6 +493,7 @@ class Broker(Closeable):
                     duration_ms=(time.perf_counter() - note.clock) * 1000.0,
                     lock_id=note.lock_id,
                     cause=note.cause if error is None else error.data.get("cause", note.cause),
+                    audit_id=note.audit_id,
                 )
             )
         except Exception:  # pragma: no cover - the audit never breaks a request
@@ -525,12 +536,26 @@ class Broker(Closeable):
         """Whether :meth:`close` was called."""
         return self._closed
 
+    def _enforce_retention(self) -> None:
+        try:
+            self.trash.enforce()
+        except Exception:
+            log.exception("could not apply the trash's retention")
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("the broker is closed")
 
     def _tidy(self) -> None:
+        # When a broker starts, and every minute while it runs, the trash loses what its retention
+        # no longer keeps (here, not in the constructor: a trash of many entries would slow
+        # %load_ext down; and entries grow old without any delete).
+        self._enforce_retention()
+        ticks = 0
         while not self._stop.wait(1.0):
+            ticks += 1
+            if ticks % _RETENTION_EVERY == 0:
+                self._enforce_retention()
             try:
                 self.grants.purge_expired()
                 for conn in self.connections():

@@ -21,7 +21,11 @@ from .errors import ConfigError
 from .limits import Limits
 from .sensitive import SensitiveNames
 
-__all__ = ["BrokerConfig", "default_lock_dir", "default_trash_dir"]
+__all__ = ["DEFAULT_TRASH_MAX_AGE", "BrokerConfig", "default_lock_dir", "default_trash_dir"]
+
+#: Seconds a deleted object stays in the trash by default: 30 days, long enough to notice a
+#: mistake after a holiday, short enough that the trash does not become an archive.
+DEFAULT_TRASH_MAX_AGE = 30 * 86400.0
 
 _LIMIT_NAMES = frozenset(f.name for f in dataclasses.fields(Limits))
 
@@ -41,8 +45,28 @@ class BrokerConfig:
     trash_dir, lock_dir
         Where deleted files and cross-process lock files go; both outside
         every root. Default: per-user folders from ``platformdirs``.
+    trash_max_age
+        Seconds a deleted object is kept in the trash (default 30 days;
+        ``math.inf``: no age limit). Older entries are deleted for good when
+        something is trashed, when a broker starts and every minute while it runs.
+    trash_max_bytes
+        Bytes the trash may hold in all (each entry counts the sizes of its
+        files); when something is trashed the oldest entries are deleted for
+        good until the rest fits, and a delete of an object larger than this
+        alone is refused (TOO_LARGE, ``exceeds_trash``) and changes nothing.
+        ``None`` (the default): 1 GiB, or a tenth of the size of the file
+        system that holds the trash if that is smaller (see
+        :func:`~jupyter_fsbroker.core.retention.default_trash_max_bytes`).
     audit_path
         Append audit records to this JSON Lines file.
+    audit_required
+        Refuse any request whose audit record cannot be written to
+        ``audit_path`` before it runs (PERMISSION_DENIED,
+        ``audit_unavailable``): a line announcing the request is appended and
+        flushed to disk (``fdatasync``) first, and the outcome record follows
+        (see :class:`~jupyter_fsbroker.core.audit.AuditLog`). Needs
+        ``audit_path``. Off by default: a failing audit file is then logged
+        and the requests go on.
     audit_capacity
         Records kept in memory for views.
     coalesce
@@ -83,8 +107,11 @@ class BrokerConfig:
     ------
     ConfigError
         ``limits``, ``sensitive``, ``permanent_delete``, ``advertise_roots``,
-        ``coalesce`` or ``stale_temp_age`` has the wrong type, or ``coalesce``
-        or ``stale_temp_age`` is negative.
+        ``coalesce``, ``stale_temp_age``, ``trash_max_age``, ``trash_max_bytes``
+        or ``audit_required`` has the wrong type, ``coalesce`` or
+        ``stale_temp_age`` is negative, ``trash_max_age`` or
+        ``trash_max_bytes`` is not positive, or ``audit_required`` is on
+        without an ``audit_path``.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -92,7 +119,10 @@ class BrokerConfig:
     permanent_delete: bool = False
     trash_dir: str | None = None
     lock_dir: str | None = None
+    trash_max_age: float = DEFAULT_TRASH_MAX_AGE
+    trash_max_bytes: int | None = None
     audit_path: str | None = None
+    audit_required: bool = False
     audit_capacity: int = 2000
     coalesce: float = 0.05
     workers: int = 32
@@ -119,6 +149,18 @@ class BrokerConfig:
                 or not 0 <= seconds < math.inf
             ):
                 raise ConfigError(f"{name} must be a non-negative number of seconds, not {seconds!r}")
+        age = self.trash_max_age
+        if isinstance(age, bool) or not isinstance(age, int | float) or not age > 0:
+            raise ConfigError(f"trash_max_age must be a positive number of seconds, not {age!r}")
+        size = self.trash_max_bytes
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
+            raise ConfigError(f"trash_max_bytes must be a positive number of bytes or None, not {size!r}")
+        if not isinstance(self.audit_required, bool):
+            raise ConfigError(f"audit_required must be True or False, not {self.audit_required!r}")
+        if self.audit_required and not self.audit_path:
+            raise ConfigError(
+                "audit_required needs an audit file: set audit_path (FSBroker.audit_file, --audit)"
+            )
 
     def replace(self, **changes: Any) -> BrokerConfig:
         """Return a copy with *changes* applied, validated.

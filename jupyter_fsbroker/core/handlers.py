@@ -288,8 +288,13 @@ def delete(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
                 remove_tree(res.dir_fd, res.name)
                 trashed = False
             else:
-                broker.trash.move_in(
-                    res.dir_fd, res.name, origin=res.location.key, display=res.rel, server=conn.server
+                broker.trash.take(
+                    res.dir_fd,
+                    res.name,
+                    location=res.location,
+                    server=conn.server,
+                    connection_id=conn.id,
+                    shown=raw,
                 )
                 trashed = True
         return {"path": res.rel, "trashed": trashed}

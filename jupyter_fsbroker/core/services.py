@@ -16,7 +16,7 @@ from .locks import LockManager
 from .progress import Transfer
 from .roots import RootSet
 from .tempfiles import TempFiles
-from .trash import Trash
+from .trashcan import TrashCan
 from .watch import WatchManager
 
 __all__ = ["BrokerServices"]
@@ -56,8 +56,8 @@ class BrokerServices(Protocol):
         ...
 
     @property
-    def trash(self) -> Trash:
-        """Where deleted files go."""
+    def trash(self) -> TrashCan:
+        """Where deleted files go, within the retention."""
         ...
 
     def report_transfer(self, transfer: Transfer) -> None:

@@ -7,6 +7,8 @@
   cancellation, grants, the kill switch).
 * :mod:`.results` — :class:`ToolResult` (a tool's result), :class:`ToolError` (a failed tool),
   :class:`Tools` and :class:`Tool` (a server's tools, for people).
+* :mod:`.trashbin` — :class:`NotebookTrash` (``broker.trash()``: list, restore, empty) and
+  :class:`TrashListing` (its entries as a table).
 * :mod:`.servers` — the target of a connect call, checked; each stdio server's log.
 * :mod:`.calls` — how a cell waits for work on the background loop; the frame of each tool call.
 * :mod:`.consent` — where consent prompts appear while a cell runs.
@@ -36,15 +38,18 @@ if TYPE_CHECKING:
     from .extension import load_ipython_extension, unload_ipython_extension
     from .results import Tool, ToolError, ToolResult, Tools
     from .settings import FSBroker
+    from .trashbin import NotebookTrash, TrashListing
 
 __all__ = [
     "FSBroker",
     "KernelConnection",
     "NotebookBroker",
+    "NotebookTrash",
     "Tool",
     "ToolError",
     "ToolResult",
     "Tools",
+    "TrashListing",
     "get_broker",
     "load_ipython_extension",
     "unload_ipython_extension",
@@ -61,6 +66,8 @@ __getattr__, __dir__ = _lazy.lazy_exports(
         "ToolError": ".results",
         "ToolResult": ".results",
         "Tools": ".results",
+        "NotebookTrash": ".trashbin",
+        "TrashListing": ".trashbin",
         "get_broker": ".current",
         "load_ipython_extension": ".extension",
         "unload_ipython_extension": ".extension",

@@ -12,6 +12,7 @@
     result = await conn.acall_tool("profile_csv", {"path": "data/sales.csv"})  # async cell
     conn.revoke("data/raw"); conn.close()
     broker.dashboard()
+    broker.trash()                                          # what servers deleted; .restore(ID)
 
 It ties together a core :class:`~jupyter_fsbroker.core.broker.Broker` (roots,
 grants, locks, audit), the background loop its connections run on
@@ -55,6 +56,7 @@ from .views import NotebookViews, widgets_available
 
 if TYPE_CHECKING:  # the MCP client is imported with the first connection (see .servers)
     from ..protocol.client import ServerConnection
+    from .trashbin import NotebookTrash
 
 __all__ = ["NotebookBroker"]
 
@@ -65,6 +67,8 @@ _CLOSE_TIMEOUT = 10.0
 
 #: The settings that name roots and pre-approvals.
 _SPEC_TRAITS = ("roots", "read_only_roots", "allow")
+#: The settings of the audit file, which a running broker keeps.
+_AUDIT_TRAITS = ("audit_file", "audit_required")
 
 
 class NotebookBroker:
@@ -118,8 +122,8 @@ class NotebookBroker:
         self._closed = False
         self._connections: dict[str, KernelConnection] = {}
         self._terminal: Any | None = None
-        self._base_limits = (config or BrokerConfig()).limits
-        self.core = Broker(self.settings.make_config(config))
+        self._base_config = config or BrokerConfig()
+        self.core = Broker(self.settings.make_config(self._base_config))
         self._kernel_consenter: KernelConsenter | None = None
         self._warm: concurrent.futures.Future[None] | None = None
         self._warming = False
@@ -154,7 +158,7 @@ class NotebookBroker:
             self._warm_up()
         self.settings.observe(self._live_setting_changed, names=list(LIVE_TRAITS))
         self.settings.observe(self._specs_changed, names=list(_SPEC_TRAITS))
-        self.settings.observe(self._audit_changed, names=["audit_file"])
+        self.settings.observe(self._audit_changed, names=list(_AUDIT_TRAITS))
 
     def _prepare_loop(self) -> None:
         ipk.detach(self._kernel)
@@ -206,9 +210,14 @@ class NotebookBroker:
         if self._closed:
             return
         try:
-            limits = self.settings.make_limits(self._base_limits)
+            wanted = self.settings.make_config(self._base_config)
             # Reaches every part of the broker that reads them (lock wait, rates of open connections ...).
-            self.core.configure(limits=limits, permanent_delete=self.settings.permanent_delete)
+            self.core.configure(
+                limits=wanted.limits,
+                permanent_delete=wanted.permanent_delete,
+                trash_max_age=wanted.trash_max_age,
+                trash_max_bytes=wanted.trash_max_bytes,
+            )
         except ConfigError as exc:
             print(f"jupyter_fsbroker: FSBroker.{change['name']} not applied: {exc}", file=sys.stderr)
 
@@ -219,7 +228,8 @@ class NotebookBroker:
     def _audit_changed(self, change: Any) -> None:
         if not self._closed:
             print(
-                "jupyter_fsbroker: FSBroker.audit_file takes effect at the next %reload_ext", file=sys.stderr
+                f"jupyter_fsbroker: FSBroker.{change['name']} takes effect at the next %reload_ext",
+                file=sys.stderr,
             )
 
     # -- roots and grants ----------------------------------------------------------------------
@@ -325,6 +335,12 @@ class NotebookBroker:
     def force_unlock(self, lock_id: str) -> None:
         """Release a kept lock, whoever holds it."""
         self.core.force_unlock(lock_id)
+
+    def trash(self) -> NotebookTrash:
+        """What servers deleted, to list, restore (``.restore(ID)``) or empty (see :mod:`.trashbin`)."""
+        from .trashbin import NotebookTrash
+
+        return NotebookTrash(self.core.trash)
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -628,7 +644,7 @@ class NotebookBroker:
                 self._events.unregister("post_run_cell", self._after_cell)
         self.settings.unobserve(self._live_setting_changed, names=list(LIVE_TRAITS))
         self.settings.unobserve(self._specs_changed, names=list(_SPEC_TRAITS))
-        self.settings.unobserve(self._audit_changed, names=["audit_file"])
+        self.settings.unobserve(self._audit_changed, names=list(_AUDIT_TRAITS))
         for conn in conns:
             conn.server.close("the notebook's broker was closed")
         if conns and self._loop.running:

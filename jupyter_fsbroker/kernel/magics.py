@@ -80,6 +80,15 @@ def build_parser() -> MagicArgumentParser:
     p.add_argument("name", metavar="NAME")
     p.add_argument("path", metavar="PATH", nargs="?", help="only grants on this path (default: all)")
     commands.add_parser("status", help="show the dashboard (text in a terminal)")
+    p = commands.add_parser("trash", help="list what servers deleted; restore it, or empty the trash")
+    actions = p.add_subparsers(dest="trash_action", metavar="ACTION", parser_class=MagicArgumentParser)
+    actions.add_parser("list", help="the entries, newest first (the default)")
+    p = actions.add_parser("restore", help="put an entry back where it was deleted from")
+    p.add_argument("id", metavar="ID", help="the entry's id, or its last 8 characters")
+    p.add_argument("--to", metavar="PATH", help="restore it there instead (a folder: into it)")
+    p.add_argument("--overwrite", action="store_true", help="replace what is there now (for good)")
+    p = actions.add_parser("empty", help="delete entries for good")
+    p.add_argument("--older-than", type=float, metavar="DAYS", help="only those deleted more than DAYS ago")
     return parser
 
 
@@ -156,6 +165,12 @@ class FSBrokerMagics(Magics):
                                                     watches end at once
           %fsbroker revoke NAME [PATH]              revoke a connection's grants (on PATH)
           %fsbroker status                          show the dashboard (text in a terminal)
+          %fsbroker trash                           what servers deleted, newest first, with ids
+          %fsbroker trash restore ID [--to PATH] [--overwrite]
+                                                    put it back where it was (ID: its last 8
+                                                    characters do); --to: elsewhere;
+                                                    --overwrite: replace what is there
+          %fsbroker trash empty [--older-than DAYS] delete the trash's entries for good
 
         PATH is root-relative (``data/raw``), absolute, or a ``file://`` URI
         inside a shared folder. Consent prompts appear in the cell that calls a
@@ -173,7 +188,8 @@ class FSBrokerMagics(Magics):
 
         The same from Python: ``broker = jupyter_fsbroker.get_broker()``, then
         ``broker.add_root``, ``broker.allow``, ``broker.connect``,
-        ``conn.call_tool``, ``conn.revoke``, ``conn.close``, ``broker.dashboard()``.
+        ``conn.call_tool``, ``conn.revoke``, ``conn.close``, ``broker.dashboard()``,
+        ``broker.trash()``.
         """
         try:
             return self._run(line)
@@ -265,3 +281,17 @@ class FSBrokerMagics(Magics):
 
     def _do_status(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
         broker.show_status()
+
+    def _do_trash(self, broker: NotebookBroker, args: argparse.Namespace) -> Any:
+        trash = broker.trash()
+        if args.trash_action == "restore":
+            entry = broker.core.trash.find(args.id)
+            where = trash.restore(entry, to=args.to, overwrite=args.overwrite)
+            print(f"Restored {entry.path} to {where}.")
+            return None
+        if args.trash_action == "empty":
+            older = None if args.older_than is None else args.older_than * 86400.0
+            count = trash.empty(older_than=older)
+            print(f"Deleted {count} trash entr{'y' if count == 1 else 'ies'} for good.")
+            return None
+        return trash.list()

@@ -11,9 +11,10 @@ Registered with the shell when the extension loads, so both work::
     %config FSBroker.consent_timeout = 60
 
 Changes after loading take effect where they can: consent timeout, limits (lock
-wait and rates included) and permanent delete at once, for operations that start
-afterwards on every connection, new roots and pre-approvals are added at once,
-and the audit file at the next ``%reload_ext``.
+wait and rates included), permanent delete and the trash's retention at once, for
+operations that start afterwards on every connection, new roots and
+pre-approvals are added at once, and the audit file and whether it is required
+at the next ``%reload_ext``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ LIVE_TRAITS = (
     "max_watches",
     "lock_wait",
     "permanent_delete",
+    "trash_max_age",
+    "trash_max_bytes",
 )
 
 
@@ -60,9 +63,31 @@ class FSBroker(Configurable):
         "A change takes effect at the next %reload_ext.",
     ).tag(config=True)
 
+    audit_required = Bool(
+        False,
+        help="Refuse every files/* request whose audit record cannot be written to audit_file first "
+        "(PERMISSION_DENIED, reason audit_unavailable): the request is announced in the file, flushed "
+        "to disk, before it runs. Needs audit_file. Off: a failing audit file is logged and requests go "
+        "on. A change takes effect at the next %reload_ext.",
+    ).tag(config=True)
+
     permanent_delete = Bool(
         False,
         help="Delete files for good when a server deletes them, instead of moving them to the trash.",
+    ).tag(config=True)
+
+    trash_max_age = Float(
+        None,
+        allow_none=True,
+        help="Seconds a deleted file stays in the trash before it is deleted for good (default 30 days).",
+    ).tag(config=True)
+
+    trash_max_bytes = Int(
+        None,
+        allow_none=True,
+        help="Bytes the trash holds in all: when a delete goes past it the oldest entries are deleted for "
+        "good, and a delete of something larger on its own is refused (TOO_LARGE). Default: 1 GiB, or a "
+        "tenth of the size of the trash's file system if that is smaller.",
     ).tag(config=True)
 
     roots = List(
@@ -175,6 +200,13 @@ class FSBroker(Configurable):
             raise TraitError(f"consent_timeout must be a positive number of seconds, not {value!r}")
         return value
 
+    @validate("trash_max_age", "trash_max_bytes")
+    def _check_trash(self, proposal: dict[str, Any]) -> float | int | None:
+        value = proposal["value"]
+        if value is not None and not value > 0:
+            raise TraitError(f"{proposal['trait'].name} must be positive, not {value!r}")
+        return value  # type: ignore[no-any-return]
+
     @validate("limits")
     def _check_limits(self, proposal: dict[str, Any]) -> dict[str, Any]:
         value = dict(proposal["value"])
@@ -226,8 +258,11 @@ class FSBroker(Configurable):
             base,
             limits=self.make_limits(base.limits),
             permanent_delete=self.permanent_delete,
+            trash_max_age=base.trash_max_age if self.trash_max_age is None else self.trash_max_age,
+            trash_max_bytes=base.trash_max_bytes if self.trash_max_bytes is None else self.trash_max_bytes,
             audit_path=self.audit_file or base.audit_path,
             advertise_roots=self.advertise_roots,
+            audit_required=self.audit_required,
             advertise_read_only_roots=self.advertise_read_only_roots,
             tune_heap=self.tune_heap,
         )

@@ -2,7 +2,8 @@
 
 * :mod:`.consent` — :class:`ConsentPrompt`, one ``files/consent`` request as a widget.
 * :mod:`.dashboard` — :class:`Dashboard`, the live view with the kill switches;
-  :mod:`.markup` — its sections as escaped HTML.
+  :mod:`.markup` — its sections as escaped HTML; :mod:`.rows` — the rows its sections are
+  made of; :mod:`.trashsection` — its Trash section (Restore, Empty).
 * :mod:`.progress` — :class:`TransferProgress`, bars for chunked transfers.
 * :mod:`.places` — where prompts show outside the dashboard: a call's panel, a
   connection's card, the shelf that keeps the last few decided.
@@ -26,7 +27,8 @@ Stable DOM classes, for tests and users' CSS: ``fsbroker-consent``,
 ``fsbroker-connection``, ``fsbroker-call``; in the prompt ``fsbroker-consent-row``,
 ``fsbroker-consent-path``, ``fsbroker-consent-op`` with ``fsbroker-op-<operation>``,
 ``fsbroker-consent-all-op``, ``fsbroker-finished``; in the dashboard ``fsbroker-section``,
-``fsbroker-section-<name>``, ``fsbroker-stale``; ``fsbroker-result``, ``fsbroker-tools``; and the
+``fsbroker-section-<name>``, ``fsbroker-stale``, ``fsbroker-restore``, ``fsbroker-empty-trash``,
+``fsbroker-empty-confirm``, ``fsbroker-empty-cancel``; ``fsbroker-result``, ``fsbroker-tools``; and the
 button colours ``fsbroker-mod-accept``, ``fsbroker-mod-warn``, ``fsbroker-mod-reject``.
 """
 

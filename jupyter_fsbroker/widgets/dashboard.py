@@ -1,15 +1,16 @@
-"""The dashboard: roots, connections, grants, locks, changes, activity and server logs, with controls.
+"""The dashboard: roots, connections, grants, locks, changes, activity, server logs and trash, with controls.
 
 A :class:`Dashboard` observes one :class:`~jupyter_fsbroker.core.broker.Broker`
 and the kernel's connections. Its buttons only call public methods: the
 connection's ``close()`` (Disconnect, the kill switch), ``broker.grants.revoke``
-(Revoke) and ``broker.force_unlock`` (Force release). It decides nothing.
+(Revoke), ``broker.force_unlock`` (Force release), and the trash's ``restore``
+and ``empty`` (:mod:`.trashsection`). It decides nothing.
 
 Threading: the broker's listeners fire on arbitrary threads, and clicks may run
 on a kernel subshell's thread. Listeners only record what they must (new change
 events, new audit records) and schedule a refresh; refreshes are coalesced to at
 most one per ``refresh_interval`` by a short-lived timer thread, and rendering
-is serialised by a lock. A Disconnect runs the connection's ``close()`` on a
+is serialised by a lock. A Disconnect (or Restore, or Empty) runs on a
 short-lived thread so a click handler never blocks. :meth:`Dashboard.close`
 unsubscribes everything and joins every thread it started.
 
@@ -40,6 +41,7 @@ from ..core.connection import Connection
 from ..core.consent import ConsentRequest
 from ..core.errors import BrokerError, FilesError
 from ..core.serverlog import LogEntry, ServerLog
+from ..core.trashentry import TrashEntry
 from ..core.watch import ChangeEvent
 from .closing import close_parts, close_tree
 from .markup import (
@@ -56,8 +58,10 @@ from .markup import (
     server_log_html,
     totals_html,
 )
+from .rows import Row, Section, button_row, set_value, sync_rows
 from .style import REJECT, WARN, style_html
 from .text import ENDED_STATES, ConnectionView, follow_broker, grant_holder, kept_locks, sandbox_text
+from .trashsection import TrashSection
 
 __all__ = ["Dashboard"]
 
@@ -71,36 +75,6 @@ _JOIN_TIMEOUT = 5.0
 class _Change:
     server: str
     event: ChangeEvent
-
-
-@dataclass
-class _Section:
-    """One collapsible part of the dashboard: its title, its body, whether it was empty."""
-
-    title: str
-    accordion: Any
-    empty: bool = True
-
-    def show(self, count: int) -> None:
-        title = f"{self.title} ({count})" if count else self.title
-        if tuple(self.accordion.titles) != (title,):
-            self.accordion.titles = (title,)
-        empty = count == 0
-        if empty != self.empty:  # opens with its first row, closes when it empties; else the user decides
-            self.accordion.selected_index = None if empty else 0
-            self.empty = empty
-
-
-@dataclass
-class _Row:
-    """One line of a section with an action button."""
-
-    box: Any
-    text: Any
-    button: Any
-
-    def close(self) -> None:
-        close_tree(self.box)
 
 
 class Dashboard(widgets.VBox):  # type: ignore[misc]
@@ -156,6 +130,9 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         What the servers said (their stderr and MCP log messages), newest
         first (DOM class ``fsbroker-server-log``): a view of each connection's
         ``log``, for the views that have one.
+    trash
+        The Trash section (:class:`~.trashsection.TrashSection`): the newest
+        entries with Restore, and Empty trash with a confirmation.
     renders
         How many refreshes ran (for tests and diagnostics).
 
@@ -194,10 +171,10 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self._closed = False
         self._workers: set[threading.Thread] = set()
         self._disconnecting: set[int] = set()
-        self._conn_rows: dict[int, _Row] = {}
+        self._conn_rows: dict[int, Row] = {}
         self._conn_views: dict[int, ConnectionView] = {}
-        self._grant_rows: dict[str, _Row] = {}
-        self._lock_rows: dict[str, _Row] = {}
+        self._grant_rows: dict[str, Row] = {}
+        self._lock_rows: dict[str, Row] = {}
         self._max_server_log = max(1, max_server_log)
         self._followed: dict[int, tuple[ServerLog, Callable[[], None]]] = {}
         self.renders = 0
@@ -229,6 +206,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             ),
             "locks": widgets.HTML(muted("No kept locks.")),
         }
+        self.trash = TrashSection(broker.trash, act=self._act)
         bodies = {
             "folders": ("Shared folders", self.roots_html),
             "connections": ("Connections", self.connections_box),
@@ -238,13 +216,14 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             "changes": ("Changes", self.changes_html),
             "activity": ("Activity", self.activity_html),
             "serverlog": ("Server log", self.server_log_html),
+            "trash": ("Trash", self.trash.body),
         }
-        self._sections: dict[str, _Section] = {}
+        self._sections: dict[str, Section] = {}
         for key, (title, body) in bodies.items():
             accordion = widgets.Accordion(children=[body], titles=(title,), selected_index=None)
             accordion.add_class("fsbroker-section")
             accordion.add_class(f"fsbroker-section-{key}")
-            self._sections[key] = _Section(title, accordion)
+            self._sections[key] = Section(title, accordion)
         self._style = widgets.HTML(style_html(), layout=widgets.Layout(display="none"))
         self.children = (
             self._style,
@@ -392,7 +371,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             waiting = len(asks)
             oldest = min(asks, key=lambda r: r.deadline, default=None)
 
-        self._set(
+        set_value(
             self.header,
             header_html(
                 roots=len(roots),
@@ -405,27 +384,29 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                 oldest=oldest,
             ),
         )
-        self._set(self.roots_html, roots_html(roots))
+        set_value(self.roots_html, roots_html(roots))
         self._sync_connections(views)
-        self._sync(
+        sync_rows(
             self._grant_rows,
             self.grants_box,
             [(g.id, grant_html(g, servers, now), True) for g in grants],
             self._make_grant_row,
             self._empty["grants"],
         )
-        self._sync(
+        sync_rows(
             self._lock_rows,
             self.locks_box,
             [(info.lock_id or "", lock_html(info, now), True) for info in locks],
             self._make_lock_row,
             self._empty["locks"],
         )
-        self._set(self.totals_html, totals_html(totals))
-        self._set(self.changes_html, changes_html([(c.server, c.event) for c in changes]))
-        self._set(self.activity_html, activity_html(activity))
+        set_value(self.totals_html, totals_html(totals))
+        set_value(self.changes_html, changes_html([(c.server, c.event) for c in changes]))
+        set_value(self.activity_html, activity_html(activity))
         log_entries = self._server_log(views)
-        self._set(self.server_log_html, server_log_html(log_entries))
+        set_value(self.server_log_html, server_log_html(log_entries))
+        trash = self._trash_entries()
+        self.trash.sync(trash, now, broker.trash.retention)
         counts = {
             "folders": len(roots),
             "connections": len(views),
@@ -435,9 +416,17 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             "changes": len(changes),
             "activity": len(activity),
             "serverlog": len(log_entries),
+            "trash": len(trash),
         }
         for key, section in self._sections.items():
             section.show(counts[key])
+
+    def _trash_entries(self) -> tuple[TrashEntry, ...]:
+        try:
+            return self.broker.trash.list()
+        except Exception:  # an unusable trash folder must not stop the other sections
+            log.exception("the dashboard could not list the trash")
+            return ()
 
     def _server_log(self, views: tuple[ConnectionView, ...]) -> list[tuple[str, LogEntry]]:
         """The last entries of every connection's log, merged in time order; follows new logs."""
@@ -454,46 +443,6 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             merged.extend((name, entry) for entry in server_log.entries(self._max_server_log))
         merged.sort(key=lambda item: item[1].time)
         return merged[-self._max_server_log :]
-
-    @staticmethod
-    def _set(widget: Any, value: str) -> None:
-        if widget.value != value:
-            widget.value = value
-
-    def _sync(
-        self,
-        rows: dict[Any, _Row],
-        box: Any,
-        items: list[tuple[Hashable, str, bool]],
-        make: Callable[[Any], _Row],
-        empty: Any,
-    ) -> None:
-        """Update the rows of one section in place: keep, update, add and close rows by key."""
-        order: list[_Row] = []
-        wanted = set()
-        for key, text, enabled in items:
-            wanted.add(key)
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = make(key)
-            self._set(row.text, text)
-            if row.button.disabled == enabled:
-                row.button.disabled = not enabled
-            order.append(row)
-        for key in [key for key in rows if key not in wanted]:
-            rows.pop(key).close()
-        children = tuple(row.box for row in order) or (empty,)
-        if tuple(box.children) != children:
-            box.children = children
-
-    @staticmethod
-    def _row(text: str, label: str, css: str, style: str, tooltip: str) -> _Row:
-        button = widgets.Button(description=label, tooltip=tooltip, layout=widgets.Layout(width="auto"))
-        button.add_class(css)
-        button.add_class(style)
-        text_widget = widgets.HTML(text)
-        box = widgets.HBox([button, text_widget], layout=widgets.Layout(align_items="center"))
-        return _Row(box, text_widget, button)
 
     # connections
 
@@ -514,7 +463,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                 state = "disconnecting"
             text = connection_html(name, server, transport, version, state, sandbox)
             items.append((key, text, str(state).lower() not in ENDED_STATES and key not in disconnecting))
-        self._sync(
+        sync_rows(
             self._conn_rows,
             self.connections_box,
             items,
@@ -524,9 +473,9 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         for key in [key for key in self._conn_views if key not in self._conn_rows]:
             del self._conn_views[key]
 
-    def _make_connection_row(self, key: int) -> _Row:
+    def _make_connection_row(self, key: int) -> Row:
         view = self._conn_views[key]
-        row = self._row("", "Disconnect", "fsbroker-disconnect", WARN, "End this connection now")
+        row = button_row("", "Disconnect", "fsbroker-disconnect", WARN, "End this connection now")
         row.button.on_click(lambda _button: self._disconnect(view))
         return row
 
@@ -536,26 +485,38 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             if self._closed or key in self._disconnecting:
                 return
             self._disconnecting.add(key)
-            worker = threading.Thread(
-                target=self._run_disconnect, args=(view,), name="fsbroker-disconnect", daemon=True
-            )
-            self._workers.add(worker)
-            worker.start()
+        self._act("fsbroker-disconnect", functools.partial(self._run_disconnect, view))
         self.schedule_refresh()
 
-    def _run_disconnect(self, view: ConnectionView) -> None:
+    def _run_disconnect(self, view: ConnectionView) -> str:
         name = "?"
         try:
             name = str(view.name)
             view.close()
         except Exception as exc:
             log.exception("disconnecting %s failed", name)
-            text = f"Could not disconnect {escape(name)}: {escape(exc)}"
-        else:
-            text = f"Disconnected {escape(name)}."
-        try:
+            return f"Could not disconnect {escape(name)}: {escape(exc)}"
+        finally:
             with self._state:
                 self._disconnecting.discard(id(view))
+        return f"Disconnected {escape(name)}."
+
+    def _act(self, name: str, work: Callable[[], str]) -> None:
+        """Run a button's *work* on a short-lived thread (a click never blocks); show what it returns."""
+        with self._state:
+            if self._closed:
+                return
+            worker = threading.Thread(target=self._run_act, args=(work,), name=name, daemon=True)
+            self._workers.add(worker)
+            worker.start()
+
+    def _run_act(self, work: Callable[[], str]) -> None:
+        try:
+            try:
+                text = work()
+            except Exception as exc:
+                log.exception("a dashboard action failed")
+                text = f"That did not work: {escape(exc)}"
             self._say(text)
             self.schedule_refresh()
         finally:
@@ -565,8 +526,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     # grants
 
-    def _make_grant_row(self, grant_id: str) -> _Row:
-        row = self._row("", "Revoke", "fsbroker-revoke", REJECT, "Revoke this grant now")
+    def _make_grant_row(self, grant_id: str) -> Row:
+        row = button_row("", "Revoke", "fsbroker-revoke", REJECT, "Revoke this grant now")
         row.button.on_click(lambda _button: self._revoke(grant_id))
         return row
 
@@ -584,8 +545,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     # locks
 
-    def _make_lock_row(self, lock_id: str) -> _Row:
-        row = self._row("", "Force release", "fsbroker-force-unlock", REJECT, "Release this lock now")
+    def _make_lock_row(self, lock_id: str) -> Row:
+        row = button_row("", "Force release", "fsbroker-force-unlock", REJECT, "Release this lock now")
         row.button.on_click(lambda _button: self._force_unlock(lock_id))
         return row
 
@@ -649,9 +610,14 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         with self._render_lock:
             return {key: row.button for key, row in self._lock_rows.items()}
 
+    def restore_buttons(self) -> dict[str, Any]:
+        """The Restore buttons of the Trash section, by entry id."""
+        with self._render_lock:
+            return self.trash.restore_buttons()
+
     def row_texts(self, section: str) -> list[str]:
         """The HTML of each row of ``"connections"``, ``"grants"`` or ``"locks"``, in display order."""
-        sections: dict[str, tuple[dict[Any, _Row], Any]] = {
+        sections: dict[str, tuple[dict[Any, Row], Any]] = {
             "connections": (self._conn_rows, self.connections_box),
             "grants": (self._grant_rows, self.grants_box),
             "locks": (self._lock_rows, self.locks_box),
@@ -695,6 +661,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             for rows in (self._conn_rows, self._grant_rows, self._lock_rows):
                 for row in rows.values():
                     row.button.disabled = True
+            self.trash.disable()
         self._stop_following()
         self._retired = True
         self.header.value = (
@@ -740,6 +707,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                         row.close()
                     rows.clear()
                 self._conn_views.clear()
+                self.trash.close()
                 self.consent_area.children = ()  # the prompts belong to whoever added them
                 for empty in self._empty.values():
                     close_tree(empty)

@@ -25,6 +25,8 @@ from .text import (
     plural,
     printable,
     reason_text,
+    trash_rows,
+    trash_summary,
 )
 
 if TYPE_CHECKING:
@@ -32,8 +34,10 @@ if TYPE_CHECKING:
     from ..core.consent import ConsentRequest
     from ..core.grants import Grant
     from ..core.locks import LockInfo
+    from ..core.retention import Retention
     from ..core.roots import Root
     from ..core.serverlog import LogEntry
+    from ..core.trashentry import TrashEntry
     from ..core.watch import ChangeEvent
 
 __all__ = [
@@ -50,6 +54,8 @@ __all__ = [
     "server_log_html",
     "table",
     "totals_html",
+    "trash_entry_html",
+    "trash_html",
 ]
 
 _TABLE = '<table style="border-collapse:collapse;font-size:90%;line-height:1.3">'
@@ -166,6 +172,25 @@ def lock_html(info: LockInfo, now: float) -> str:
         f"<code>{escape(info.path)}</code> · held by <b>{escape(info.owner_label)}</b> · "
         f"for {escape(format_age(now - info.since))} (since {escape(clock_text(info.since))})"
     )
+
+
+def trash_entry_html(entry: TrashEntry, now: float) -> str:
+    """One trash entry's row: the path it had, its size, when and by whom it was deleted, where it was."""
+    tail, path, size, deleted, by, origin = trash_rows([entry], now)[0]
+    return (
+        f'<code title="{escape(origin)}">{escape(path)}</code> · {escape(size)} · deleted {escape(deleted)} '
+        f'by <b>{escape(by)}</b> · <span class="fsbroker-soft">{escape(tail)}</span>'
+    )
+
+
+def trash_html(entries: Sequence[TrashEntry], now: float, retention: Retention | None = None) -> str:
+    """The trash's entries (newest first, as given) as a table under a summary line."""
+    summary = f"<b>Trash</b> — {escape(trash_summary(entries, retention))}"
+    if not entries:
+        return summary
+    rows = [tuple(escape(cell) for cell in row) for row in trash_rows(entries, now)]
+    body = table(("id", "path", "size", "deleted", "by", "was at"), rows)
+    return f'<div class="fsbroker-trash">{summary}{body}</div>'
 
 
 def totals_html(totals: Mapping[str, Mapping[str, int]]) -> str:

@@ -13,6 +13,7 @@ module alone.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from ..core.consent import ConsentDecision, ConsentRequest
     from ..core.grants import Grant
     from ..core.locks import LockInfo
+    from ..core.retention import Retention
+    from ..core.trashentry import TrashEntry
     from ..core.watch import ChangeEvent
 
 __all__ = [
@@ -47,6 +50,9 @@ __all__ = [
     "roots_notice_text",
     "sandbox_text",
     "status_text",
+    "trash_rows",
+    "trash_summary",
+    "trash_text",
 ]
 
 
@@ -428,6 +434,49 @@ def status_text(
     lines.append("Recent activity (newest first):")
     lines += [_activity_line(record) for record in reversed(records)] or ["  (nothing yet)"]
     return "\n".join(printable(line) for line in lines)
+
+
+def trash_summary(entries: Sequence[TrashEntry], retention: Retention | None = None) -> str:
+    """``3 entries, 1.2 MB; kept 30 d, at most 1.1 GB in all``: the trash in one line."""
+    size = sum(entry.size for entry in entries)
+    count = "1 entry" if len(entries) == 1 else f"{len(entries)} entries"
+    text = f"{count}, {format_bytes(size)}"
+    if retention is not None:
+        age = format_age(retention.max_age) if math.isfinite(retention.max_age) else "with no age limit"
+        text += f"; kept {age}, at most {format_bytes(retention.max_bytes)} in all"
+    return text
+
+
+def trash_rows(entries: Sequence[TrashEntry], now: float) -> list[tuple[str, str, str, str, str, str]]:
+    """``(id, path, size, deleted, by, was at)`` of each entry, as text (not yet escaped)."""
+    return [
+        (
+            entry.id.rpartition("-")[2],
+            entry.path + ("/" if entry.is_dir else ""),
+            format_bytes(entry.size),
+            f"{format_age(now - entry.deleted_at)} ago",
+            entry.server,
+            entry.origin,
+        )
+        for entry in entries
+    ]
+
+
+def trash_text(entries: Sequence[TrashEntry], now: float, retention: Retention | None = None) -> str:
+    """The trash's entries (newest first, as given) as a plain text table under a summary line.
+
+    The ``id`` column is the last 8 characters of each id, which name an entry
+    to restore (``%fsbroker trash restore ID``).
+    """
+    lines = [f"Trash: {trash_summary(entries, retention)}"]
+    rows = trash_rows(entries, now)
+    if rows:
+        head = ("id", "path", "size", "deleted", "by", "was at")
+        widths = [max(len(printable(row[i])) for row in [head, *rows]) for i in range(len(head) - 1)]
+        for row in [head, *rows]:
+            cells = [printable(cell).ljust(width) for cell, width in zip(row, widths, strict=False)]
+            lines.append("  " + "  ".join([*cells, printable(row[-1])]))
+    return "\n".join(lines)
 
 
 class TextView:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+import errno
 import json
 import logging
 import os
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_fsbroker.core.audit import AuditLog, AuditRecord
+from jupyter_fsbroker.core.audit import USER_ACTOR, AuditLog, AuditRecord, new_audit_id
 from jupyter_fsbroker.core.errors import ConfigError
 from jupyter_fsbroker.core.timestamps import iso_utc as iso_utc_ms
 
@@ -178,30 +180,82 @@ def test_unopenable_file(tmp_path: Path) -> None:
         AuditLog(path=tmp_path / "missing" / "audit.jsonl")
 
 
-def test_failing_write_is_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    log = AuditLog(path=tmp_path / "audit.jsonl")
+#: A device every write to fails with ENOSPC: a full disk, for real, on any Linux.
+FULL = Path("/dev/full")
+needs_dev_full = pytest.mark.skipif(not FULL.exists(), reason="no /dev/full here")
 
-    class Broken:
-        def write(self, text: str) -> int:
-            raise OSError(28, "No space left on device")
 
-        def flush(self) -> None:
-            pass
-
-        def close(self) -> None:
-            pass
-
-    real = log._file
-    assert real is not None
-    log._file = Broken()  # type: ignore[assignment]
-    try:
+@needs_dev_full
+def test_failing_write_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    with AuditLog(path=FULL) as log:
         with caplog.at_level(logging.WARNING, logger="jupyter_fsbroker.core.audit"):
             log.append(rec())
             log.append(rec())
         assert len(log.records()) == 2
         assert caplog.text.count("cannot write to the audit file") == 1
-    finally:
-        real.close()
+        assert "No space left on device" in caplog.text
+
+
+@needs_dev_full
+def test_an_intent_that_cannot_be_written_raises() -> None:
+    with AuditLog(path=FULL) as log:
+        with pytest.raises(OSError) as info:
+            log.begin("a_1", time=1.0, server="s", connection_id="c1", method="files/write", path="data/x")
+        assert info.value.errno == errno.ENOSPC
+        assert log.records() == ()  # an intent is never a record
+
+
+def test_an_intent_is_a_line_its_record_pairs_with(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    with AuditLog(path=path) as log:
+        log.begin(
+            "a_0123",
+            time=1_796_040_000.5,
+            server="s1",
+            connection_id="c1",
+            method="files/read",
+            path="data/x.csv",
+        )
+        log.append(dataclasses.replace(rec(), audit_id="a_0123"))
+        assert [r.audit_id for r in log.records()] == ["a_0123"]
+    intent, record = (json.loads(line) for line in path.read_text().splitlines())
+    assert intent == {
+        "phase": "intent",
+        "auditId": "a_0123",
+        "time": "2026-11-30T12:00:00.500Z",
+        "server": "s1",
+        "connectionId": "c1",
+        "method": "files/read",
+        "path": "data/x.csv",
+    }
+    assert record["auditId"] == "a_0123" and "phase" not in record
+    assert new_audit_id() != new_audit_id() and new_audit_id().startswith("a_")
+
+
+def test_begin_without_a_file_or_after_close_raises(tmp_path: Path) -> None:
+    with AuditLog() as log, pytest.raises(OSError):
+        log.begin("a_1", time=1.0, server="s", connection_id="c1", method="files/read", path=None)
+    log = AuditLog(path=tmp_path / "audit.jsonl")
+    log.close()
+    with pytest.raises(OSError):
+        log.begin("a_1", time=1.0, server="s", connection_id="c1", method="files/read", path=None)
+
+
+def test_the_users_and_the_brokers_records_are_not_counted_as_a_servers(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    with AuditLog(path=path) as log:
+        log.append(rec(nbytes=5))
+        user_server, user = USER_ACTOR
+        log.append(dataclasses.replace(rec(user_server, "trash/restore", nbytes=9), actor=user))
+        assert log.totals() == {"s1": {"read": 5, "written": 0, "allowed": 1, "denied": 0}}
+        assert len(log.records()) == 2
+    server_line, user_line = (json.loads(line) for line in path.read_text().splitlines())
+    assert "actor" not in server_line
+    assert (user_line["actor"], user_line["server"], user_line["method"]) == (
+        "user",
+        "(you)",
+        "trash/restore",
+    )
 
 
 def test_thread_safety(tmp_path: Path) -> None:

@@ -183,8 +183,13 @@ def test_delete_goes_to_a_recoverable_trash(data: Path, broker: Broker, conn: Co
         "trashed": True,
     }
     assert not (data / "keep.txt").exists()
-    [item] = broker.trash.items()
-    assert item.display == "data/keep.txt" and item.server == "test-server"
+    [item] = broker.trash.list()
+    assert (item.path, item.root, item.server, item.connection_id) == (
+        "data/keep.txt",
+        "data",
+        "test-server",
+        conn.id,
+    )
     broker.trash.restore(item.id)
     assert (data / "keep.txt").read_text() == "precious"
 

@@ -135,7 +135,7 @@ def test_permanent_delete_follows(shared: Broker, data: Path) -> None:
     assert conn.handle("files/delete", {"path": "data/kept.txt"})["trashed"] is True
     shared.configure(permanent_delete=True)
     assert conn.handle("files/delete", {"path": "data/gone.txt"})["trashed"] is False
-    assert [item.name for item in shared.trash.items()] == ["kept.txt"]
+    assert [item.name for item in shared.trash.list()] == ["kept.txt"]
     assert not (data / "gone.txt").exists()
 
 

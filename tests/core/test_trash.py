@@ -14,7 +14,8 @@ import pytest
 from jupyter_fsbroker.core import trash as trash_mod
 from jupyter_fsbroker.core import trees as trees_mod
 from jupyter_fsbroker.core.errors import ConfigError
-from jupyter_fsbroker.core.trash import Trash, TrashItem
+from jupyter_fsbroker.core.trash import Trash
+from jupyter_fsbroker.core.trashentry import TrashEntry
 from jupyter_fsbroker.core.trees import remove_tree
 
 
@@ -73,8 +74,21 @@ def snapshot(base: Path) -> dict[str, Any]:
     return out
 
 
-def move(trash: Trash, dir_fd: int, root: Path, name: str, server: str = "srv") -> TrashItem:
-    return trash.move_in(dir_fd, name, origin=str(root / name), display=f"root/{name}", server=server)
+def move(trash: Trash, dir_fd: int, root: Path, name: str, server: str = "srv") -> TrashEntry:
+    return trash.move_in(
+        dir_fd,
+        name,
+        origin=str(root / name),
+        root="root",
+        path=f"root/{name}",
+        server=server,
+        connection_id="c1",
+    )
+
+
+def listing(trash: Trash) -> list[str]:
+    """The trash directory's names, but its lock file."""
+    return sorted(name for name in os.listdir(trash.directory) if name != ".lock")
 
 
 def test_trash_directory_is_private(tmp_path: Path, trash: Trash) -> None:
@@ -102,12 +116,12 @@ def test_move_file(trash: Trash, root: Path, dir_fd: int) -> None:
     assert re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{8}", item.id)
     assert item.name == "x.csv"
     assert item.origin == str(root / "x.csv")
-    assert item.display == "root/x.csv"
-    assert item.server == "srv"
+    assert (item.root, item.path) == ("root", "root/x.csv")
+    assert (item.server, item.connection_id) == ("srv", "c1")
     assert not item.is_dir
     assert item.size == 8
     assert abs(item.deleted_at - time.time()) < 60
-    assert trash.items() == (item,)
+    assert trash.entries() == (item,)
     payload = Path(trash.directory) / item.id / "payload"
     assert payload.read_text() == "a,b\n1,2\n"
     assert stat.S_IMODE(os.stat(Path(trash.directory) / item.id).st_mode) == 0o700
@@ -123,8 +137,8 @@ def test_move_directory_tree(trash: Trash, root: Path, dir_fd: int) -> None:
     assert snapshot(Path(trash.directory) / item.id / "payload") == before
     assert trash.restore(item.id) == str(root / "tree")
     assert snapshot(root / "tree") == before
-    assert trash.items() == ()
-    assert os.listdir(trash.directory) == []
+    assert trash.entries() == ()
+    assert listing(trash) == []
 
 
 def test_move_symlink_to_outside(trash: Trash, root: Path, dir_fd: int, outside: Path) -> None:
@@ -140,21 +154,21 @@ def test_move_symlink_to_outside(trash: Trash, root: Path, dir_fd: int, outside:
     assert (outside / "secret.txt").read_text() == "keep me"
     assert sorted(os.listdir(outside)) == ["secret.txt"]
     # Purging the trashed links leaves their targets alone too.
-    assert trash.empty() == 2
+    assert len(trash.empty()) == 2
     assert (outside / "secret.txt").read_text() == "keep me"
 
 
 def test_move_missing_leaves_nothing(trash: Trash, dir_fd: int, root: Path) -> None:
     with pytest.raises(FileNotFoundError):
         move(trash, dir_fd, root, "nope")
-    assert os.listdir(trash.directory) == []
+    assert listing(trash) == []
     with pytest.raises(ValueError):
-        trash.move_in(dir_fd, "a/b", origin=str(root / "a/b"), display="root/a/b", server="s")
+        trash.move_in(dir_fd, "a/b", origin=str(root / "a/b"), root="root", path="root/a/b", server="s")
     with pytest.raises(ValueError):
-        trash.move_in(dir_fd, "..", origin=str(root), display="root", server="s")
+        trash.move_in(dir_fd, "..", origin=str(root), root="root", path="root", server="s")
     (root / "f").write_text("x")
     with pytest.raises(ValueError):
-        trash.move_in(dir_fd, "f", origin="relative/f", display="root/f", server="s")
+        trash.move_in(dir_fd, "f", origin="relative/f", root="root", path="root/f", server="s")
 
 
 def test_items_oldest_first_and_ignores_junk(trash: Trash, root: Path, dir_fd: int) -> None:
@@ -169,7 +183,7 @@ def test_items_oldest_first_and_ignores_junk(trash: Trash, root: Path, dir_fd: i
     bad.mkdir()
     (bad / "payload").write_text("x")
     (bad / "item.json").write_text("{not json")
-    items = trash.items()
+    items = trash.entries()
     assert [i.name for i in items] == ["f0", "f1", "f2"]
     assert items == tuple(sorted(created, key=lambda i: (i.deleted_at, i.id)))
 
@@ -181,10 +195,10 @@ def test_restore_refuses_existing(trash: Trash, root: Path, dir_fd: int) -> None
     with pytest.raises(FileExistsError):
         trash.restore(item.id)
     assert (root / "x").read_text() == "new"
-    assert trash.items() == (item,)
+    assert trash.entries() == (item,)
     assert trash.restore(item.id, overwrite=True) == str(root / "x")
     assert (root / "x").read_text() == "old"
-    assert trash.items() == ()
+    assert trash.entries() == ()
 
 
 def test_restore_overwrite_directory(trash: Trash, root: Path, dir_fd: int) -> None:
@@ -212,8 +226,8 @@ def test_purge(trash: Trash, root: Path, dir_fd: int) -> None:
     a = move(trash, dir_fd, root, "t")
     b = move(trash, dir_fd, root, "f")
     trash.purge(a.id)
-    assert trash.items() == (b,)
-    assert sorted(os.listdir(trash.directory)) == [b.id]
+    assert trash.entries() == (b,)
+    assert listing(trash) == [b.id]
     with pytest.raises(KeyError):
         trash.purge(a.id)
 
@@ -226,13 +240,13 @@ def test_empty(trash: Trash, root: Path, dir_fd: int, monkeypatch: pytest.Monkey
         move(trash, dir_fd, root, f"f{i}")
         clock[0] += 100
     # Ages now: 300, 200, 100 seconds.
-    assert trash.empty(older_than=150) == 2
-    assert [i.name for i in trash.items()] == ["f2"]
+    assert [e.name for e in trash.empty(older_than=150)] == ["f0", "f1"]
+    assert [i.name for i in trash.entries()] == ["f2"]
     with pytest.raises(ValueError):
         trash.empty(older_than=-1)
-    assert trash.empty() == 1
-    assert trash.items() == ()
-    assert trash.empty() == 0
+    assert len(trash.empty()) == 1
+    assert trash.entries() == ()
+    assert trash.empty() == ()
 
 
 def test_empty_removes_old_orphans_only(trash: Trash) -> None:
@@ -242,8 +256,8 @@ def test_empty_removes_old_orphans_only(trash: Trash) -> None:
         d.mkdir()
         (d / "payload").write_text("x")
     os.utime(old, (0, 0))
-    assert trash.empty() == 0
-    assert os.listdir(trash.directory) == [young.name]
+    assert trash.empty() == ()
+    assert listing(trash) == [young.name]
 
 
 class FirstRenameCrossDevice:
@@ -272,7 +286,7 @@ def test_exdev_copy_file(trash: Trash, root: Path, dir_fd: int, monkeypatch: pyt
     payload = Path(trash.directory) / item.id / "payload"
     assert snapshot(Path(trash.directory) / item.id)["payload"] == before["x.bin"]
     assert item.size == payload.stat().st_size == 3 * 1024 * 1024 + 7
-    assert trash.items() == (item,)
+    assert trash.entries() == (item,)
 
 
 def test_exdev_copy_tree(
@@ -300,7 +314,7 @@ def test_exdev_copy_tree(
     monkeypatch.setattr("jupyter_fsbroker.core.trash.os.rename", FirstRenameCrossDevice(os.rename))
     trash.restore(item.id)
     assert snapshot(root / "tree") == before
-    assert os.listdir(trash.directory) == []
+    assert listing(trash) == []
     (root / "tree" / "ro").chmod(0o755)
 
 
@@ -323,7 +337,7 @@ def test_exdev_copy_failure_keeps_original(
     with pytest.raises(OSError, match="no space"):
         move(trash, dir_fd, root, "tree")
     assert snapshot(root / "tree") == before
-    assert os.listdir(trash.directory) == []
+    assert listing(trash) == []
 
 
 def test_metadata_failure_moves_back(
@@ -334,11 +348,11 @@ def test_metadata_failure_moves_back(
     def failing(*args: Any) -> None:
         raise OSError(errno.ENOSPC, "no space")
 
-    monkeypatch.setattr(trash_mod, "_write_meta", failing)
+    monkeypatch.setattr(trash_mod, "write_meta", failing)
     with pytest.raises(OSError, match="no space"):
         move(trash, dir_fd, root, "x")
     assert (root / "x").read_text() == "x"
-    assert os.listdir(trash.directory) == []
+    assert listing(trash) == []
 
 
 # -- remove_tree -------------------------------------------------------------------------------------
@@ -407,3 +421,19 @@ def test_remove_tree_directory_swapped_for_symlink(
     assert sorted(os.listdir(outside)) == ["secret.txt"]
     assert (outside / "secret.txt").read_text() == "keep me"
     assert (root / "moved-away" / "b.bin").exists()
+
+
+def test_usage_counts_own_changes_at_once_and_others_when_listed(
+    tmp_path: Path, trash: Trash, root: Path, dir_fd: int
+) -> None:
+    other = Trash(trash.directory)  # what another process sees
+    assert trash.usage() == (0, None)
+    (root / "a").write_text("aaa")
+    a = move(trash, dir_fd, root, "a")
+    assert trash.usage(fresh=3600) == (3, a.deleted_at)  # its own addition, without listing
+    (root / "b").write_text("bbbbb")
+    move(other, dir_fd, root, "b")
+    assert trash.usage(fresh=3600) == (3, a.deleted_at)  # not listed since
+    assert trash.usage() == (8, a.deleted_at)  # listed now
+    trash.purge(a.id)
+    assert trash.usage(fresh=3600)[0] == 5

@@ -79,6 +79,8 @@ async def _serve(args: argparse.Namespace) -> None:
         trash_dir=args.trash_dir,
         limits=Limits(**UNLIMITED, lock_wait=args.lock_wait),
         stale_temp_age=args.stale_age,
+        audit_path=args.audit_path,
+        audit_required=args.audit_required == "True",
     )
     broker = Broker(config)
     for spec in args.root:
@@ -182,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--lock-wait", type=float, default=2.0)
     parser.add_argument("--stale-age", type=float, default=60.0)
     parser.add_argument("--file-size-limit", type=int, help="RLIMIT_FSIZE of this process, in bytes")
+    parser.add_argument("--audit-path", help="the audit file (BrokerConfig.audit_path)")
+    parser.add_argument("--audit-required", choices=("True", "False"), default="False")
     parser.add_argument("--inotify-watches", type=int)
     parser.add_argument("--inotify-instances", type=int)
     args = parser.parse_args(argv)
