@@ -389,10 +389,11 @@ async def _serve(conn: ServerConnection) -> int:
             shown.add(notice)
             _print_notice(notice)
 
-    unfollow = conn.roots_offer.follow(notice_changed)
-    notice_changed(conn.roots_offer.notice)  # it may have come while connecting
+    # The handlers first: whoever reads a notice may stop the serving at once.
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    unfollow = conn.roots_offer.follow(notice_changed)
+    notice_changed(conn.roots_offer.notice)  # it may have come while connecting
     try:
         confinement = f"; {conn.sandbox.describe()}" if conn.sandbox is not None else ""
         print(
