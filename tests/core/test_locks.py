@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from jupyter_fsbroker.core.config import default_lock_dir  # noqa: E402
 from jupyter_fsbroker.core.errors import (  # noqa: E402
     ClosedError,
     FileLocked,
@@ -316,6 +317,30 @@ def test_a_failing_listener_does_not_break_the_manager(mgr: LockManager) -> None
 
 
 # ---------------------------------------------------------------------------- directories
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the folder of Linux's conventions")
+def test_the_default_lock_folder_follows_the_account_not_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pwd
+
+    account = os.path.join(pwd.getpwuid(os.getuid()).pw_dir, ".cache", "jupyter_fsbroker", "locks")
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    sessions: list[dict[str, str | None]] = [
+        {"XDG_RUNTIME_DIR": str(runtime)},  # a desktop session
+        {"XDG_RUNTIME_DIR": None},  # SSH, cron
+        {"XDG_RUNTIME_DIR": None, "HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "c")},
+    ]
+    for session in sessions:
+        with monkeypatch.context() as env:
+            for name, value in session.items():
+                if value is None:
+                    env.delenv(name, raising=False)
+                else:
+                    env.setenv(name, value)
+            assert default_lock_dir() == account, session
 
 
 def test_conflicts_below(mgr: LockManager) -> None:
