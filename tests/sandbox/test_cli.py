@@ -10,18 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_fsbroker.sandbox.landlock import ENV_SIMULATE_UNAVAILABLE
 from jupyter_fsbroker.sandbox.request import ENV_DEFAULT
 from tests.sandbox.test_servers import SNOOPING
+from tests.support import without_landlock
 from tests.support.env import server_env
 
 CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
 
 
-def open_directly(path: Path, *options: str, **env: str) -> subprocess.CompletedProcess[str]:
+def open_directly(
+    path: Path, *options: str, no_landlock: str | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """The command line connects and calls ``open_directly``; *no_landlock*: as where Landlock is missing."""
+    cli = CLI if no_landlock is None else without_landlock.module_command(no_landlock, *CLI[2:])
     return subprocess.run(
         [
-            *CLI,
+            *cli,
             *options,
             "--call",
             "open_directly",
@@ -63,7 +67,7 @@ def test_sandbox_option_and_default(secret: Path) -> None:
 
 
 def test_without_landlock_asked_is_an_error_and_the_default_a_warning(secret: Path) -> None:
-    simulated = {ENV_SIMULATE_UNAVAILABLE: "no Landlock here (test)"}
+    simulated = {"no_landlock": "no Landlock here (test)"}
     asked = open_directly(secret, "--sandbox", **simulated)
     assert asked.returncode == 2
     assert asked.stderr.startswith("jupyter-fsbroker: the sandbox was asked for, but no Landlock here (test)")
