@@ -141,7 +141,8 @@ class FSBroker(Configurable):
     sandbox = CaselessStrEnum(
         ("off", "files", "roots"),
         help="Confine local (stdio) servers by default (Linux, Landlock): 'files' (they reach your files "
-        "only through files/*), 'roots' (the roots too, read-only ones read-only) or 'off'. "
+        "only through files/*), 'roots' (they also read and write the read-write roots directly, with no "
+        "grant, consent or audit record, and read the read-only ones) or 'off'. "
         f"Default: ${ENV_DEFAULT} (1, files, roots or 0), else 'off'. broker.connect(sandbox=...) "
         "overrides it; where Landlock is unavailable a default sandbox is a warning, not an error.",
     ).tag(config=True)

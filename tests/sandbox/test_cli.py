@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -86,3 +87,28 @@ def test_sandbox_usage_errors(secret: Path) -> None:
         assert done.returncode == 2 and message in done.stderr, done.stderr
     bad_default = open_directly(secret, **{ENV_DEFAULT: "maybe"})
     assert bad_default.returncode == 2 and f"{ENV_DEFAULT}='maybe'" in bad_default.stderr
+
+
+def _option_help(parser: argparse.ArgumentParser, command: str, option: str) -> str:
+    (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    (action,) = (a for a in commands.choices[command]._actions if option in a.option_strings)
+    return " ".join(str(action.help).split())
+
+
+def test_every_help_of_the_roots_level_says_it_writes_the_read_write_roots() -> None:
+    """In words, what the roots level grants (test_reach): the read-write roots read and written."""
+    from jupyter_fsbroker.cli import build_parser as command_line
+    from jupyter_fsbroker.kernel.magics import build_parser as magic
+    from jupyter_fsbroker.kernel.settings import FSBroker
+
+    texts = {
+        "jupyter-fsbroker connect --sandbox-roots": _option_help(
+            command_line(), "connect", "--sandbox-roots"
+        ),
+        "%fsbroker connect --sandbox-roots": _option_help(magic(), "connect", "--sandbox-roots"),
+        "FSBroker.sandbox": " ".join(str(FSBroker.class_traits()["sandbox"].help).split()),
+    }
+    for where, text in texts.items():
+        assert "read and write the read-write roots directly" in text, where
+        assert "no grant, consent or audit record" in text, where
+        assert "read the read-only" in text, where
