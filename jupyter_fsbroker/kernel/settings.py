@@ -98,13 +98,17 @@ class FSBroker(Configurable):
     ).tag(config=True)
 
     ops_per_second = Float(
-        None, allow_none=True, help="Sustained files/* operations per second per connection (default 2000)."
+        None,
+        allow_none=True,
+        help="Sustained files/* operations per second per connection (default 200000: more than a server "
+        "sending one request at a time can reach; a flood meets memory_budget first).",
     ).tag(config=True)
 
     bytes_per_second = Float(
         None,
         allow_none=True,
-        help="Sustained bytes read plus written per second per connection (default 512 MiB).",
+        help="Sustained bytes read plus written per second per connection (default 16 GiB: more than one "
+        "request at a time can move).",
     ).tag(config=True)
 
     max_watches = Int(None, allow_none=True, help="Most watches per connection (default 64).").tag(
