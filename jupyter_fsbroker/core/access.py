@@ -141,11 +141,12 @@ class Access:
         return passage
 
     def leads_to_sensitive(self, location: RootPath, operation: str) -> bool:
-        """Whether the symbolic link at *location* leads, inside its root, to a sensitive path.
+        """Whether the symbolic link at *location* leads to a sensitive path that *operation* may not use.
 
-        Only one *operation* may not use: a link whose target is missing, or
-        outside the root, or that loops, leads to nothing sensitive here (it
-        is refused as such when followed).
+        Where it leads counts whether or not something is there (a link to a
+        missing ``.env`` leads to ``.env``), and so does every place on the
+        way; a link that leads out of the root, or loops, leads to nothing
+        sensitive (following it is refused for that reason).
         """
         passage = self.passage(operation)
         try:

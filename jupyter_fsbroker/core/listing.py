@@ -29,9 +29,8 @@ to be sent (one pattern match on the name when its directory is not sensitive
 itself, then the full check of the path and the connection's grants if the
 name could complete a pattern). A symbolic link is listed as a link (its own
 type, size and time, never its target's) unless it leads to a sensitive path
-in its root: then it is left out as that path would be (``accept_link``;
-following it would be refused anyway, and a listing shows nothing a request
-could not reach).
+in its root: then it is left out as that path would be (``accept_link``), as
+following it is refused as that path is.
 
 **Names JSON cannot carry** are sent readable (each undecodable byte as U+FFFD)
 with ``"undecodableName": true``, as is every entry below such a directory.

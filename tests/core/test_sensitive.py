@@ -150,6 +150,7 @@ def world(data: Path) -> Path:
     (data / "registry.json").symlink_to("proj/.docker/config.json")
     (data / "through").symlink_to(".ssh/../plain.txt")  # passes through .ssh on the way
     (data / "via").symlink_to(".ssh/out")  # follows a link that lives in .ssh
+    (data / "pending").symlink_to(".env.local")  # to a sensitive name that does not exist yet
     return data
 
 
@@ -204,7 +205,7 @@ def test_rename_and_delete_refuse_a_sensitive_end(world: Path, conn: Connection)
     ]:
         error = error_of(conn, "files/rename", {"path": source, "newPath": target, "overwrite": True})
         assert (error.name, error.reason) == ("PERMISSION_DENIED", "sensitive"), (source, target)
-    for path in ("data/notes.txt", "data/keys/known_hosts", "data/registry.json"):
+    for path in ("data/notes.txt", "data/keys/known_hosts", "data/registry.json", "data/pending"):
         assert error_of(conn, "files/delete", {"path": path}).reason == "sensitive", path
     assert tree_snapshot(world) == before
     assert conn.handle("files/rename", {"path": "data/plain.txt", "newPath": "data/plain2.txt"})
