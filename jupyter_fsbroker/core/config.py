@@ -160,12 +160,13 @@ def default_lock_dir() -> str:
 
     The lock files are named by the canonical path of what they lock
     (:mod:`~jupyter_fsbroker.core.lockfiles`), which names one file on one machine.
-    A home folder shared between machines over NFS: Linux turns the ``flock``
-    locks into NFS byte-range locks that the server keeps, so processes on one
-    machine still meet as on a local disk, and brokers on different machines meet
-    too. That coordinates a file they share at the same mount path, and makes two
-    different local files with the same absolute path on two machines conflict: a
-    FILE_LOCKED that need not have been, never a conflict missed. Across machines
+    On a home folder that several machines share over NFS, Linux turns the
+    ``flock`` locks into NFS byte-range locks that the server keeps: processes on
+    one machine still meet as on a local disk, and brokers on different machines
+    meet too. That coordinates a file they share at the same mount path, and makes
+    two different local files with the same absolute path on two machines
+    conflict: a FILE_LOCKED that need not have been, never a conflict missed,
+    which is why it is acceptable. Across machines
     the coordination is best effort (the NFS client may cache another machine's
     removal of a lock file for a few seconds); a mount without a lock service
     (``nolock``, ``local_lock=all``) keeps the locks local to each machine, which is
