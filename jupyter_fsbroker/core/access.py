@@ -123,30 +123,33 @@ class Access:
 
         return check
 
-    def passage(self, operation: str) -> Check:
+    def passage(self, operation: str | None) -> Check:
         """The check of the sensitive names alone, for places a resolution for *operation* passes.
 
         The returned ``passage(root, parts)`` raises :class:`PermissionDenied`
         (``sensitive``) unless *parts* is not sensitive or a grant that
-        includes sensitive names covers it.
+        includes sensitive names covers it for *operation* (``None``: whatever
+        the grants say).
         """
         broker = self.broker
 
         def passage(root: Root, parts: tuple[str, ...]) -> None:
             if broker.config.sensitive.matches(parts) and (
-                broker.grants.find(self.owner, RootPath(root, parts), operation, sensitive=True) is None
+                operation is None
+                or broker.grants.find(self.owner, RootPath(root, parts), operation, sensitive=True) is None
             ):
                 raise PermissionDenied("sensitive files are not shared", reason="sensitive")
 
         return passage
 
-    def leads_to_sensitive(self, location: RootPath, operation: str) -> bool:
-        """Whether the symbolic link at *location* leads to a sensitive path that *operation* may not use.
+    def leads_to_sensitive(self, location: RootPath, operation: str | None) -> bool:
+        """Whether *location*, resolved, leads to a sensitive path that *operation* may not use.
 
-        Where it leads counts whether or not something is there (a link to a
-        missing ``.env`` leads to ``.env``), and so does every place on the
-        way; a link that leads out of the root, or loops, leads to nothing
-        sensitive (following it is refused for that reason).
+        Every place on the way counts, and so does where a link points whether
+        or not something is there (a link to a missing ``.env`` leads to
+        ``.env``); a path that leads out of the root, or loops, leads to
+        nothing sensitive (it is refused for that reason). ``None``: whatever
+        the grants say.
         """
         passage = self.passage(operation)
         try:

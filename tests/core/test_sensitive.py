@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_fsbroker.core.broker import Broker, Connection
+from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
 from jupyter_fsbroker.core.sensitive import SensitiveNames
 from jupyter_fsbroker.core.watch import ChangeEvent
 
@@ -266,3 +267,25 @@ def test_watch_events_leave_out_sensitive_paths_and_links_to_them(world: Path, b
     (world / "after.txt").write_text("ordinary")
     got = collect_until(events, lambda e: e.path == "data/after.txt")
     assert [e.path for e in got if e.path != "data/after.txt"] == []
+
+
+def test_consent_is_not_offered_for_a_path_that_leads_to_a_secret(world: Path, broker: Broker) -> None:
+    asked: list[ConsentRequest] = []
+
+    def approve_everything(request: ConsentRequest) -> ConsentDecision:
+        asked.append(request)
+        return ConsentDecision.approve_all(request)
+
+    conn = broker.connect("asker", consenter=CallbackConsenter(approve_everything))
+    paths = ["data/notes.txt", "data/keys/known_hosts", "data/through", "data/plain.txt"]
+    answer = conn.handle("files/consent", {"requestedPaths": paths, "operations": ["read"]})
+    assert answer["approvedPaths"] == ["data/plain.txt"]
+    [request] = asked
+    assert [(i.path, i.approvable, i.reason) for i in request.items] == [
+        ("data/notes.txt", False, "sensitive"),
+        ("data/keys/known_hosts", False, "sensitive"),
+        ("data/through", False, "sensitive"),
+        ("data/plain.txt", True, None),
+    ]
+    assert error_of(conn, "files/read", {"path": "data/notes.txt"}).name == "PERMISSION_DENIED"
+    assert conn.handle("files/read", {"path": "data/plain.txt"})["content"] == "plain"
