@@ -18,8 +18,10 @@ for them and sends no ``files/*`` request probably opens files itself, and a
 notice on stderr says what it was not given and why.
 
 ``--sandbox`` starts a local server confined (Linux, Landlock): it reaches the
-user's files only through ``files/*`` (``--sandbox-roots``: the roots too,
-read-only ones read-only; ``--sandbox-net PORTS``: no TCP but to these ports).
+user's files only through ``files/*`` (``--sandbox-roots``: it also reads and
+writes the read-write roots directly — creates, changes, renames and deletes
+files there with no grant, consent or audit record — and reads the read-only
+ones; ``--sandbox-net PORTS``: no TCP but to these ports).
 ``JUPYTER_FSBROKER_SANDBOX=1`` (or ``roots``) makes it the default, and
 ``--no-sandbox`` turns the default off; where Landlock is unavailable an asked-for
 sandbox is an error and a default one a warning.
@@ -141,7 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--sandbox-roots",
         action="store_true",
-        help="confine it, but let it read the roots directly too (read-only roots stay read-only)",
+        help="confine it, but let it read and write the read-write roots directly (create, change, "
+        "rename and delete files there, with no grant, consent or audit record) and read the "
+        "read-only roots",
     )
     c.add_argument(
         "--sandbox-net",

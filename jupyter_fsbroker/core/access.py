@@ -7,6 +7,13 @@ covers it, the connection is still open), resolves request paths under that
 check (:func:`~jupyter_fsbroker.core.paths.resolve`), checks once more right
 before the I/O with the locks held, and takes those locks.
 
+Sensitive names are judged on resolved paths: the path a request resolves
+to, every place the resolution passed through on the way (see
+:func:`~jupyter_fsbroker.core.paths.resolve`), and, where the object is a
+symbolic link itself (delete, rename, listings, watch events), where that link
+leads in its root. A link named ``notes.txt`` that points at ``.env`` is thus
+refused, left out of listings and of watch events, as ``.env`` is.
+
 It never caches a decision: every check reads the grant table as it is at
 that moment, so a revocation also stops requests that were already queued. A
 refusal for a missing grant names the path, the operation and, when known, why
@@ -17,11 +24,13 @@ consent time out, or revoked it; see :mod:`.refusals`); its ``reason`` stays
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 from typing import Literal
 
 from .audit import AuditNote
-from .errors import NotFound, PermissionDenied
+from .errors import FilesError, NotFound, PermissionDenied
 from .locks import Hold
 from .ops import check_if_match, check_writable
 from .paths import Check, Resolved, parse, resolve
@@ -114,6 +123,43 @@ class Access:
 
         return check
 
+    def passage(self, operation: str | None) -> Check:
+        """The check of the sensitive names alone, for places a resolution for *operation* passes.
+
+        The returned ``passage(root, parts)`` raises :class:`PermissionDenied`
+        (``sensitive``) unless *parts* is not sensitive or a grant that
+        includes sensitive names covers it for *operation* (``None``: whatever
+        the grants say).
+        """
+        broker = self.broker
+
+        def passage(root: Root, parts: tuple[str, ...]) -> None:
+            if broker.config.sensitive.matches(parts) and (
+                operation is None
+                or broker.grants.find(self.owner, RootPath(root, parts), operation, sensitive=True) is None
+            ):
+                raise PermissionDenied("sensitive files are not shared", reason="sensitive")
+
+        return passage
+
+    def leads_to_sensitive(self, location: RootPath, operation: str | None) -> bool:
+        """Whether *location*, resolved, leads to a sensitive path that *operation* may not use.
+
+        Every place on the way counts, and so does where a link points whether
+        or not something is there (a link to a missing ``.env`` leads to
+        ``.env``); a path that leads out of the root, or loops, leads to
+        nothing sensitive (it is refused for that reason). ``None``: whatever
+        the grants say.
+        """
+        passage = self.passage(operation)
+        try:
+            resolve(self.broker.roots, location, check=passage, passage=passage).close()
+        except PermissionDenied as exc:
+            return exc.reason == "sensitive"
+        except (FilesError, OSError):
+            return False
+        return False
+
     def not_granted(self, location: RootPath, operation: str) -> PermissionDenied:
         """The refusal of *operation* on *location* for want of a grant, saying why there is none."""
         refusal = self.refusals.find(location, operation)
@@ -138,15 +184,29 @@ class Access:
             or broker.grants.find(self.owner, location, "read", sensitive=True) is not None
         )
 
+    def may_list_link(self, location: RootPath) -> bool:
+        """Whether a listing may show the symbolic link at *location*: it leads to nothing hidden."""
+        return not self.leads_to_sensitive(location, "read")
+
     def may_watch(self, root: Root, parts: tuple[str, ...]) -> bool:
-        """Whether a watch event on *parts* may be sent (the ``accept`` of a watch)."""
+        """Whether a watch event on *parts* may be sent (the ``accept`` of a watch).
+
+        A link that leads to a sensitive path counts as that path; whether the
+        path is a link is looked up at delivery, by its absolute path (a
+        decision to leave an event out, never to reach a file).
+        """
         if self._closed or not parts or is_temp_name(parts[-1]):
             return False
         try:
             self.check("watch")(root, parts)
         except PermissionDenied:
             return False
-        return True
+        location = RootPath(root, parts)
+        try:
+            is_link = stat.S_ISLNK(os.lstat(location.key).st_mode)
+        except OSError:
+            return True  # gone (a deletion), or unreadable: nothing to follow
+        return not (is_link and self.leads_to_sensitive(location, "watch"))
 
     # -- resolution and locks --------------------------------------------------------------------
 
@@ -179,9 +239,19 @@ class Access:
             follow_last=follow_last,
             make_parents=make_parents,
             raw=raw,
+            passage=self.passage(operation),
         )
         if note is not None:
             note.locate(res.location)
+        if (
+            not follow_last
+            and res.st is not None
+            and stat.S_ISLNK(res.st.st_mode)
+            and self.leads_to_sensitive(res.location, operation)
+        ):
+            # The link itself is the object (delete, rename): one to a secret is the secret's.
+            res.close()
+            raise PermissionDenied("sensitive files are not shared", reason="sensitive", path=raw)
         return res
 
     def recheck(self, res: Resolved, operation: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +45,10 @@ class BrokerConfig:
         Delete for good instead of moving to the trash.
     trash_dir, lock_dir
         Where deleted files and cross-process lock files go; both outside
-        every root. Default: per-user folders from ``platformdirs``.
+        every root. Default: :func:`default_trash_dir` (a per-user folder from
+        ``platformdirs``) and :func:`default_lock_dir` (one folder per user
+        account, whatever the session's environment says, so that every
+        process of the user meets there).
     trash_max_age
         Seconds a deleted object is kept in the trash (default 30 days;
         ``math.inf``: no age limit). Older entries are deleted for good when
@@ -194,13 +198,55 @@ class BrokerConfig:
 
 
 def default_lock_dir() -> str:
-    """Where cross-process lock files go when the configuration names no folder."""
-    # The per-user runtime folder when the session has one (it is cleared at logout, like
-    # the locks); otherwise the per-user cache folder.
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK):
-        return os.path.join(runtime, "jupyter_fsbroker", "locks")
-    return str(platformdirs.user_cache_path("jupyter_fsbroker") / "locks")
+    """Where cross-process lock files go when the configuration names no folder.
+
+    One folder per user account, the same for every process of that user whatever
+    its session set: ``<home>/.cache/jupyter_fsbroker/locks``, on macOS
+    ``<home>/Library/Caches/jupyter_fsbroker/locks`` (the cache folders of
+    ``platformdirs``' conventions), where ``<home>`` is the account's home folder in
+    the user database (``pwd.getpwuid(os.getuid())``). No environment variable
+    moves it: a kernel of a desktop session (with ``XDG_RUNTIME_DIR``) and a command
+    line run from SSH, cron or ``sudo -H`` (without it, or with another ``HOME`` or
+    ``XDG_CACHE_HOME``) must lock in the same folder, or they never see each other's
+    locks. Processes of different accounts (``sudo`` to root included) have
+    different folders and do not coordinate. Only a user id without an entry in the
+    user database (some containers) falls back on ``HOME``. On Windows it is the
+    account's local application data folder, as the shell reports it.
+
+    The lock files are named by the canonical path of what they lock
+    (:mod:`~jupyter_fsbroker.core.lockfiles`), which names one file on one machine.
+    On a home folder that several machines share over NFS, Linux turns the
+    ``flock`` locks into NFS byte-range locks that the server keeps: processes on
+    one machine still meet as on a local disk, and brokers on different machines
+    meet too. That coordinates a file they share at the same mount path, and makes
+    two different local files with the same absolute path on two machines
+    conflict: a FILE_LOCKED that need not have been, never a conflict missed,
+    which is why it is acceptable. Across machines
+    the coordination is best effort (the NFS client may cache another machine's
+    removal of a lock file for a few seconds); a mount without a lock service
+    (``nolock``, ``local_lock=all``) keeps the locks local to each machine, which is
+    what processes on one machine need; a mount whose lock service fails makes
+    taking a lock fail (INTERNAL ``lock_error``), never pass silently. Name a local
+    folder (``lock_dir``) to keep locks off NFS.
+    """
+    if sys.platform == "win32":  # pragma: no cover - the shell's folder, per account
+        return str(platformdirs.user_cache_path("jupyter_fsbroker") / "locks")
+    home = _account_home()
+    if sys.platform == "darwin":  # pragma: no cover - platformdirs' macOS cache folder
+        return os.path.join(home, "Library", "Caches", "jupyter_fsbroker", "locks")
+    return os.path.join(home, ".cache", "jupyter_fsbroker", "locks")
+
+
+def _account_home() -> str:
+    """The home folder of this process's user account, whatever ``HOME`` says."""
+    import pwd
+
+    try:
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        home = ""
+    # A user id without an entry (or an empty one): the environment is all there is.
+    return home or os.path.expanduser("~")
 
 
 def default_trash_dir() -> str:

@@ -543,7 +543,8 @@ class ConsentFlow:
             except FilesError as exc:
                 items.append(ConsentItem(path, None, False, exc.reason, operations=ops))
                 continue
-            if sensitive.matches(target.parts):
+            # As written, and as resolved: a link named notes.txt that points at .env is .env.
+            if sensitive.matches(target.parts) or self._access.leads_to_sensitive(target, None):
                 items.append(ConsentItem(path, target.rel, False, "sensitive", target.root.read_only, ops))
                 continue
             items.append(ConsentItem(path, target.rel, True, None, target.root.read_only, ops))

@@ -208,7 +208,11 @@ def list_directory(conn: Connection, p: Params, note: AuditNote) -> dict[str, An
         fd = ops.open_directory(res, raw)
         try:
             entries, more = listing.walk.page(
-                fd, limit, sensitive=conn.broker.config.sensitive, accept=access.may_list
+                fd,
+                limit,
+                sensitive=conn.broker.config.sensitive,
+                accept=access.may_list,
+                accept_link=access.may_list_link,
             )
         finally:
             os.close(fd)

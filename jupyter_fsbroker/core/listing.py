@@ -26,7 +26,11 @@ here opens a path by its absolute spelling.
 **Filters.** The broker's temporary files and, unless asked for, hidden names
 are left out when a directory is read; sensitive names when an entry is about
 to be sent (one pattern match on the name when its directory is not sensitive
-itself; the full check of the connection's grants otherwise).
+itself, then the full check of the path and the connection's grants if the
+name could complete a pattern). A symbolic link is listed as a link (its own
+type, size and time, never its target's) unless it leads to a sensitive path
+in its root: then it is left out as that path would be (``accept_link``), as
+following it is refused as that path is.
 
 **Names JSON cannot carry** are sent readable (each undecodable byte as U+FFFD)
 with ``"undecodableName": true``, as is every entry below such a directory.
@@ -56,7 +60,7 @@ __all__ = ["OPEN_DIRS", "Accept", "Walk"]
 #: The most directory descriptors one walk holds open during a page (besides the listed directory's).
 OPEN_DIRS = 8
 
-#: ``accept(location)``: whether a sensitive entry may be listed (the connection's grants say so).
+#: ``accept(location)``: whether a sensitive entry (or a link) may be listed (the connection's grants say so).
 Accept = Callable[[RootPath], bool]
 
 _KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "directory", stat.S_IFLNK: "symlink"}
@@ -107,7 +111,7 @@ class Walk:
     # -- a page ----------------------------------------------------------------------------------
 
     def page(
-        self, dir_fd: int, limit: int, *, sensitive: SensitiveNames, accept: Accept
+        self, dir_fd: int, limit: int, *, sensitive: SensitiveNames, accept: Accept, accept_link: Accept
     ) -> tuple[list[dict[str, object]], bool]:
         """The next *limit* entries at most, and whether more remain.
 
@@ -122,6 +126,9 @@ class Walk:
             The sensitive names in force.
         accept
             Whether a sensitive entry may be listed all the same.
+        accept_link
+            Whether a symbolic link may be listed (it leads to nothing the
+            connection may not see).
 
         Raises
         ------
@@ -145,7 +152,7 @@ class Walk:
                 for frame in self._frames:
                     frame.sensitive = sensitive.matches(frame.parts)
                 entries: list[dict[str, object]] = []
-                more = self._fill(dirs, entries, limit, sensitive, accept)
+                more = self._fill(dirs, entries, limit, sensitive, accept, accept_link)
             except BaseException:
                 self._frames = None  # resumed from ``last`` if ever used again
                 raise
@@ -158,13 +165,14 @@ class Walk:
         limit: int,
         sensitive: SensitiveNames,
         accept: Accept,
+        accept_link: Accept,
     ) -> bool:
         """Append entries to *out* up to *limit*; whether another entry follows them."""
         frames = self._frames
         assert frames is not None
         recursive = self.recursive
         root = self.location.root
-        name_is_sensitive = sensitive.name_matches
+        could_be_sensitive = sensitive.could_match
         lstat = os.stat
         kinds = _KINDS
         last: tuple[tuple[str, ...], str] | None = None
@@ -189,12 +197,14 @@ class Walk:
                 while index < count:
                     name = names[index]
                     index += 1
-                    if (check_all or name_is_sensitive(name)) and not accept(RootPath(root, (*parts, name))):
+                    if (check_all or could_be_sensitive(name)) and not accept(RootPath(root, (*parts, name))):
                         continue
                     try:
                         st = lstat(name, dir_fd=fd, follow_symlinks=False)
                     except FileNotFoundError:
                         continue  # removed since the directory was read
+                    if stat.S_ISLNK(st.st_mode) and not accept_link(RootPath(root, (*parts, name))):
+                        continue
                     if len(out) == limit:
                         frame.index = index - 1  # one more entry exists: it opens the next page
                         return True
@@ -245,7 +255,7 @@ class Walk:
         except BaseException:
             os.close(fd)
             raise
-        frame.sensitive = parent.sensitive or sensitive.name_matches(name)
+        frame.sensitive = parent.sensitive or sensitive.matches(frame.parts)
         assert self._frames is not None
         self._frames.append(frame)
         dirs.push(name, fd)

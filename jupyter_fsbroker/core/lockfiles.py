@@ -49,7 +49,7 @@ from portalocker.exceptions import AlreadyLocked, LockException
 
 from .errors import InternalError
 
-__all__ = ["LockFile", "LockFiles"]
+__all__ = ["LockFile", "LockFiles", "lock_path"]
 
 _log = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ class LockFiles:
             os.ftruncate(lock.fd, 0)
 
     def _path(self, key: str) -> str:
-        return os.path.join(self._dir, hashlib.sha256(os.fsencode(key)).hexdigest() + ".lock")
+        return lock_path(self._dir, key)
 
     def _remove(self, key: str, fd: int, *, exclusive: bool) -> None:
         """Close *fd*, first removing its lock file if no other process holds it."""
@@ -325,6 +325,11 @@ class LockFiles:
             os.close(fd)
             raise
         return True, LockFile(fd, exclusive)
+
+
+def lock_path(directory: str, key: str) -> str:
+    """The lock file of *key* in the lock directory *directory* (there or not)."""
+    return os.path.join(directory, hashlib.sha256(os.fsencode(key)).hexdigest() + ".lock")
 
 
 def _same_file(fd: int, path: str) -> bool:

@@ -26,7 +26,12 @@ Resolution has two stages.
 A *check* callback (grants and sensitive names, supplied by the broker) is
 called on the lexical path first, on the would-be path when something is
 missing, and on the canonical path at the end, so no answer ever tells whether
-something exists where the caller may not look.
+something exists where the caller may not look. A *passage* callback (the
+sensitive names) is called on every place the walk goes through and leaves
+again: each symbolic link before it is read, and each directory a link's ``..``
+leaves. So the rules hold for every component the resolution passed, not only
+for where it ended: a link to ``.ssh/../notes.txt``, or one that follows a link
+kept inside ``.ssh``, is refused as ``.ssh`` is.
 
 A request path holding a lone surrogate is refused by :func:`parse` (it could
 only name a file whose name is not valid UTF-8, and create one); a link that
@@ -233,6 +238,7 @@ def resolve(
     follow_last: bool = True,
     make_parents: bool = False,
     raw: str | None = None,
+    passage: Check | None = None,
 ) -> Resolved:
     """Walk to *target* from its root's descriptor and return the checked object.
 
@@ -256,6 +262,10 @@ def resolve(
         no limit of :data:`MAX_SYMLINKS`).
     raw
         The path as the request wrote it, for error data.
+    passage
+        Raises :class:`PermissionDenied` for a place the walk may not pass
+        through: called with each symbolic link's own path before it is read,
+        and with each directory's path before a link's ``..`` leaves it.
 
     Raises
     ------
@@ -321,6 +331,8 @@ def resolve(
                     raise PermissionDenied(
                         "a symbolic link leads out of its root", reason="escaping_symlink", path=shown
                     )
+                if passage is not None:
+                    passage(root, tuple(walk.names))
                 pending.extendleft(reversed(walk.leave()))
                 continue
             top = walk.top
@@ -330,7 +342,7 @@ def resolve(
                 except FileNotFoundError:
                     st = None
                 if st is not None and follow_last and stat.S_ISLNK(st.st_mode):
-                    hops = _follow(root, comp, top, pending, walk, hops, shown)
+                    hops = _follow(root, comp, top, pending, walk, hops, shown, passage)
                     continue
                 parts = (*walk.names, comp)
                 check(root, parts)
@@ -346,7 +358,7 @@ def resolve(
                         code = errno.ENOENT
                     else:
                         if stat.S_ISLNK(st.st_mode):
-                            hops = _follow(root, comp, top, pending, walk, hops, shown)
+                            hops = _follow(root, comp, top, pending, walk, hops, shown, passage)
                             continue
                         if stat.S_ISDIR(st.st_mode):
                             again(comp)  # replaced by a directory since the open: look again
@@ -482,9 +494,12 @@ def _follow(
     walk: _Descent,
     hops: int,
     shown: str,
+    passage: Check | None,
 ) -> int:
     """Replace the symlink *comp* in the walk by its target; return the new hop count."""
     hops = _count_hop(hops, shown)
+    if passage is not None:
+        passage(root, (*walk.names, comp))
     try:
         link = os.readlink(comp, dir_fd=top)
     except OSError as exc:

@@ -57,7 +57,12 @@ def build_parser() -> MagicArgumentParser:
     )
     p.add_argument("--timeout", type=float, default=30.0, help="seconds to connect (default 30)")
     p.add_argument("--sandbox", action="store_true", help="confine the local server: files only via files/*")
-    p.add_argument("--sandbox-roots", action="store_true", help="confine it, but let it read the roots too")
+    p.add_argument(
+        "--sandbox-roots",
+        action="store_true",
+        help="confine it, but let it read and write the read-write roots directly (create, change, rename "
+        "and delete files there, with no grant, consent or audit record) and read the read-only ones",
+    )
     p.add_argument(
         "--sandbox-net", metavar="PORTS", help="no TCP but connections to these ports ('' for none)"
     )
@@ -154,9 +159,13 @@ class FSBrokerMagics(Magics):
                                                     connect to an MCP server over Streamable
                                                     HTTP or stdio [--timeout SECONDS]; a
                                                     sandboxed local server reaches your files
-                                                    only through the broker [--sandbox-net
-                                                    PORTS: and TCP only to these ports;
-                                                    --no-sandbox: not FSBroker.sandbox's default]
+                                                    only through the broker (--sandbox-roots:
+                                                    it also reads AND WRITES the read-write
+                                                    roots directly, with no grant, consent or
+                                                    audit, and reads the read-only ones)
+                                                    [--sandbox-net PORTS: and TCP only to these
+                                                    ports; --no-sandbox: not FSBroker.sandbox's
+                                                    default]
           %fsbroker connect ... --advertise-roots   tell the server where the shared folders are
                                                     too (by default: their names only)
           %fsbroker call NAME TOOL [JSON]           call a tool and show its result; JSON (the

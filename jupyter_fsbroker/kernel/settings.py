@@ -135,13 +135,17 @@ class FSBroker(Configurable):
     ).tag(config=True)
 
     ops_per_second = Float(
-        None, allow_none=True, help="Sustained files/* operations per second per connection (default 2000)."
+        None,
+        allow_none=True,
+        help="Sustained files/* operations per second per connection (default 200000: more than a server "
+        "sending one request at a time can reach; a flood meets memory_budget first).",
     ).tag(config=True)
 
     bytes_per_second = Float(
         None,
         allow_none=True,
-        help="Sustained bytes read plus written per second per connection (default 512 MiB).",
+        help="Sustained bytes read plus written per second per connection (default 16 GiB: more than one "
+        "request at a time can move).",
     ).tag(config=True)
 
     max_watches = Int(None, allow_none=True, help="Most watches per connection (default 64).").tag(
@@ -178,7 +182,8 @@ class FSBroker(Configurable):
     sandbox = CaselessStrEnum(
         ("off", "files", "roots"),
         help="Confine local (stdio) servers by default (Linux, Landlock): 'files' (they reach your files "
-        "only through files/*), 'roots' (the roots too, read-only ones read-only) or 'off'. "
+        "only through files/*), 'roots' (they also read and write the read-write roots directly, with no "
+        "grant, consent or audit record, and read the read-only ones) or 'off'. "
         f"Default: ${ENV_DEFAULT} (1, files, roots or 0), else 'off'. broker.connect(sandbox=...) "
         "overrides it; where Landlock is unavailable a default sandbox is a warning, not an error.",
     ).tag(config=True)

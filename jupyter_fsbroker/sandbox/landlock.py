@@ -51,7 +51,6 @@ import sys
 from functools import cache
 
 __all__ = [
-    "ENV_SIMULATE_UNAVAILABLE",
     "AccessFS",
     "AccessNet",
     "LandlockUnavailable",
@@ -69,11 +68,6 @@ __all__ = [
     "scopes",
     "set_no_new_privs",
 ]
-
-#: Tests only: when set (to a reason), :func:`abi_version` acts as on a machine without Landlock.
-#: It simulates an older kernel, macOS or a container that blocks the system calls; it can only
-#: make confinement fail (an error, or a warning and no "confined" claim), never weaken a ruleset.
-ENV_SIMULATE_UNAVAILABLE = "FSBROKER_SANDBOX_SIMULATE_UNAVAILABLE"
 
 # The same numbers on every architecture (system calls from 424 on are shared; alpha is not a target).
 _SYS_CREATE_RULESET = 444
@@ -221,24 +215,30 @@ def abi_version() -> int:
     Raises
     ------
     LandlockUnavailable
-        Not Linux, no Landlock in the kernel, Landlock disabled, the system
-        calls blocked — or the simulation of :data:`ENV_SIMULATE_UNAVAILABLE`.
+        Not Linux, no Landlock in the kernel, Landlock disabled, or the system
+        calls blocked.
     """
-    simulated = os.environ.get(ENV_SIMULATE_UNAVAILABLE)
-    if simulated:
-        raise LandlockUnavailable(f"{simulated} (simulated: {ENV_SIMULATE_UNAVAILABLE} is set)")
     try:
-        return _syscall(
-            ctypes.c_long(_SYS_CREATE_RULESET),
-            None,
-            ctypes.c_size_t(0),
-            ctypes.c_uint32(_CREATE_RULESET_VERSION),
-        )
+        return _query_abi()
     except LandlockUnavailable:
         raise
     except OSError as exc:
         reason = _UNAVAILABLE.get(exc.errno or 0, f"the Landlock version query failed: {exc.strerror}")
         raise LandlockUnavailable(exc.errno, reason) from None
+
+
+def _query_abi() -> int:
+    """``landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)``: the ABI, or ``OSError``.
+
+    The one place that asks the kernel; tests replace it to stand for a machine
+    without Landlock (nothing outside the process can).
+    """
+    return _syscall(
+        ctypes.c_long(_SYS_CREATE_RULESET),
+        None,
+        ctypes.c_size_t(0),
+        ctypes.c_uint32(_CREATE_RULESET_VERSION),
+    )
 
 
 def create_ruleset(abi: int, fs: AccessFS, net: AccessNet, scoped: Scope) -> int:

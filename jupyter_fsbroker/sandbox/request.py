@@ -34,7 +34,9 @@ class Sandbox:
     ----------
     level
         ``"files"``: nothing of the user's but what ``files/*`` gives; ``"roots"``:
-        the roots too, directly (read-only roots read-only).
+        the roots too, directly, past grants, consent and audit: read and write
+        (create, change, rename, delete; no execution) on read-write roots, read
+        on read-only ones.
     connect_ports
         ``None``: the network is not confined. Otherwise the second level: the only TCP
         ports the server may connect to (``()``: none), and no TCP port to listen on.

@@ -37,10 +37,10 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     data.mkdir()
     (data / "sales.csv").write_text("region,revenue\nnorth,120\nsouth,95\neast,\n")
     monkeypatch.chdir(tmp_path)
-    # Lock files and trash of these processes stay inside the test's folder.
+    # The trash of these processes stays inside the test's folder (their lock files go to the
+    # account's lock folder, which no environment variable moves).
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
-    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     return tmp_path
 
 

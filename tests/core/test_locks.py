@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import select
@@ -21,6 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from jupyter_fsbroker.core.config import default_lock_dir  # noqa: E402
 from jupyter_fsbroker.core.errors import (  # noqa: E402
     ClosedError,
     FileLocked,
@@ -305,17 +307,63 @@ def test_subscribe_is_called_outside_the_internal_lock(mgr: LockManager) -> None
     assert seen == [1, 0]
 
 
-def test_a_failing_listener_does_not_break_the_manager(mgr: LockManager) -> None:
+def test_a_failing_listener_does_not_break_the_manager(
+    mgr: LockManager, lock_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[str] = []
+
     def boom() -> None:
         raise RuntimeError("listener bug")
 
+    mgr.subscribe(lambda: seen.append("first"))
     mgr.subscribe(boom)
-    with hold_a(mgr) as hold:
-        lock_id = hold.keep()
-    mgr.release(lock_id, owner="conn-a")
+    mgr.subscribe(lambda: seen.append("last"))
+    with caplog.at_level(logging.ERROR, logger="jupyter_fsbroker.core.observers"):
+        with hold_a(mgr) as hold:
+            lock_id = hold.keep()
+        assert seen == ["first", "last"]  # the listeners after the failing one ran too
+        assert [info.lock_id for info in mgr.held()] == [lock_id]
+        mgr.release(lock_id, owner="conn-a")
+        assert seen == ["first", "last"] * 2
+        # Released: for this process, for another one, and its lock file is gone.
+        assert mgr.held() == ()
+        with LockManager(lock_dir, wait=0) as other:
+            assert not other.is_locked(KEY)
+        assert lock_files(lock_dir) == []
+        with hold_b(mgr, wait=0) as hold:
+            hold.keep()
+        assert mgr.release_owner("conn-b") == 1  # and the same on the other ways a lock ends
+        assert seen == ["first", "last"] * 4
+        assert mgr.held() == () and lock_files(lock_dir) == []
+    failures = [r for r in caplog.records if r.getMessage() == "a listener failed"]
+    assert len(failures) == 4 and all(r.exc_info and r.exc_info[0] is RuntimeError for r in failures)
 
 
 # ---------------------------------------------------------------------------- directories
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the folder of Linux's conventions")
+def test_the_default_lock_folder_follows_the_account_not_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pwd
+
+    account = os.path.join(pwd.getpwuid(os.getuid()).pw_dir, ".cache", "jupyter_fsbroker", "locks")
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    sessions: list[dict[str, str | None]] = [
+        {"XDG_RUNTIME_DIR": str(runtime)},  # a desktop session
+        {"XDG_RUNTIME_DIR": None},  # SSH, cron
+        {"XDG_RUNTIME_DIR": None, "HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "c")},
+    ]
+    for session in sessions:
+        with monkeypatch.context() as env:
+            for name, value in session.items():
+                if value is None:
+                    env.delenv(name, raising=False)
+                else:
+                    env.setenv(name, value)
+            assert default_lock_dir() == account, session
 
 
 def test_conflicts_below(mgr: LockManager) -> None:

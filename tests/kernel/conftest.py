@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from jupyter_core.utils import ensure_event_loop
 
+from jupyter_fsbroker.core.lockfiles import lock_path
 from tests.support.env import REPO, server_env
 from tests.support.leaks import ends_with_each_user
 from tests.support.servers import MODULE as SERVER_MODULE
@@ -30,6 +31,19 @@ PROFILE = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"})'
 PROFILE_RAW = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"}, raise_on_error=False)'
 
 SALES_CSV = "region,amount\nnorth,10\nsouth,20\neast,\nwest,40\n"
+
+
+def held_lock_files(kernel: Kernel) -> list[Path]:
+    """The lock files of the locks the kernel's broker holds now.
+
+    They are in the user account's lock folder, which other processes (other tests) share:
+    a test looks at its own files, never at the whole folder.
+    """
+    folder, keys = kernel.value(
+        "(lambda b: (b.core.locks.lock_dir, sorted({l.key for l in b.locks()})))"
+        "(__import__('jupyter_fsbroker').get_broker())"
+    )
+    return [Path(lock_path(folder, key)) for key in keys]
 
 
 def make_workdir(base: Path) -> Path:

@@ -81,7 +81,11 @@ class Widget:
 
 
 def isolated_env(base: Path) -> dict[str, str]:
-    """Environment variables giving a kernel its own home, caches, runtime and IPython profile."""
+    """Environment variables giving a kernel its own home, caches, runtime and IPython profile.
+
+    The broker's lock files are not moved by them: they go to the user account's lock folder
+    (``default_lock_dir``), shared with every other process of the user, as they must be.
+    """
     folders = {}
     for name in ("home", "cache", "data", "config", "runtime", "ipython"):
         path = base / name

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
-from .conftest import ASK_BETWEEN_CELLS, PROFILE, PROFILE_RAW, STDIO_COMMAND, load, shown_prompt
+from .conftest import (
+    ASK_BETWEEN_CELLS,
+    PROFILE,
+    PROFILE_RAW,
+    STDIO_COMMAND,
+    held_lock_files,
+    load,
+    shown_prompt,
+)
 from .harness import Kernel, Widget
 
 
@@ -47,11 +54,6 @@ def disconnect_button(kernel: Kernel, name: str, timeout: float = 15.0) -> Widge
     return button
 
 
-def lock_files(kernel: Kernel) -> list[Path]:
-    folder = Path(kernel.env["XDG_RUNTIME_DIR"]) / "jupyter_fsbroker" / "locks"
-    return list(folder.iterdir()) if folder.exists() else []
-
-
 def test_disconnect_ends_the_connection_and_releases_its_locks(kernel: Kernel) -> None:
     kernel.run(
         f"victim = broker.connect('victim', command={STDIO_COMMAND})\nbroker.allow('data/raw', ops=('read',))"
@@ -60,12 +62,13 @@ def test_disconnect_ends_the_connection_and_releases_its_locks(kernel: Kernel) -
     assert kernel.value("[(l.path, l.owner_label) for l in broker.locks() if l.kept]") == [
         ("data/raw/one.csv", "victim")
     ]
-    assert len(lock_files(kernel)) == 1
+    (lock_file,) = held_lock_files(kernel)
+    assert lock_file.exists()
     kernel.click(disconnect_button(kernel, "victim"))
     assert kernel.value("victim.wait_closed(10)") is True
     assert kernel.value("(victim.state, victim.close_reason)") == ("closed", "closed by the user")
     assert kernel.value("broker.locks()") == ()
-    assert lock_files(kernel) == []
+    assert not lock_file.exists()
     assert kernel.value("analysis.state") == "open"
 
 

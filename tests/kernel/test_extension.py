@@ -5,9 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
-from .conftest import STDIO_COMMAND, connect_stdio, load
+from .conftest import STDIO_COMMAND, connect_stdio, held_lock_files, load
 from .harness import Kernel
 
 THREADS = "{(t.ident, t.name) for t in __import__('threading').enumerate()}"
@@ -27,10 +26,6 @@ def _children():
             pass
     return sorted(found)
 """
-
-
-def lock_dir(kernel: Kernel) -> Path:
-    return Path(kernel.env["XDG_RUNTIME_DIR"]) / "jupyter_fsbroker" / "locks"
 
 
 def test_load_is_quiet_and_unload_leaves_nothing_behind(start_kernel: Callable[..., Kernel]) -> None:
@@ -53,14 +48,15 @@ def test_load_is_quiet_and_unload_leaves_nothing_behind(start_kernel: Callable[.
         "r = analysis.call_tool('watch_changes', {'path': 'data', 'seconds': 0.2}); assert not r.is_error, r"
     )
     kernel.run("analysis.connection.handle('files/read', {'path': 'data/sales.csv', 'keepLocked': True})")
-    assert len(list(lock_dir(kernel).iterdir())) == 1
+    (lock_file,) = held_lock_files(kernel)
+    assert lock_file.exists()
     assert len(kernel.value("_children()")) == 1
 
     kernel.run("%unload_ext jupyter_fsbroker")
     new_threads = kernel.value(f"sorted({THREADS} - before)")
     assert new_threads == [], f"threads left behind: {new_threads}"
     assert kernel.value("_children()") == [], "the server process is still running"
-    assert list(lock_dir(kernel).iterdir()) == [], "lock files left behind"
+    assert not lock_file.exists(), "lock file left behind"
     assert kernel.value("sorted(os.listdir('data')) == files_before")
     assert kernel.value("analysis.closed") and kernel.value("broker.closed")
     assert "UsageError" in kernel.run_fail("%fsbroker status")["ename"], "%fsbroker is still registered"
@@ -155,9 +151,10 @@ def test_kernel_shutdown_closes_connections_and_releases_locks(start_kernel: Cal
     kernel.run("broker.allow('data', ops=('read',))")
     kernel.run(f"analysis = broker.connect('analysis', command={STDIO_COMMAND})")
     kernel.run("analysis.connection.handle('files/read', {'path': 'data/sales.csv', 'keepLocked': True})")
-    assert len(list(lock_dir(kernel).iterdir())) == 1
+    (lock_file,) = held_lock_files(kernel)
+    assert lock_file.exists()
     kernel.shutdown(now=False)  # a graceful shutdown runs the atexit hook
-    assert list(lock_dir(kernel).iterdir()) == [], "the atexit hook did not release the lock"
+    assert not lock_file.exists(), "the atexit hook did not release the lock"
 
 
 def test_importing_the_package_loads_no_jupyter_and_no_mcp() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_fsbroker.sandbox.landlock import ENV_SIMULATE_UNAVAILABLE
 from jupyter_fsbroker.sandbox.launch import SandboxUnavailable, landlock_abi
+from tests.support import without_landlock
 from tests.support.ci import cannot_run
 
 from .conftest import load
@@ -78,7 +78,7 @@ def test_magics_connect_with_the_sandbox(kernel: Kernel) -> None:
 
 
 def test_without_landlock_asked_is_an_error_and_the_setting_a_warning(kernel: Kernel) -> None:
-    kernel.run(f"os.environ[{ENV_SIMULATE_UNAVAILABLE!r}] = 'no Landlock in this kernel (test)'")
+    kernel.run(without_landlock.kernel_code("no Landlock in this kernel (test)"))
     try:
         failed = kernel.run_fail(f"broker.connect('asked', command={SNOOPING}, env={ENV}, sandbox=True)")
         assert failed["ename"] == "SandboxUnavailable"
@@ -90,4 +90,4 @@ def test_without_landlock_asked_is_an_error_and_the_setting_a_warning(kernel: Ke
         described = str(kernel.value("default.sandbox.describe()"))
         assert described.startswith("not sandboxed (sandbox unavailable: no Landlock in this kernel (test)")
     finally:
-        kernel.run(f"os.environ.pop({ENV_SIMULATE_UNAVAILABLE!r}, None)\n%config FSBroker.sandbox = 'off'")
+        kernel.run(f"{without_landlock.KERNEL_RESTORE}\n%config FSBroker.sandbox = 'off'")

@@ -31,7 +31,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", action="append", default=[], metavar="NAME=DIR")
     parser.add_argument("--allow", action="append", default=[], metavar="PATH:OPS")
-    parser.add_argument("--lock-dir", required=True)
+    parser.add_argument("--lock-dir", help="default: the broker's own default")
     parser.add_argument("--trash-dir", required=True)
     parser.add_argument("--lock-wait", type=float, default=2.0)
     parser.add_argument("--stale-age", type=float, default=60.0)
@@ -210,14 +210,19 @@ class BrokerProcess:
     Parameters
     ----------
     base
-        A folder of the test: the lock directory defaults to ``base/locks``, the trash to
-        ``base/trash``; the child's stderr goes to ``base/<label>.stderr``.
+        A folder of the test: the trash goes to ``base/trash``, the child's stderr to
+        ``base/<label>.stderr``.
     roots
         ``{name: folder}`` shared read-write.
     allow
         ``PATH:OPS`` pre-approvals.
     prefix
         A command the child is started under (``unshare ...``).
+    default_locks
+        Lock files where a broker puts them by default, instead of in ``base/locks``.
+    env
+        Changes to the child's environment (this process's, importing this checkout); a
+        variable given ``None`` is removed.
     **options
         Further options of the child, by their name (``stale_age=0``, ``file_size_limit=...``).
     """
@@ -230,10 +235,14 @@ class BrokerProcess:
         allow: Sequence[str] = (),
         label: str = "broker",
         prefix: Sequence[str] = (),
+        default_locks: bool = False,
+        env: Mapping[str, str | None] | None = None,
         **options: Any,
     ) -> None:
         argv = [*prefix, sys.executable, "-m", "tests.reliability.brokerproc"]
-        argv += ["--lock-dir", str(base / "locks"), "--trash-dir", str(base / "trash")]
+        argv += ["--trash-dir", str(base / "trash")]
+        if not default_locks:
+            argv += ["--lock-dir", str(base / "locks")]
         for name, folder in roots.items():
             argv += ["--root", f"{name}={folder}"]
         for spec in allow:
@@ -246,13 +255,15 @@ class BrokerProcess:
         self._ids = itertools.count(1)
         self._answers: dict[int, queue.Queue[dict[str, Any]]] = {}
         self._lock = threading.Lock()
+        child_env = {**os.environ, **server_env()}
+        for name, value in (env or {}).items():
+            if value is None:
+                child_env.pop(name, None)
+            else:
+                child_env[name] = value
         with self.stderr_path.open("wb") as stderr:
             self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env={**os.environ, **server_env()},
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=child_env
             )
         self._waiting(0)
         self._reader = threading.Thread(target=self._read, name=f"{label}-answers", daemon=True)

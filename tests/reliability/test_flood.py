@@ -1,5 +1,9 @@
 """A server floods the broker: memory stays bounded by the connection's budget, and every request is answered.
 
+With the default limits, a flood of small requests is refused (RATE_LIMITED with
+``retryAfterMs``) while the same requests sent one at a time, as fast as the
+broker answers them, never are.
+
 Before the memory budget, finished answers queued without limit behind the
 single writer: hundreds of large reads sent at once with thousands of small
 requests grew the brokering process by over 1 GiB. Now a request waits until
@@ -15,6 +19,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,3 +98,46 @@ async def test_a_flood_of_large_reads_stays_within_the_memory_budget(tmp_path: P
         f"peak RSS growth {growth_mib:.0f} MiB"
     )
     assert growth_mib < 4 * BUDGET / MiB + 128, f"the process grew by {growth_mib:.0f} MiB"
+
+
+async def run_tool(
+    broker_limits: Limits | None, tmp_path: Path, tool: str, args: dict[str, object]
+) -> dict[str, Any]:
+    """Call *tool* of the flood server over stdio, with *broker_limits* (``None``: the defaults)."""
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    (data / "small.txt").write_text("x" * 96)
+    options = {} if broker_limits is None else {"limits": broker_limits}
+    with make_broker(tmp_path, **options) as broker:
+        broker.add_root(data, name="data")
+        broker.allow("data", ops=("read",))
+        async with open_connection(broker, "flood", command=sys.executable, args=[FLOOD]) as conn:
+            result = await conn.call_tool(tool, args, timeout=600)
+    report: dict[str, Any] = json.loads(result["content"][0]["text"])
+    return report
+
+
+@pytest.mark.anyio
+async def test_a_sequential_server_at_full_speed_is_never_rate_limited(tmp_path: Path) -> None:
+    count = max(10_000, 3 * Limits().ops_burst)  # well past the burst: the rate decides
+    for method, params in [
+        ("files/read", {"path": "data/small.txt"}),
+        ("files/stat", {"path": "data/missing.txt"}),  # NOT_FOUND: answered fastest
+    ]:
+        report = await run_tool(
+            None, tmp_path, "sequence", {"count": count, "method": method, "params": params}
+        )
+        rate = report["requests"] / report["seconds"]
+        print(f"\n{count} sequential {method} over stdio: {rate:.0f} per second, {report['outcomes']}")
+        assert "-32107" not in report["outcomes"], (method, rate, report)
+        assert sum(report["outcomes"].values()) == count
+
+
+@pytest.mark.anyio
+async def test_a_flood_of_small_requests_is_refused_with_a_retry_time_by_default(tmp_path: Path) -> None:
+    flood = {"big": 0, "small": 20_000, "big_path": "", "small_path": "data/small.txt", "length": 1}
+    report = await run_tool(None, tmp_path, "flood", flood)
+    assert report["answered"] == report["requests"] == 20_000 and report["twice"] == 0, report
+    assert set(report["outcomes"]) == {"result", "-32107"}, report
+    assert report["retry_after_ms"] and all(retry > 0 for retry in report["retry_after_ms"])
+    print(f"\nflood of 20000 files/stat with the default limits: {report['outcomes']}")

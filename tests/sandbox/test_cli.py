@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -10,18 +11,22 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_fsbroker.sandbox.landlock import ENV_SIMULATE_UNAVAILABLE
 from jupyter_fsbroker.sandbox.request import ENV_DEFAULT
 from tests.sandbox.test_servers import SNOOPING
+from tests.support import without_landlock
 from tests.support.env import server_env
 
 CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
 
 
-def open_directly(path: Path, *options: str, **env: str) -> subprocess.CompletedProcess[str]:
+def open_directly(
+    path: Path, *options: str, no_landlock: str | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """The command line connects and calls ``open_directly``; *no_landlock*: as where Landlock is missing."""
+    cli = CLI if no_landlock is None else without_landlock.module_command(no_landlock, *CLI[2:])
     return subprocess.run(
         [
-            *CLI,
+            *cli,
             *options,
             "--call",
             "open_directly",
@@ -63,7 +68,7 @@ def test_sandbox_option_and_default(secret: Path) -> None:
 
 
 def test_without_landlock_asked_is_an_error_and_the_default_a_warning(secret: Path) -> None:
-    simulated = {ENV_SIMULATE_UNAVAILABLE: "no Landlock here (test)"}
+    simulated = {"no_landlock": "no Landlock here (test)"}
     asked = open_directly(secret, "--sandbox", **simulated)
     assert asked.returncode == 2
     assert asked.stderr.startswith("jupyter-fsbroker: the sandbox was asked for, but no Landlock here (test)")
@@ -82,3 +87,28 @@ def test_sandbox_usage_errors(secret: Path) -> None:
         assert done.returncode == 2 and message in done.stderr, done.stderr
     bad_default = open_directly(secret, **{ENV_DEFAULT: "maybe"})
     assert bad_default.returncode == 2 and f"{ENV_DEFAULT}='maybe'" in bad_default.stderr
+
+
+def _option_help(parser: argparse.ArgumentParser, command: str, option: str) -> str:
+    (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    (action,) = (a for a in commands.choices[command]._actions if option in a.option_strings)
+    return " ".join(str(action.help).split())
+
+
+def test_every_help_of_the_roots_level_says_it_writes_the_read_write_roots() -> None:
+    """In words, what the roots level grants (test_reach): the read-write roots read and written."""
+    from jupyter_fsbroker.cli import build_parser as command_line
+    from jupyter_fsbroker.kernel.magics import build_parser as magic
+    from jupyter_fsbroker.kernel.settings import FSBroker
+
+    texts = {
+        "jupyter-fsbroker connect --sandbox-roots": _option_help(
+            command_line(), "connect", "--sandbox-roots"
+        ),
+        "%fsbroker connect --sandbox-roots": _option_help(magic(), "connect", "--sandbox-roots"),
+        "FSBroker.sandbox": " ".join(str(FSBroker.class_traits()["sandbox"].help).split()),
+    }
+    for where, text in texts.items():
+        assert "read and write the read-write roots directly" in text, where
+        assert "no grant, consent or audit record" in text, where
+        assert "read the read-only" in text, where

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from jupyter_fsbroker.sandbox import Sandbox, SandboxUnavailable, choose, prepare
-from jupyter_fsbroker.sandbox.landlock import ENV_SIMULATE_UNAVAILABLE
 from jupyter_fsbroker.sandbox.launch import launcher_command
 from jupyter_fsbroker.sandbox.run import CANNOT_CONFINE, NOT_FOUND
 from tests.sandbox.conftest import PROBE, environment, run_launch
+from tests.support import without_landlock
 from tests.support.ci import cannot_run
 
 SIMULATED = "this kernel is too old (test)"
@@ -26,7 +26,7 @@ SIMULATED = "this kernel is too old (test)"
 @pytest.fixture
 def no_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
     """A machine without Landlock, simulated (an older kernel, macOS, a container that blocks it)."""
-    monkeypatch.setenv(ENV_SIMULATE_UNAVAILABLE, SIMULATED)
+    without_landlock.simulate(monkeypatch, SIMULATED)
 
 
 @pytest.mark.usefixtures("no_landlock")
@@ -47,9 +47,7 @@ def test_a_default_sandbox_unavailable_is_one_warning_and_never_a_claim(
     with launch:
         assert launch.command == [sys.executable, str(PROBE)]
         assert not launch.status.confined
-        assert launch.status.describe() == (
-            f"not sandboxed (sandbox unavailable: {SIMULATED} (simulated: {ENV_SIMULATE_UNAVAILABLE} is set))"
-        )
+        assert launch.status.describe() == f"not sandboxed (sandbox unavailable: {SIMULATED})"
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "\n" not in warnings[0].getMessage()
     assert "without the default sandbox" in warnings[0].getMessage()
@@ -59,7 +57,7 @@ def test_the_launcher_never_runs_the_command_unconfined(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     command = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
     with prepare(command, choose(True), env=environment()) as launch:
-        simulated = run_launch(launch, **{ENV_SIMULATE_UNAVAILABLE: SIMULATED})
+        simulated = run_launch(launch, without_landlock.launcher(SIMULATED, launch.command))
     assert simulated.returncode == CANNOT_CONFINE
     assert simulated.stderr.startswith(
         "jupyter-fsbroker sandbox: Landlock is unavailable, the server was not started"

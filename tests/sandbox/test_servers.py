@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +28,9 @@ from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
 from jupyter_fsbroker.protocol import connect
 from jupyter_fsbroker.sandbox import Sandbox, SandboxUnavailable, choose
-from jupyter_fsbroker.sandbox.landlock import ENV_SIMULATE_UNAVAILABLE
 from tests.interop.npm import NodeTools, install_or_skip
 from tests.sandbox.test_confine import placed
+from tests.support import without_landlock
 from tests.support.brokers import make_broker
 from tests.support.ci import cannot_run
 from tests.support.env import server_env
@@ -213,7 +213,7 @@ async def test_by_default_only_a_server_confined_to_the_roots_is_told_where_they
 async def test_without_landlock_asking_is_an_error_and_a_default_is_a_warning(
     broker: Broker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setenv(ENV_SIMULATE_UNAVAILABLE, "this kernel has no Landlock (test)")
+    without_landlock.simulate(monkeypatch, "this kernel has no Landlock (test)")
     with pytest.raises(
         SandboxUnavailable, match=r"the sandbox was asked for, but this kernel has no Landlock"
     ):
@@ -238,15 +238,25 @@ async def test_a_url_cannot_be_sandboxed(broker: Broker) -> None:
         await connect(broker, "remote", url="http://127.0.0.1:9/mcp", sandbox=True)
 
 
-async def test_a_launcher_that_cannot_confine_says_why_in_the_connect_error(broker: Broker) -> None:
+async def test_a_launcher_that_cannot_confine_says_why_in_the_connect_error(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Landlock gone between the broker's check and the start: the server never runs, the user reads why."""
     from jupyter_fsbroker.protocol import ConnectError
+    from jupyter_fsbroker.sandbox import launch
 
-    env = {**server_env(), ENV_SIMULATE_UNAVAILABLE: "gone since the check (test)"}
+    real = launch.launcher_command
+    reason = "gone since the check (test)"
+
+    def without(policy: str, command: Sequence[str]) -> list[str]:
+        return without_landlock.launcher(reason, real(policy, command))
+
+    monkeypatch.setattr(launch, "launcher_command", without)
     with pytest.raises(
         ConnectError, match=r"jupyter-fsbroker sandbox: Landlock is unavailable, the server was not"
-    ):
-        await connect(broker, "snoop", command=SNOOPING[0], args=SNOOPING[1:], env=env, sandbox=True)
+    ) as info:
+        await connect(broker, "snoop", command=SNOOPING[0], args=SNOOPING[1:], env=server_env(), sandbox=True)
+    assert reason in str(info.value)
 
 
 async def test_the_private_folder_goes_when_the_server_is_killed(broker: Broker) -> None:

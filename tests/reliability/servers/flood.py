@@ -7,6 +7,10 @@ takes them, never waiting for an answer — while the main thread reads the
 answers. Once every request has its answer (or 120 s passed) it returns
 ``{"requests", "answered", "twice", "outcomes": {"result" | code: count}, "retry_after_ms": [...]}``.
 
+Tool ``sequence {count, method, params}``: the opposite, a well-behaved server at full speed:
+*count* requests one at a time, each sent as soon as the previous one is answered; it returns
+``{"requests", "seconds", "outcomes", "retry_after_ms"}``.
+
 It imports nothing but the standard library and the tests' own wire helpers, which keep to it.
 """
 
@@ -87,6 +91,37 @@ def flood(wire: LineWire, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def sequence(wire: LineWire, args: dict[str, Any]) -> dict[str, Any]:
+    outcomes: Counter[str] = Counter()
+    retry_after: list[int] = []
+    start = time.perf_counter()
+    for index in range(args["count"]):
+        request_id = f"seq-{index}"
+        wire.send({"jsonrpc": "2.0", "id": request_id, "method": args["method"], "params": args["params"]})
+        while True:
+            message = receive(wire, PATIENCE)
+            if message is None:
+                raise RuntimeError(f"no answer to request {index} within {PATIENCE:g} s")
+            if message.get("id") == request_id and "method" not in message:
+                break
+        if "error" in message:
+            outcomes[str(message["error"]["code"])] += 1
+            retry = message["error"].get("data", {}).get("retryAfterMs")
+            if retry is not None:
+                retry_after.append(retry)
+        else:
+            outcomes["result"] += 1
+    return {
+        "requests": args["count"],
+        "seconds": time.perf_counter() - start,
+        "outcomes": dict(outcomes),
+        "retry_after_ms": sorted(set(retry_after)),
+    }
+
+
+TOOLS = {"flood": flood, "sequence": sequence}
+
+
 def main() -> None:
     wire = LineWire()
     while True:
@@ -105,9 +140,11 @@ def main() -> None:
                 },
             )
         elif method == "tools/list":
-            wire.reply(request_id, {"tools": [{"name": "flood", "inputSchema": {"type": "object"}}]})
+            tools = [{"name": name, "inputSchema": {"type": "object"}} for name in TOOLS]
+            wire.reply(request_id, {"tools": tools})
         elif method == "tools/call":
-            wire.reply(request_id, text_result(flood(wire, message["params"]["arguments"])))
+            tool = TOOLS[message["params"]["name"]]
+            wire.reply(request_id, text_result(tool(wire, message["params"]["arguments"])))
         else:
             wire.reply_error(request_id, -32601, "no")
 
