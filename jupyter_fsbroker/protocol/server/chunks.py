@@ -17,7 +17,6 @@ from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from .errors import EncodingError, InternalError, PreconditionFailed, TooLarge
-from .heap import keep_heap
 from .results import ReadChunk
 from .wire import CHUNK_SAFE_CODECS, decode_base64
 
@@ -79,7 +78,6 @@ class ChunkStream(Generic[T]):
         self._gen: AsyncIterator[Any] | None = None
         self._tasks: set[asyncio.Task[_Fetched]] = set()
         self._closed = False
-        keep_heap()  # the chunks' buffers are reused rather than faulted in again (see .heap)
 
     async def __aenter__(self) -> ChunkStream[T]:
         return self
