@@ -93,6 +93,22 @@ def test_base64_with_padding_inside_or_a_bad_length_is_not_spliced(bad: str) -> 
     assert not is_base64(bad)
 
 
+def test_an_answer_the_decoder_wants_gets_its_base64_content_as_bytes() -> None:
+    wanted = [7]
+
+    def decode(message: Any) -> bool:  # what DirectChannel.wants_bytes does
+        return message.get("id") in wanted
+
+    parsed = parse_line(answer(READ), decode=decode)["result"]
+    assert parsed["content"] == base64.b64decode(CONTENT) and parsed["bytesRead"] == 300_000
+    wanted.clear()
+    assert parse_line(answer(READ), decode=decode) == pydantic_core.from_json(answer(READ))  # not asked: text
+    wanted.append(7)
+    # Content the answer says is text, or that is no base64: as the JSON parser gives it.
+    for line in (answer('{"content":"@","encoding":"utf-8"}'), answer('{"content":"@"}', "QQ==" * 30_000)):
+        assert parse_line(line, decode=decode) == pydantic_core.from_json(line)
+
+
 # -- the reader ---------------------------------------------------------------------------------
 
 
