@@ -561,6 +561,7 @@ class Broker(Closeable):
                 for conn in self.connections():
                     conn.uploads.discard_idle()
                     conn.listings.discard_idle()
+                    conn.buffers.discard_idle()
             except Exception:  # pragma: no cover - never let the janitor die
                 log.exception("periodic clean-up failed")
 

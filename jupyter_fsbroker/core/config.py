@@ -100,12 +100,6 @@ class BrokerConfig:
         over. Off by default: a server that opens files itself would get the
         operating system's access to them, writes included; ``files/*``
         reaches them either way, under the same grants.
-    tune_heap
-        Let connections raise this process's C heap thresholds (glibc only, once
-        per process) so that streamed file chunks reuse memory instead of
-        faulting it in again (see :mod:`jupyter_fsbroker.protocol.heap`);
-        ``False`` leaves the allocator as it is. Malloc settings in the
-        environment (``MALLOC_ARENA_MAX`` ...) are never overridden.
 
     Raises
     ------
@@ -133,7 +127,6 @@ class BrokerConfig:
     stale_temp_age: float = 60.0
     advertise_roots: bool | None = None
     advertise_read_only_roots: bool = False
-    tune_heap: bool = True
 
     def __post_init__(self) -> None:
         """Validate the fields that may change at run time, and ``advertise_roots``; see *Raises*."""

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .access import Access
+from .buffers import BufferPool
 from .consent import Consenter, ConsentFlow
 from .cursors import Listings
 from .grants import Grant
@@ -87,6 +88,8 @@ class Connection(Closeable):
         Its unfinished ``files/list`` listings, which its cursors resume.
     rate
         Its operation and byte rates.
+    buffers
+        The buffers its large chunks are read and answered in (see :mod:`.buffers`).
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class Connection(Closeable):
         self.listings = Listings()
         self.consent = ConsentFlow(self.access, consenter)
         self.rate = RateLimiter(broker.config.limits)
+        self.buffers = BufferPool()
         self._notify = notify
 
     def __repr__(self) -> str:
@@ -188,6 +192,7 @@ class Connection(Closeable):
         broker.grants.revoke_connection(self.id)
         self.uploads.close()
         self.listings.close()
+        self.buffers.close()
         broker.watches.remove_owner(self.id)
         broker.locks.release_owner(self.id)
         broker.connection_closed(self)

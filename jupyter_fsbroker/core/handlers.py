@@ -85,7 +85,9 @@ def read(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
         conn.rate.take_bytes(min(length, res.st.st_size - offset), path=raw)
         with access.hold(res, "exclusive" if keep else "shared") as hold:
             access.recheck(res, "read")
-            chunk = ops.read_chunk(res, offset=offset, length=length, encoding=encoding, shown=raw)
+            chunk = ops.read_chunk(
+                res, offset=offset, length=length, encoding=encoding, shown=raw, buffers=conn.buffers
+            )
             lock_id = hold.keep() if keep else None
         note.bytes = chunk.bytes_read
         done = chunk.offset + chunk.bytes_read

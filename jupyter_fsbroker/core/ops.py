@@ -23,11 +23,17 @@ import stat
 from dataclasses import dataclass
 
 try:
-    # SIMD base64: a 1 MiB chunk in 0.05 ms instead of the standard library's 1.7 ms.
-    from pybase64 import b64encode
+    # SIMD base64: a 1 MiB chunk in 0.05 ms instead of the standard library's 1.7 ms, and
+    # made as text at once (no bytes to decode into a string).
+    from pybase64 import b64encode_as_string
 except ImportError:  # pragma: no cover - a declared dependency; the standard library is slower
-    from base64 import b64encode  # type: ignore[assignment]
+    from base64 import b64encode
 
+    def b64encode_as_string(s: bytes | bytearray | memoryview) -> str:  # type: ignore[misc]
+        return b64encode(s).decode("ascii")
+
+
+from .buffers import POOLED_MIN, BufferPool
 from .errors import (
     AlreadyExists,
     NotFound,
@@ -185,14 +191,23 @@ class Chunk:
     etag: str
 
 
-def read_chunk(res: Resolved, *, offset: int, length: int, encoding: str, shown: str) -> Chunk:
+def read_chunk(
+    res: Resolved,
+    *,
+    offset: int,
+    length: int,
+    encoding: str,
+    shown: str,
+    buffers: BufferPool | None = None,
+) -> Chunk:
     """Read up to *length* bytes at *offset*; text chunks end on a character boundary.
 
     A text chunk that would end inside a multi-byte character stops before it
     (the next chunk starts there). When *length* is shorter than one character,
     the chunk is extended to hold at least one whole character. How text is
     decoded, and which codecs may be read in pieces, is
-    :mod:`jupyter_fsbroker.core.textcodec`'s business.
+    :mod:`jupyter_fsbroker.core.textcodec`'s business. A large binary chunk
+    is read into a buffer lent by *buffers* (given back once it is encoded).
     """
     codec = None if encoding == "base64" else text_codec(encoding, shown)
     if codec is not None:
@@ -207,13 +222,27 @@ def read_chunk(res: Resolved, *, offset: int, length: int, encoding: str, shown:
             return os.pread(fd, want, at) if want else b""
 
         if codec is None:
-            data = read(length, offset)
-            eof = offset + len(data) >= size
-            return Chunk(b64encode(data).decode("ascii"), size, offset, len(data), eof, etag(st))
+            want = min(length, max(size - offset, 0))
+            if buffers is None or want < POOLED_MIN:
+                content = b64encode_as_string(read(length, offset))
+            else:
+                content, want = _read_base64(fd, want, offset, buffers)
+            return Chunk(content, size, offset, want, offset + want >= size, etag(st))
         text, used = codec.decode_chunk(read, offset=offset, length=length, size=size, shown=shown)
         return Chunk(text, size, offset, used, offset + used >= size, etag(st))
     finally:
         os.close(fd)
+
+
+def _read_base64(fd: int, want: int, offset: int, buffers: BufferPool) -> tuple[str, int]:
+    """Up to *want* bytes at *offset* read into a lent buffer, as base64; and how many were read."""
+    buffer = buffers.take(want)
+    try:
+        with memoryview(buffer) as view:
+            got = os.preadv(fd, [view[:want]], offset)
+            return b64encode_as_string(view[:got]), got
+    finally:
+        buffers.give(buffer)
 
 
 # -- writing -----------------------------------------------------------------------------------

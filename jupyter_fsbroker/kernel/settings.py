@@ -119,15 +119,6 @@ class FSBroker(Configurable):
         "when the extension loads.",
     ).tag(config=True)
 
-    tune_heap = Bool(
-        True,
-        help="Let connections tune this kernel's C heap (glibc's mallopt, once per process) so that "
-        "streamed file chunks reuse memory: several times less CPU per MiB read, up to 8 MiB of free "
-        "memory kept per heap and at most two heaps for threads created afterwards. False leaves the "
-        "kernel's allocator as it is; MALLOC_* settings in the environment are never overridden. "
-        "Read when the extension loads.",
-    ).tag(config=True)
-
     allow = List(
         Unicode(),
         help="Pre-approvals applied when the extension loads, as 'PATH[:OPS]' with OPS a comma list "
@@ -269,5 +260,4 @@ class FSBroker(Configurable):
             advertise_roots=self.advertise_roots,
             audit_required=self.audit_required,
             advertise_read_only_roots=self.advertise_read_only_roots,
-            tune_heap=self.tune_heap,
         )

@@ -438,6 +438,7 @@ class ServerConnection:
                 roots_gate=self._gate,
                 on_initialize_result=self._on_initialize_result,
                 route_files=self._route_files,
+                buffers=lambda: None if self._core is None else self._core.buffers,
             )
             session_read, session_write = await stack.enter_async_context(middleware.attach())
             self._middleware = middleware

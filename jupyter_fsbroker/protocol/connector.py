@@ -16,7 +16,6 @@ from ..core.consent import Consenter
 from ..core.serverlog import LogEntry
 from ..sandbox import SandboxChoice
 from .client import ServerConnection
-from .heap import keep_heap
 from .roots_gate import RootsGrace
 from .sandboxing import SandboxValue, closing_launch, sandboxed_stdio
 from .transports import display_url, http_transport, stdio_transport
@@ -162,8 +161,6 @@ async def connect(
     """
     if (command is None) == (url is None):
         raise ValueError("give either command (stdio) or url (Streamable HTTP)")
-    if broker.config.tune_heap:
-        keep_heap()  # file chunks' buffers are reused rather than faulted in again (see .heap)
     launch = None
     if command is not None:
         parameters, launch = await sandboxed_stdio(broker, command, args, env, cwd, sandbox)

@@ -23,7 +23,11 @@ answer at all. Parsing here is also cheaper: ``pydantic_core.from_json``
 followed by ``validate_python`` costs a quarter of ``validate_json`` on a
 1.4 MB message.
 
-Nothing here does I/O or keeps state; it never raises on any input.
+Nothing here does I/O or keeps state; it never raises on any input. A large
+answer is written into a buffer lent by the connection's
+:class:`~jupyter_fsbroker.core.buffers.BufferPool` (a :class:`LentMessage`,
+given back once it is written), so that every chunk of a transfer reuses the
+same memory rather than making and dropping ~3 MB of new bytes.
 """
 
 from __future__ import annotations
@@ -46,18 +50,25 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from ..core.buffers import POOLED_MIN, BufferPool
+
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "LentMessage",
     "MalformedMessage",
     "encode_message",
     "encode_response",
     "parse_message",
     "read_id",
+    "release",
 ]
 
 # Contents shorter than this are encoded the plain way.
 _SPLICE_MIN = 4096
 _BASE64_TEXT = re.compile(r"[A-Za-z0-9+/=]*")
+# A content is copied into a lent buffer in slices this long: each slice's bytes are small
+# and dropped at once (under 64 KiB, the size whose release makes the allocator trim its heap).
+_COPY_SLICE = 32 * 1024
 
 #: The largest message a transport accepts from a server, in bytes. A ``files/*``
 #: request carries at most 2 MiB of content (under 3 MB of base64); the margin is
@@ -129,13 +140,47 @@ def encode_message(message: dict[str, Any]) -> bytes:
         raise ValueError(str(exc)) from None
 
 
-def encode_response(request_id: RequestId, kind: str, body: dict[str, Any]) -> bytes:
+class LentMessage:
+    """An encoded message in a buffer lent by a pool: :attr:`view` until :meth:`release`.
+
+    Whoever writes it releases it once written, or dropped; a message never
+    released is only a buffer the pool does not get back.
+    """
+
+    __slots__ = ("_buffer", "_pool", "view")
+
+    def __init__(self, buffer: bytearray, size: int, pool: BufferPool) -> None:
+        self._buffer = buffer
+        self._pool: BufferPool | None = pool
+        #: The message's bytes (no newline).
+        self.view = memoryview(buffer)[:size]
+
+    def __len__(self) -> int:
+        return len(self.view)
+
+    def release(self) -> None:
+        """Give the buffer back (the message may not be used any more). Idempotent."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.give(self._buffer)
+
+
+def release(data: bytes | LentMessage) -> None:
+    """Give back the buffer of *data* if it is a :class:`LentMessage` (written or dropped)."""
+    if isinstance(data, LentMessage):
+        data.release()
+
+
+def encode_response(
+    request_id: RequestId, kind: str, body: dict[str, Any], *, buffers: BufferPool | None = None
+) -> bytes | LentMessage:
     """The answer ``{"jsonrpc", "id", kind: body}`` to one request, as compact UTF-8 JSON.
 
     A ``files/read`` result in base64 carries up to 2.7 MB of text that needs no
     escaping (the base64 alphabet is plain ASCII): its ``content`` is spliced in
     as bytes rather than scanned by the JSON encoder, which costs as much as
-    the base64 encoding itself.
+    the base64 encoding itself; with *buffers*, a large one is written into a
+    lent buffer (a :class:`LentMessage`).
 
     Raises
     ------
@@ -155,8 +200,22 @@ def encode_response(request_id: RequestId, kind: str, body: dict[str, Any]) -> b
     rest = {key: value for key, value in body.items() if key != "content"}
     head = encode_message({"jsonrpc": "2.0", "id": request_id, kind: rest})
     # head ends with the two closing braces of the result and the message.
-    separator = b"," if rest else b""
-    return b"".join((head[:-2], separator, b'"content":"', content.encode("ascii"), b'"}}'))
+    before = (head[:-2], b"," if rest else b"", b'"content":"')
+    if buffers is None or len(content) < POOLED_MIN:
+        return b"".join((*before, content.encode("ascii"), b'"}}'))
+    size = sum(map(len, before)) + len(content) + 3
+    buffer = buffers.take(size)
+    with memoryview(buffer) as view:
+        at = 0
+        for part in before:
+            view[at : at + len(part)] = part
+            at += len(part)
+        for start in range(0, len(content), _COPY_SLICE):
+            piece = content[start : start + _COPY_SLICE].encode("ascii")
+            view[at : at + len(piece)] = piece
+            at += len(piece)
+        view[at : at + 3] = b'"}}'
+    return LentMessage(buffer, size, buffers)
 
 
 def read_id(value: object) -> RequestId | None:

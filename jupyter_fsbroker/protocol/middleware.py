@@ -93,10 +93,11 @@ from mcp_types import (
     RequestId,
 )
 
+from ..core.buffers import BufferPool
 from ..core.errors import FilesError, InternalError, RateLimited, to_jsonrpc_error
 from ..core.hop import post
 from .budget import MemoryBudget, Reservation, answer_estimate, held_by
-from .framing import MalformedMessage, encode_message, encode_response
+from .framing import LentMessage, MalformedMessage, encode_message, encode_response, release
 from .roots_gate import RootsGate
 from .threaded import DirectWriter, FilesRoute, ThreadedAnswers
 
@@ -167,7 +168,7 @@ class MessageWriter(Protocol):
 class BytesWriter(Protocol):
     """A write side that also takes a message already encoded as JSON (the project's transports)."""
 
-    async def send_bytes(self, data: bytes, /) -> None: ...
+    async def send_bytes(self, data: bytes | memoryview, /) -> None: ...
 
 
 #: How many ``files/*`` requests of one connection are handled at once, by default.
@@ -227,6 +228,9 @@ class BrokerMiddleware:
     route_files
         ``route_files(method)``: where a ``files/*`` request may be answered
         off the loop (see :mod:`.threaded`), or ``None`` for the task's way.
+    buffers
+        Returns what lends the buffers large answers are encoded in (see
+        :mod:`.framing`; the core connection's, once there is one).
 
     Notes
     -----
@@ -251,6 +255,7 @@ class BrokerMiddleware:
         roots_gate: RootsGate | None = None,
         on_initialize_result: Callable[[dict[str, Any]], None] | None = None,
         route_files: Callable[[str], FilesRoute | None] | None = None,
+        buffers: Callable[[], BufferPool | None] | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
@@ -270,6 +275,7 @@ class BrokerMiddleware:
         self._gate = roots_gate
         self._on_initialize_result = on_initialize_result
         self._route_files = route_files
+        self._buffers = buffers
         self._threaded: ThreadedAnswers | None = None
         self._slots: anyio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -472,14 +478,16 @@ class BrokerMiddleware:
         if self._slots is not None:
             self._slots.release()
 
-    def _write_later(self, data: bytes, reservation: Reservation | None, then: Callable[[], None]) -> None:
+    def _write_later(
+        self, data: bytes | LentMessage, reservation: Reservation | None, then: Callable[[], None]
+    ) -> None:
         assert self._loop is not None
         task = self._loop.create_task(self._send_later(data, reservation, then))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _send_later(
-        self, data: bytes, reservation: Reservation | None, then: Callable[[], None]
+        self, data: bytes | LentMessage, reservation: Reservation | None, then: Callable[[], None]
     ) -> None:
         try:
             if reservation is not None:
@@ -682,10 +690,11 @@ class BrokerMiddleware:
                 request, f"the client failed to answer {method} ({type(exc).__name__})"
             )
 
-    def _encode(self, request: JSONRPCRequest, answer: tuple[str, dict[str, Any]]) -> bytes:
+    def _encode(self, request: JSONRPCRequest, answer: tuple[str, dict[str, Any]]) -> bytes | LentMessage:
         kind, body = answer
         try:
-            return encode_response(request.id, kind, body)
+            pool = None if self._buffers is None else self._buffers()
+            return encode_response(request.id, kind, body, buffers=pool)
         except ValueError:
             # Something JSON cannot carry (a lone surrogate in a name): never a dead connection.
             log.exception("%s: the answer to %s cannot be encoded as JSON", self._label, request.method)
@@ -703,12 +712,15 @@ class BrokerMiddleware:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             log.debug("%s: transport closed; dropped a message", self._label)
 
-    async def _send_bytes(self, data: bytes) -> None:
+    async def _send_bytes(self, data: bytes | LentMessage) -> None:
+        """Write one encoded message; a lent one's buffer goes back once it is written (or not)."""
         assert self._bytes_writer is not None
         try:
-            await self._bytes_writer.send_bytes(data)
+            await self._bytes_writer.send_bytes(data.view if isinstance(data, LentMessage) else data)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             log.debug("%s: transport closed; dropped a message", self._label)
+        finally:
+            release(data)
 
     # -- outbound -------------------------------------------------------------------------------
 

@@ -56,6 +56,7 @@ from mcp_types import JSONRPCRequest, RequestId
 from ..core.errors import FilesError, to_jsonrpc_error
 from ..core.hop import post
 from .budget import Reservation
+from .framing import LentMessage, release
 
 __all__ = ["DirectWriter", "FilesRoute", "ThreadedAnswers"]
 
@@ -98,7 +99,8 @@ class ThreadedAnswers:
     writer
         The transport's write side.
     encode
-        ``encode(request, ("result" | "error", body)) -> bytes``: the answer's JSON line.
+        ``encode(request, ("result" | "error", body))``: the answer's JSON line,
+        as bytes or in a lent buffer (given back once written or dropped).
     internal_error
         ``internal_error(request, message) -> error body``, for a failure that is no ``FilesError``.
     finish
@@ -117,10 +119,10 @@ class ThreadedAnswers:
         loop: asyncio.AbstractEventLoop,
         writer: DirectWriter,
         *,
-        encode: Callable[[JSONRPCRequest, tuple[str, dict[str, Any]]], bytes],
+        encode: Callable[[JSONRPCRequest, tuple[str, dict[str, Any]]], bytes | LentMessage],
         internal_error: Callable[[JSONRPCRequest, str], dict[str, Any]],
         finish: Callable[[Reservation], None],
-        write_later: Callable[[bytes, Reservation | None, Callable[[], None]], None],
+        write_later: Callable[[bytes | LentMessage, Reservation | None, Callable[[], None]], None],
         label: str = "",
     ) -> None:
         self._loop = loop
@@ -168,8 +170,9 @@ class ThreadedAnswers:
                 del self._cancellable[request.id]
             if entry.dropped or self._stopped:
                 self._here -= 1
+                release(data)
                 return
-        if self._writer.write_now(data):
+        if self._write_now(data):
             self._here_done()
         else:
             self._post(self._write_later_here, data)
@@ -251,14 +254,19 @@ class ThreadedAnswers:
         with self._lock:
             if entry.dropped:
                 self._post(self._done, entry)
+                release(data)
                 return
             # From here on the answer goes out whole: a cancel arriving now goes on to the session.
             if self._cancellable.get(request.id) is entry:
                 del self._cancellable[request.id]
-        if self._writer.write_now(data):
+        if self._write_now(data):
             self._post(self._done, entry)
         else:
             self._post(self._hand_to_loop, entry, data)
+
+    def _write_now(self, data: bytes | LentMessage) -> bool:
+        # A lent answer is a large one: never one the writer takes at once.
+        return isinstance(data, bytes) and self._writer.write_now(data)
 
     def _post(self, callback: Callable[..., None], *args: Any) -> None:
         post(self._loop, callback, *args)  # a closed loop: the connection is gone
@@ -274,17 +282,20 @@ class ThreadedAnswers:
         assert entry.reservation is not None  # a worker's request (one answered here has none)
         self._finish(entry.reservation)
 
-    def _write_later_here(self, data: bytes) -> None:
+    def _write_later_here(self, data: bytes | LentMessage) -> None:
         if self._stopped:
             self._here_done()
+            release(data)
             return
         self._write_later(data, None, self._here_done)
 
-    def _hand_to_loop(self, entry: _Entry, data: bytes) -> None:
+    def _hand_to_loop(self, entry: _Entry, data: bytes | LentMessage) -> None:
         if entry not in self._entries:
+            release(data)
             return
         self._entries.discard(entry)
         if self._stopped:
             self._release(entry)
+            release(data)
             return
         self._write_later(data, entry.reservation, functools.partial(self._release, entry))

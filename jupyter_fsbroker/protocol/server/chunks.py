@@ -17,15 +17,14 @@ from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from .errors import EncodingError, InternalError, PreconditionFailed, TooLarge
-from .heap import keep_heap
-from .results import ReadChunk
-from .wire import CHUNK_SAFE_CODECS, decode_base64
+from .results import ReadBytes, ReadChunk
+from .wire import CHUNK_SAFE_CODECS
 
 __all__ = ["ChunkStream"]
 
 T = TypeVar("T", bytes, str)
 
-_Fetched = tuple[ReadChunk, bytes | str]
+_Fetched = tuple[ReadChunk | ReadBytes, bytes | str]
 
 
 class _Read(Protocol):
@@ -34,6 +33,14 @@ class _Read(Protocol):
     def __call__(
         self, path: str, *, offset: int, length: int, encoding: str, lock_id: str | None
     ) -> Awaitable[ReadChunk]: ...
+
+
+class _ReadBytes(Protocol):
+    """One ``files/read`` request for base64, its content decoded (see :class:`.results.ReadBytes`)."""
+
+    def __call__(
+        self, path: str, *, offset: int, length: int, lock_id: str | None
+    ) -> Awaitable[ReadBytes]: ...
 
 
 class ChunkStream(Generic[T]):
@@ -57,6 +64,7 @@ class ChunkStream(Generic[T]):
     def __init__(
         self,
         read: _Read,
+        read_bytes: _ReadBytes,
         path: str,
         chunk_size: int,
         concurrency: int,
@@ -66,6 +74,7 @@ class ChunkStream(Generic[T]):
         on_close: Callable[[ChunkStream[Any]], None] | None = None,
     ) -> None:
         self._read = read
+        self._read_bytes = read_bytes
         self._on_close = on_close
         self.path = path
         self.chunk_size = chunk_size
@@ -79,7 +88,6 @@ class ChunkStream(Generic[T]):
         self._gen: AsyncIterator[Any] | None = None
         self._tasks: set[asyncio.Task[_Fetched]] = set()
         self._closed = False
-        keep_heap()  # the chunks' buffers are reused rather than faulted in again (see .heap)
 
     async def __aenter__(self) -> ChunkStream[T]:
         return self
@@ -139,11 +147,13 @@ class ChunkStream(Generic[T]):
 
     async def _fetch(self, offset: int, length: int, wire: str) -> _Fetched:
         self.requests += 1
+        if wire == "base64":
+            piece = await self._read_bytes(self.path, offset=offset, length=length, lock_id=self.lock_id)
+            return piece, piece.data
         chunk = await self._read(self.path, offset=offset, length=length, encoding=wire, lock_id=self.lock_id)
-        payload: bytes | str = decode_base64(chunk.content) if wire == "base64" else chunk.content
-        return chunk, payload
+        return chunk, chunk.content
 
-    def _check(self, chunk: ReadChunk) -> None:
+    def _check(self, chunk: ReadChunk | ReadBytes) -> None:
         if chunk.etag != self.etag or chunk.size != self.size:
             raise PreconditionFailed(
                 f"{self.path} changed while it was read",

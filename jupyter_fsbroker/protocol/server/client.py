@@ -25,7 +25,7 @@ from .errors import NotFound, PermissionDenied
 from .locks import hold_lock, unlock
 from .policy import RetryPolicy, Timeouts
 from .requester import ConsentPaths, Requester
-from .results import ConsentResult, Created, Deleted, Entry, FileStat, ReadChunk, Root, WriteResult
+from .results import ConsentResult, Created, Deleted, Entry, FileStat, ReadBytes, ReadChunk, Root, WriteResult
 from .uploads import AtomicWrite, ContentCap, WriteOptions
 from .watch import Watch
 from .wire import compact_params, get_opt_str, get_str
@@ -236,6 +236,14 @@ class FilesClient:
         result = await self._requester.op("files/read", request, op="read", paths=[path], nbytes=nbytes)
         return ReadChunk.from_result(result, encoding, offset)
 
+    async def _read_bytes(self, path: str, *, offset: int, length: int, lock_id: str | None) -> ReadBytes:
+        """:meth:`read` of a binary chunk, its content decoded where it arrives (see :class:`ReadBytes`)."""
+        request = compact_params(path=path, encoding="base64", offset=offset, length=length, lockId=lock_id)
+        result = await self._requester.op(
+            "files/read", request, op="read", paths=[path], nbytes=length, binary=True
+        )
+        return ReadBytes.from_result(result, offset)
+
     @overload
     def iter_chunks(  # type: ignore[overload-overlap]
         self,
@@ -308,7 +316,14 @@ class FilesClient:
             # A resync read asks for up to one character more than a chunk: stay under the cap.
             size = min(size, self._cap.limit - 64)
         stream: ChunkStream[Any] = ChunkStream(
-            self.read, path, size, concurrency, encoding, lock_id, on_close=self._open.discard
+            self.read,
+            self._read_bytes,
+            path,
+            size,
+            concurrency,
+            encoding,
+            lock_id,
+            on_close=self._open.discard,
         )
         self._open.add(stream)
         return stream

@@ -22,6 +22,11 @@ timeout as :class:`~.errors.RequestTimeout` after a
 :class:`~.errors.ConnectionClosed` when the pipe ends. Over any other
 transport (Streamable HTTP, mcp's own stdio) requests go through the session
 as before: :func:`current_channel` is ``None`` there.
+
+A request sent with ``binary=True`` (a chunk of :meth:`~.client.FilesClient.iter_chunks`)
+gets a large base64 ``content`` decoded where its answer is read
+(:meth:`DirectChannel.wants_bytes`, asked by :class:`~.inbound.LineReader`):
+the bytes the tool needs, and no 1.4 MB of text made and dropped for each MiB.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ class DirectChannel:
         self._writer = writer
         self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._binary: set[str] = set()  # ids of the requests whose base64 content comes decoded
         self._closed = False
 
     @property
@@ -91,9 +97,12 @@ class DirectChannel:
             self.close()
 
     async def request(
-        self, method: str, params: Mapping[str, Any] | None, timeout: float | None
+        self, method: str, params: Mapping[str, Any] | None, timeout: float | None, *, binary: bool = False
     ) -> dict[str, Any]:
         """Send one request and return the result of its answer.
+
+        With *binary*, a large base64 ``content`` of the result comes as
+        ``bytes``, decoded (see :meth:`wants_bytes`).
 
         Raises
         ------
@@ -111,6 +120,8 @@ class DirectChannel:
             message["params"] = dict(params)
         answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = answer
+        if binary:
+            self._binary.add(request_id)
         written = False
         try:
             try:
@@ -135,7 +146,12 @@ class DirectChannel:
                 raise
         finally:
             self._pending.pop(request_id, None)
+            self._binary.discard(request_id)
         return _result_of(outcome, method)
+
+    def wants_bytes(self, message: object) -> bool:
+        """Whether *message* (a parsed answer, its content aside) answers a request sent with ``binary``."""
+        return type(message) is dict and message.get("id") in self._binary
 
     def route(self, raw: object) -> bool:
         """Take *raw* (a message read from the pipe) if it answers one of this channel's requests.

@@ -154,13 +154,18 @@ class Requester:
         nbytes: int = 0,
         timeout: float | None = None,
         retry: RetryPolicy | None = None,
+        binary: bool = False,
     ) -> dict[str, Any]:
-        """Send one request and return its raw result, repeating refusals per the retry policy."""
+        """Send one request and return its raw result, repeating refusals per the retry policy.
+
+        With *binary*, a base64 ``content`` may come decoded, as ``bytes`` (on the
+        helper's own pipes: see :class:`~.results.ReadBytes`).
+        """
         policy = retry or self.retry
         attempt = 0
         while True:
             try:
-                return await self._send(method, params, timeout or self.timeouts.for_bytes(nbytes))
+                return await self._send(method, params, timeout or self.timeouts.for_bytes(nbytes), binary)
             except FilesError as exc:
                 if attempt >= policy.retries or exc.code not in policy.codes:
                     raise
@@ -178,6 +183,7 @@ class Requester:
         paths: Sequence[str],
         nbytes: int = 0,
         retry: RetryPolicy | None = None,
+        binary: bool = False,
     ) -> dict[str, Any]:
         """:meth:`request` for operation *op* on *paths*, asking consent once on a curable refusal.
 
@@ -189,13 +195,13 @@ class Requester:
         client's answer says why (denied, narrowed, timed out).
         """
         try:
-            return await self.request(method, params, nbytes=nbytes, retry=retry)
+            return await self.request(method, params, nbytes=nbytes, retry=retry, binary=binary)
         except FilesError as exc:
             if self._consent_message is None or not consent_may_cure(exc):
                 raise
             # Granted or not, the request is repeated once: refused again, the answer now says why.
             await self._auto_consent(tuple(paths), op)
-        return await self.request(method, params, nbytes=nbytes, retry=retry)
+        return await self.request(method, params, nbytes=nbytes, retry=retry, binary=binary)
 
     async def consent(
         self, message: str, paths: ConsentPaths, operations: Sequence[str] | None = None
@@ -237,10 +243,12 @@ class Requester:
         """Ask the client for its roots (``roots/list``): the located ones and the named ones, merged."""
         return roots_from_result(await self.request("roots/list", None))
 
-    async def _send(self, method: str, params: Mapping[str, Any] | None, timeout: float) -> dict[str, Any]:
+    async def _send(
+        self, method: str, params: Mapping[str, Any] | None, timeout: float, binary: bool = False
+    ) -> dict[str, Any]:
         direct = current_channel()
         if direct is not None:  # the helper's own stdio pipes: past mcp's session (see .direct)
-            return await direct.request(method, params, timeout)
+            return await direct.request(method, params, timeout, binary=binary)
         request = _RawRequest(method=method, params=dict(params or {}))
         try:
             result = await self._session.send_request(

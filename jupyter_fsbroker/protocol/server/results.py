@@ -16,7 +16,7 @@ that is not the content's length, an ``offset`` that was not asked for) raises
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
@@ -34,6 +34,7 @@ __all__ = [
     "Entry",
     "FileStat",
     "PathConsentResult",
+    "ReadBytes",
     "ReadChunk",
     "Root",
     "WriteResult",
@@ -198,32 +199,21 @@ class ReadChunk:
         content = result.get("content")
         if not isinstance(content, str):
             raise _broken("files/read answered without content")
-        size = _opt_int(result, "size")
-        if size is None or size < 0:
-            raise _broken("files/read answered without the file's size")
-        answered_offset = _opt_int(result, "offset")
-        if answered_offset is not None and answered_offset != offset:
-            raise _broken(f"files/read at offset {offset} was answered for offset {answered_offset}")
         wire_encoding = get_str(result, "encoding", encoding)
-        measured = byte_length(content, wire_encoding)
-        claimed = _opt_int(result, "bytesRead")
-        if claimed is not None and measured is not None and claimed != measured:
-            raise _broken(
-                f"files/read claims {claimed} bytes read but its content holds {measured}"
-                f" (offset {offset}, encoding {wire_encoding})"
-            )
-        if claimed is None:
-            claimed = measured if measured is not None else len(content.encode(wire_encoding, "replace"))
-        if claimed < 0:
-            raise _broken(f"files/read claims {claimed} bytes read")
-        eof = result.get("eof")
+        size, claimed, eof = _read_figures(
+            result,
+            offset,
+            byte_length(content, wire_encoding),
+            wire_encoding,
+            lambda: len(content.encode(wire_encoding, "replace")),
+        )
         return cls(
             content=content,
             encoding=wire_encoding,
             size=size,
             offset=offset,
             bytes_read=claimed,
-            eof=eof if isinstance(eof, bool) else offset + claimed >= size,
+            eof=eof,
             mime_type=get_opt_str(result, "mimeType"),
             etag=get_opt_str(result, "etag"),
             lock_id=get_opt_str(result, "lockId"),
@@ -234,6 +224,47 @@ class ReadChunk:
         if self.encoding == "base64":
             return decode_base64(self.content)
         return self.content.encode(self.encoding)
+
+
+@dataclass(frozen=True)
+class ReadBytes:
+    """One ``files/read`` answer to a request for base64, its content decoded.
+
+    What :meth:`FilesClient.iter_chunks <.client.FilesClient.iter_chunks>`
+    reads a binary chunk as. On the helper's own stdio pipes the content
+    arrives decoded already (see :mod:`.inbound`), so no base64 text is ever
+    made for it; elsewhere it is decoded here. Checked as
+    :meth:`ReadChunk.from_result` checks a chunk.
+    """
+
+    data: bytes
+    size: int
+    offset: int
+    bytes_read: int
+    eof: bool
+    etag: str | None = None
+
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any], offset: int = 0) -> ReadBytes:
+        """Read the raw ``files/read`` result (``content`` as base64 text, or decoded) at *offset*.
+
+        Raises
+        ------
+        IntegrityError
+            As :meth:`ReadChunk.from_result`, and for content that is not base64.
+        """
+        content = result.get("content")
+        if isinstance(content, bytes):
+            measured: int | None = len(content)
+        elif isinstance(content, str):
+            measured = byte_length(content, "base64")
+        else:
+            raise _broken("files/read answered without content")
+        size, claimed, eof = _read_figures(result, offset, measured, "base64", lambda: 0)
+        data = content if isinstance(content, bytes) else decode_base64(content)
+        return cls(
+            data=data, size=size, offset=offset, bytes_read=claimed, eof=eof, etag=get_opt_str(result, "etag")
+        )
 
 
 @dataclass(frozen=True)
@@ -463,6 +494,34 @@ def _local_path(uri: str) -> str | None:
         return unquote(parts.path, errors="strict") or "/"
     except UnicodeDecodeError:
         return None
+
+
+def _read_figures(
+    result: Mapping[str, Any], offset: int, measured: int | None, encoding: str, otherwise: Callable[[], int]
+) -> tuple[int, int, bool]:
+    """``size``, ``bytesRead`` and ``eof`` of a read at *offset*, checked against the *measured* content.
+
+    A missing ``bytesRead`` is the measured length (``otherwise()`` when it
+    cannot be measured exactly), a missing ``eof`` whether the chunk reaches ``size``.
+    """
+    size = _opt_int(result, "size")
+    if size is None or size < 0:
+        raise _broken("files/read answered without the file's size")
+    answered_offset = _opt_int(result, "offset")
+    if answered_offset is not None and answered_offset != offset:
+        raise _broken(f"files/read at offset {offset} was answered for offset {answered_offset}")
+    claimed = _opt_int(result, "bytesRead")
+    if claimed is not None and measured is not None and claimed != measured:
+        raise _broken(
+            f"files/read claims {claimed} bytes read but its content holds {measured}"
+            f" (offset {offset}, encoding {encoding})"
+        )
+    if claimed is None:
+        claimed = measured if measured is not None else otherwise()
+    if claimed < 0:
+        raise _broken(f"files/read claims {claimed} bytes read")
+    eof = result.get("eof")
+    return size, claimed, eof if isinstance(eof, bool) else offset + claimed >= size
 
 
 def _opt_int(result: Mapping[str, Any], key: str) -> int | None:

@@ -22,7 +22,6 @@ import anyio.lowlevel
 
 from .contract import MAX_CHUNK_BYTES, REQUEST_TOO_LARGE
 from .errors import EncodingError, IntegrityError, TooLarge
-from .heap import keep_heap
 from .requester import Requester
 from .results import WriteResult
 from .wire import byte_length
@@ -100,7 +99,6 @@ class AtomicWrite:
         self._cap = cap
         self._path = path
         self._options = options
-        keep_heap()  # the chunks' buffers are reused rather than faulted in again (see .heap)
 
     async def write_bytes(
         self, data: bytes | bytearray | memoryview | AsyncIterable[bytes], chunk_size: int

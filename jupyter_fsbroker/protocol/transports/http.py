@@ -139,11 +139,12 @@ class HttpWriter:
         if isinstance(message, JSONRPCNotification) and message.method == "notifications/initialized":
             self._start_get_stream()
 
-    async def send_bytes(self, data: bytes, /) -> None:
+    async def send_bytes(self, data: bytes | memoryview, /) -> None:
         """POST one response or notification already encoded as JSON; return once it is accepted."""
         if self._closed:
             raise anyio.ClosedResourceError
-        await self._post_one_way(data, {})
+        # httpx takes a body as bytes only (anything else it would stream, chunked).
+        await self._post_one_way(data if isinstance(data, bytes) else bytes(data), {})
 
     def close(self) -> None:
         self._closed = True

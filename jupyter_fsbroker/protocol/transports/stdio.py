@@ -441,8 +441,8 @@ class PipeWriter:
         data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
         await self.send_bytes(data)
 
-    async def send_bytes(self, data: bytes, /) -> None:
-        """Write one message already encoded as UTF-8 JSON (without its newline).
+    async def send_bytes(self, data: bytes | memoryview, /) -> None:
+        """Write one message already encoded as UTF-8 JSON (without its newline), from any buffer.
 
         Raises
         ------
@@ -501,7 +501,7 @@ class PipeWriter:
         """Whether the server stopped reading its stdin (a write failed)."""
         return self._broken
 
-    async def _write_all(self, parts: Sequence[bytes]) -> None:
+    async def _write_all(self, parts: Sequence[bytes | memoryview]) -> None:
         views = [memoryview(part) for part in parts if part]
         while views:
             try:
