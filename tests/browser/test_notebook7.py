@@ -35,7 +35,7 @@ CELLS = [
     "%load_ext jupyter_fsbroker",
     'import sys, jupyter_fsbroker as fsb; broker = fsb.get_broker(); broker.add_root("data", name="data");'
     ' broker.allow("data", ("read", "watch"))',
-    f"analysis = broker.connect('analysis', command={SERVER})",
+    f"analysis = broker.connect('analysis', {SERVER})",
     'analysis.call_tool("watch_changes", {"path": "data", "seconds": 300})',
 ]
 
