@@ -1,30 +1,16 @@
 #!/usr/bin/env bash
-# Set up a fresh machine for the tests and run them all: Chromium (Debian's, for the browser
-# test), Node and npm (for the JupyterLab extension, which the install builds from labextension/
-# with the packages of its package-lock.json, and for the interop tests, which install their
-# pinned npm packages themselves), the package with its test extra, then lint, format check and
-# type check (Python and TypeScript), the extension's jest tests, and pytest.
+# Set up a fresh machine for the tests and run them all: the Debian packages they need where
+# missing (scripts/system-packages.sh: Chromium for the browser tests, Node and npm for the
+# JupyterLab extension, which the install builds from labextension/ with the packages of its
+# package-lock.json, and for the interop tests, which install their pinned npm packages
+# themselves), the package with its test extra, then lint, format check and type check (Python
+# and TypeScript), the extension's jest tests, and pytest.
 # Under CI=true a missing browser or npm package fails the tests instead of skipping them.
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v chromium >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
-    else
-        echo "scripts/test.sh: Chromium is missing; the browser test will be skipped (install Debian's chromium)" >&2
-    fi
-fi
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm
-    else
-        echo "scripts/test.sh: Node and npm are missing; the interop tests will be skipped (install nodejs and npm)" >&2
-    fi
-fi
+bash scripts/system-packages.sh
 python -m pip install -q -e ".[test]"  # builds the JupyterLab extension (npm install + build)
 ruff check .
 ruff format --check .
@@ -34,4 +20,7 @@ if [ ! -d labextension/node_modules ]; then  # an install that found the extensi
 fi
 npm --prefix labextension run lint:check
 npm --prefix labextension test -- --ci
+# The parameter fuzzer runs random examples here besides its fixed corpus: 150 for each of its two
+# clients, 40-80 requests each, take about 2.5 minutes on 2 cores (twice that when they are shared).
+export FSBROKER_FUZZ_EXAMPLES="${FSBROKER_FUZZ_EXAMPLES:-150}"
 python -m pytest -q "$@"

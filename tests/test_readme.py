@@ -57,16 +57,39 @@ def _commands(script: str) -> list[str]:
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    """An environment where ``python`` and ``jupyter-fsbroker`` are this interpreter and checkout."""
+    """An environment where ``python`` and ``jupyter-fsbroker`` are this interpreter and checkout.
+
+    Both are scripts that run the interpreter where it is: a link to it elsewhere would no longer
+    be inside its virtual environment, and would not find its packages. They put this checkout
+    first on ``PYTHONPATH`` themselves, since stdio servers start with a bare environment.
+    """
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "python").symlink_to(sys.executable)
-    shim = bin_dir / "jupyter-fsbroker"
-    shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m jupyter_fsbroker "$@"\n')
-    shim.chmod(0o755)
+    path = shlex.quote(server_env()["PYTHONPATH"])
+    for name, args in (("python", ""), ("jupyter-fsbroker", " -m jupyter_fsbroker")):
+        shim = bin_dir / name
+        shim.write_text(f'#!/bin/sh\nPYTHONPATH={path} exec {shlex.quote(sys.executable)}{args} "$@"\n')
+        shim.chmod(0o755)
     env = {**isolated_env(tmp_path / "home"), **server_env()}
     env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", "")])
     return env
+
+
+def _ci_run(tmp_path: Path, readme: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``.ci/run`` itself, run in *tmp_path* on a checkout whose README is *readme*.
+
+    The machine's packages are not its business here: ``scripts/system-packages.sh`` does nothing,
+    and fails under ``--print``, so that a ``.ci/run`` that ignored it would stop there.
+    """
+    (tmp_path / ".ci").mkdir(exist_ok=True)
+    (tmp_path / ".ci" / "run").write_text((REPO / ".ci" / "run").read_text())
+    (tmp_path / "scripts").mkdir(exist_ok=True)
+    (tmp_path / "scripts" / "system-packages.sh").write_text("exit 1\n" if "--print" in args else "exit 0\n")
+    (tmp_path / "README.md").write_text(readme)
+    env = {**os.environ, "PATH": os.pathsep.join([str(tmp_path / "bin"), os.environ["PATH"]])}
+    return subprocess.run(
+        ["bash", ".ci/run", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def _data(tmp_path: Path) -> Path:
@@ -79,7 +102,7 @@ def _data(tmp_path: Path) -> Path:
 # -- the first screen ---------------------------------------------------------------------------
 
 
-def test_the_first_screen_is_one_sentence_two_commands_and_the_consent_screenshot() -> None:
+def test_the_first_screen_is_one_sentence_two_commands_and_the_consent_screenshot(tmp_path: Path) -> None:
     first_screen = README[: README.index("\n## ")]
     title, intro = first_screen.split("\n", 1)
     assert title == "# jupyter_fsbroker"
@@ -99,15 +122,37 @@ def test_the_first_screen_is_one_sentence_two_commands_and_the_consent_screensho
     extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
     [tested] = [Requirement(r) for r in extra if Requirement(r).name == "jupyterlab"]
     assert lab.specifier and all(str(spec) in str(tested.specifier) for spec in lab.specifier)
-    # The test command is exactly the one CI runs, and it installs the test extra.
+    # CI runs these very commands, read from this block as it runs: the set-up line without the
+    # step that would block (JupyterLab), then the test command, which installs the test extra.
     assert test_it == "bash scripts/test.sh"
-    ci = _commands((REPO / ".ci" / "run").read_text())
-    assert ci[-1] == test_it
+    ci = _ci_run(tmp_path, README, "--print")
+    assert ci.returncode == 0, ci.stderr
+    assert ci.stdout.splitlines() == [" && ".join(steps[:-1]), test_it]
     assert 'pip install -q -e ".[test]"' in (REPO / "scripts" / "test.sh").read_text()
     # The consent screenshot: the per-path one, in both themes.
     images = re.findall(r'(?:src|srcset)="([^"]+)"', first_screen)
     assert sorted(images) == ["docs/images/consent-dark.png", "docs/images/consent-light.png"]
     assert all((REPO / image).is_file() for image in images)
+
+
+def test_ci_runs_the_first_block_line_by_line_in_one_shell_and_stops_at_a_failing_step(
+    tmp_path: Path,
+) -> None:
+    # A `jupyter` that says when it runs: CI must not start JupyterLab, which would block.
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "jupyter").write_text('#!/bin/sh\necho ran > "$PWD/jupyter-ran"\n')
+    (tmp_path / "bin" / "jupyter").chmod(0o755)
+    readme = "# x\n\nA sentence.\n\n```bash\n{}```\n\n```bash\necho later > later\n```\n"
+    set_up = "export STEP=set-up && echo one > one \\\n    && jupyter lab notebooks/x.ipynb"
+    done = _ci_run(tmp_path, readme.format(f'# Set up.\n{set_up}\n\n# Test.\necho "$STEP" > two\n'))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "one").read_text() == "one\n"
+    assert (tmp_path / "two").read_text() == "set-up\n"  # the same shell: what the first line set holds
+    assert not (tmp_path / "jupyter-ran").exists() and not (tmp_path / "later").exists()
+
+    failed = _ci_run(tmp_path, readme.format("true && false && echo three > three\necho four > four\n"))
+    assert failed.returncode != 0
+    assert not (tmp_path / "three").exists() and not (tmp_path / "four").exists()
 
 
 @pytest.mark.parametrize(

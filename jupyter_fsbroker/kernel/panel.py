@@ -223,9 +223,11 @@ class PanelService:
             peers = list(self._peers.values())
             self._last_sent = time.monotonic()
         try:
+            # Asked before the snapshots are taken: a connection that ends (closing → closed, which
+            # comes with no event) while they are sent was still in transit, so one more follows.
+            again = self._state.transitional()
             for peer in peers:
                 self._send(peer, self._snapshot(peer))
-            again = self._state.transitional()
         except Exception:  # a broken snapshot must never break the broker's threads
             log.exception("the panel snapshot failed")
             again = False

@@ -202,6 +202,8 @@ class ServerConnection:
     @property
     def state(self) -> ConnectionState:
         """``connecting``, ``open``, ``closing`` or ``closed``."""
+        if self._state == "open" and self._core is not None and self._core.closed:
+            return "closing"  # the kill switch ended the broker side; the loop has yet to end the transport
         return self._state
 
     @property

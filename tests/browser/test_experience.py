@@ -14,8 +14,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import Proc, descendants
+
 from .lab import JupyterLab
 from .notebook import CELL_TIMEOUT_MS, LOAD_TIMEOUT_MS, Notebook, wait_kernel_ready
+from .test_sidebar import run_command, wait_failed
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -110,14 +113,17 @@ def test_write_granted_on_the_report_only(
 STORY = """
 import os, sys
 import jupyter_fsbroker as fsb
-get_ipython().run_line_magic("load_ext", "jupyter_fsbroker")
 broker = fsb.get_broker()
 broker.add_root("data", name="data")
+broker.allow("data", ("read", "watch"))
 conn = broker.connect("analysis", command=[sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"],
                       env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")})
 display(broker.dashboard())
 """
 CHECK = 'print("state:", conn.state)\n'
+#: A call that blocks the notebook until the connection ends.
+BLOCK = 'conn.call_tool("watch_changes", {"path": "data", "seconds": 300})\n'
+SERVER_MODULE = "jupyter_fsbroker.examples.analysis_server"
 
 
 def _new_notebook_from_the_file_browser(page: Any, lab: JupyterLab) -> Any:
@@ -139,52 +145,64 @@ def _new_notebook_from_the_file_browser(page: Any, lab: JupyterLab) -> Any:
     return tab
 
 
+def _servers(lab: JupyterLab) -> list[Proc]:
+    """The example server processes below this JupyterLab (its kernel's stdio servers)."""
+    assert lab.proc is not None
+    return [proc for proc in descendants(lab.proc.pid) if SERVER_MODULE in proc.command]
+
+
+@pytest.mark.usefixtures("labextension")
 @pytest.mark.parametrize("jupyterlab", [{"app": "notebook"}], indirect=True, ids=["notebook7"])
 def test_kill_switch_in_a_notebook_made_with_files_new(
     jupyterlab: JupyterLab, page: Any, screenshot_dir: Path
 ) -> None:
-    """The dashboard's Disconnect either works, or the user is told it cannot and what does."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+    """Whether or not the file browser tab cut the dashboard's widgets off (DESIGN.md, "Notebook
+    7.6"; in some runs only), the sidebar's Disconnect ends the connection, its server and the call
+    it blocked."""
     from playwright.sync_api import expect
 
     data = jupyterlab.root / "data"
     data.mkdir()
     (data / "sales.csv").write_text(SALES_CSV, encoding="utf-8")
-    (jupyterlab.root / "story.py").write_text(STORY, encoding="utf-8")
-    (jupyterlab.root / "check.py").write_text(CHECK, encoding="utf-8")
+    for name, code in (("story.py", STORY), ("check.py", CHECK), ("block.py", BLOCK)):
+        (jupyterlab.root / name).write_text(code, encoding="utf-8")
     tab = _new_notebook_from_the_file_browser(page, jupyterlab)  # the file browser tab stays open
     wait_kernel_ready(tab)
     notebook = Notebook(tab, jupyterlab, "Untitled.ipynb")
     notebook.cells.first.wait_for(state="visible", timeout=LOAD_TIMEOUT_MS)
 
-    def run(index: int, code: str) -> str:
-        editor = notebook.cell(index).locator(".jp-InputArea-editor")
-        editor.click()
+    def type_in(index: int, code: str) -> None:
+        notebook.cell(index).locator(".jp-InputArea-editor").click()
         tab.keyboard.insert_text(code)
-        return notebook.run_and_wait(index)
 
-    run(0, "%run -i story.py")
-    dashboard = notebook.output(0).locator(".fsbroker-dashboard")
-    expect(dashboard).to_be_visible(timeout=CELL_TIMEOUT_MS)
-    disconnect = dashboard.locator(".fsbroker-disconnect")
-    expect(disconnect).to_be_visible()
-    try:  # not yet known to be cut off: the user clicks
-        disconnect.click(timeout=10_000)
-    except PlaywrightTimeoutError:  # known (maybe only now): the kernel disabled it, marked it stale
-        expect(disconnect).to_be_disabled()
-        expect(dashboard).to_contain_text("Stale")
-    # Either the click reached the kernel (the connection closes), or the kernel noticed that a
-    # frontend closed the dashboard's comm and says so after the next cell, with what always works.
-    deadline = time.monotonic() + 30
-    index = 1
-    while True:
-        text = run(index, "%run -i check.py")
-        index += 1
-        if "state: closed" in text or "a frontend closed the widgets of the dashboard" in text:
-            break
-        assert time.monotonic() < deadline, f"Disconnect did nothing and nobody said so:\n{text}"
-    if "state: closed" not in text:
-        assert "%fsbroker disconnect NAME" in text
-        run(index, "%fsbroker disconnect analysis")
-        assert "state: closed" in run(index + 1, "%run -i check.py")
+    type_in(0, "%load_ext jupyter_fsbroker")  # the sidebar asks the kernel again after this cell
+    notebook.run_and_wait(0)
+    type_in(1, "%run -i story.py")
+    notebook.run_and_wait(1)
+    expect(notebook.output(1).locator(".fsbroker-dashboard")).to_be_visible(timeout=CELL_TIMEOUT_MS)
+    type_in(2, "%run -i check.py")
+    assert "state: open" in notebook.run_and_wait(2)
+    [server] = _servers(jupyterlab)
+
+    # A call blocks the notebook; the sidebar's Disconnect ends the connection, and with it the call.
+    type_in(3, "%run -i block.py")
+    notebook.run(3)
+    run_command(tab, "fsbroker:open-sidebar")
+    sidebar = tab.locator("#fsbroker-sidebar")
+    connection = sidebar.locator(".fsbroker-connection")
+    expect(connection).to_contain_text("stdio · open", timeout=CELL_TIMEOUT_MS)
+    expect(sidebar.locator(".fsbroker-sidebar-activity")).to_contain_text(
+        "files/watch", timeout=CELL_TIMEOUT_MS
+    )
+    assert notebook.prompt(3) == "[*]:"
+    sidebar.locator(".fsbroker-sidebar-disconnect").click()
+    expect(connection).to_contain_text("stdio · closed", timeout=CELL_TIMEOUT_MS)
+    ended = wait_failed(notebook, 3)
+    assert "ConnectionClosedError" in ended and "closed by the user" in ended, ended
+    deadline = time.monotonic() + CELL_TIMEOUT_MS / 1000
+    while server.alive():
+        assert time.monotonic() < deadline, f"the server process {server.pid} outlived its connection"
+        time.sleep(0.1)
+    type_in(4, "%run -i check.py")
+    assert "state: closed" in notebook.run_and_wait(4)
     tab.screenshot(path=str(screenshot_dir / "notebook7-files-new.png"))

@@ -23,6 +23,7 @@ import pytest
 
 from .lab import JupyterLab
 from .notebook import Notebook
+from .test_sidebar import SERVER
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -31,8 +32,7 @@ SALES_CSV = "region,amount\nnorth,10\nsouth,20\neast,\nwest,40\n"
 CELLS = [
     "%load_ext jupyter_fsbroker",
     'import jupyter_fsbroker as fsb, sys\nbroker = fsb.get_broker()\nbroker.add_root("data", name="data")',
-    'conn = broker.connect("analysis", command=[sys.executable, "-m", '
-    '"jupyter_fsbroker.examples.analysis_server"])',
+    f"conn = broker.connect('analysis', {SERVER})",
     'result = conn.call_tool("profile_csv", {"path": "data/sales.csv"})\nresult["isError"]',
     'stats = result.data\nprint("rows:", stats["rows"])\n'
     'print("columns:", *(column["name"] for column in stats["columns"]))',

@@ -6,7 +6,8 @@ comm the kernel opens, so no dashboard button of that notebook receives a
 click (DESIGN.md, "Notebook 7.6"). The sidebar's comm is opened by the
 notebook's own page, so its kill switch works there all the same: the sidebar
 opens from the command that shows it, lists the connection, and Disconnect
-ends a call that blocks the notebook.
+ends a call that blocks the notebook and shows the connection closing, then
+closed, within seconds of the click.
 """
 
 from __future__ import annotations
@@ -25,12 +26,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.usefixture
 
 #: Milliseconds for a page, its kernel or a cell.
 LOAD_TIMEOUT_MS = 60_000
+#: Milliseconds from the click on Disconnect until the sidebar shows the connection closing, and closed
+#: (the server process stopped): a few seconds, where a stale snapshot stayed for half a minute.
+CLOSING_SHOWN_MS = 5_000
+CLOSED_SHOWN_MS = 10_000
 
 CELLS = [
     "%load_ext jupyter_fsbroker",
     'import sys, jupyter_fsbroker as fsb; broker = fsb.get_broker(); broker.add_root("data", name="data");'
     ' broker.allow("data", ("read", "watch"))',
-    f"analysis = broker.connect('analysis', command={SERVER})",
+    f"analysis = broker.connect('analysis', {SERVER})",
     'analysis.call_tool("watch_changes", {"path": "data", "seconds": 300})',
 ]
 
@@ -99,7 +104,11 @@ def test_disconnect_works_in_a_notebook_created_from_files_new(jupyterlab: Jupyt
     expect(activity).to_contain_text("files/watch", timeout=SHOW_TIMEOUT_MS)
     assert _prompt(blocked) == "[*]:"
     sidebar.locator(".fsbroker-sidebar-disconnect").click()
+    # The sidebar follows the kill switch by itself, the moment it acts and once the server is gone:
+    # no other change in the kernel is needed to bring it up to date.
+    expect(connection).to_contain_text(re.compile(r"stdio · clos(ing|ed)"), timeout=CLOSING_SHOWN_MS)
+    expect(connection).to_contain_text("stdio · closed", timeout=CLOSED_SHOWN_MS)
+    expect(notebook.locator("#fsbroker-status")).to_contain_text("File broker: 0 servers")
     output = _wait_finished(blocked)
     assert "ConnectionClosedError" in output, output
-    expect(connection).to_contain_text("closed", timeout=SHOW_TIMEOUT_MS)
     notebook.close()

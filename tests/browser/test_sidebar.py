@@ -26,7 +26,13 @@ from .notebook import CELL_TIMEOUT_MS, Notebook, wait_kernel_ready
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.usefixtures("labextension")]
 
 SALES_CSV = "region,amount\nnorth,10\nsouth,20\neast,\nwest,40\n"
-SERVER = '[sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"]'
+#: The arguments of `broker.connect` for the example server over stdio. It gets the kernel's
+#: PYTHONPATH (stdio servers start with a bare environment), so it runs the same checkout as the
+#: kernel, not whatever jupyter_fsbroker the environment has installed.
+SERVER = (
+    'command=[sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"],'
+    ' env={"PYTHONPATH": __import__("os").environ.get("PYTHONPATH", "")}'
+)
 
 #: Milliseconds for the sidebar to show what the kernel did.
 SHOW_TIMEOUT_MS = 30_000
@@ -83,7 +89,7 @@ KILL_SWITCH = [
     "broker = fsb.get_broker()\n"
     'broker.add_root("data", name="data")\n'
     'broker.allow("data", ("read", "watch"))',
-    f"analysis = broker.connect('analysis', command={SERVER})\n"
+    f"analysis = broker.connect('analysis', {SERVER})\n"
     'kept = analysis.connection.handle("files/read", {"path": "data/sales.csv", "keepLocked": True})',
     'analysis.call_tool("watch_changes", {"path": "data", "seconds": 300})',
 ]
@@ -140,7 +146,7 @@ CONSENT = [
     "import jupyter_fsbroker as fsb, sys\n"
     "broker = fsb.get_broker()\n"
     'broker.add_root("data", name="data")\n'
-    f"analysis = broker.connect('analysis', command={SERVER})",
+    f"analysis = broker.connect('analysis', {SERVER})",
     "analysis.revoke()\n"
     'result = analysis.call_tool("write_report", {"path": "data/sales.csv"})\n'
     'result.data["report"]',

@@ -168,6 +168,32 @@ def test_disconnect_on_a_subshell_ends_a_call_that_blocks_the_main_shell(kernel:
     assert state["connections"][0]["closeReason"] == "closed by the user"
 
 
+def test_a_disconnect_shows_closing_at_once_and_closed_once_done_while_the_loop_is_busy(
+    kernel: Kernel,
+) -> None:
+    load(kernel)
+    connect_stdio(kernel)
+    panel = Panel(kernel, subshell_id=kernel.create_subshell())
+    conn = panel.state(lambda s: s["connections"])["connections"][0]
+    # The broker's loop busy for a while (a large transfer, a loaded machine): the kill switch ends
+    # the connection's grants at once, but the transport is torn down only when the loop gets to it.
+    kernel.run("import time\nanalysis.server._loop.call_soon_threadsafe(time.sleep, 3)")
+
+    result = panel.act("disconnect", connection=conn["id"])
+    assert result["ok"], result
+
+    def next_snapshot() -> dict[str, Any] | None:
+        messages = panel.messages()
+        return next((m for m in messages[messages.index(result) :] if m.get("type") == "snapshot"), None)
+
+    after = kernel.wait_for(next_snapshot, 30, "the snapshot that follows the result")
+    assert after["state"]["connections"][0]["state"] in ("closing", "closed"), after["state"]["connections"]
+    # Nothing else happens in the kernel: the panel still learns that the connection ended.
+    state = panel.state(lambda s: s["connections"][0]["state"] == "closed", timeout=20)
+    assert state["connections"][0]["closeReason"] == "closed by the user"
+    assert kernel.value("analysis.state") == "closed"
+
+
 def test_a_consent_answered_on_the_panel_unblocks_a_sync_cell(kernel: Kernel) -> None:
     call = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"})["isError"]'
     panel, cell, consent = consent_on_the_panel(kernel, call)

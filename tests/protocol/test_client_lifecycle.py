@@ -271,7 +271,8 @@ async def test_close_from_another_thread_ends_a_waiting_call(broker: Broker) -> 
         thread = threading.Thread(target=conn.close, args=("the kill switch",))
         thread.start()
         thread.join()
-        assert conn.connection.closed  # at once, before the transport is down
+        # At once, before the transport is down (this loop has not run since): the state says so.
+        assert conn.connection.closed and conn.state == "closing" and not conn.closed
         with anyio.fail_after(TIMEOUT):
             await conn.wait_closed()
     assert "the kill switch" in str(failure[0])
@@ -285,6 +286,7 @@ async def test_closing_the_broker_side_ends_the_transport(broker: Broker, http: 
     second = await connect(broker, "second", url=http.url)
     pid = payload(await first.call_tool("info"))["pid"]
     first.connection.close()  # e.g. the dashboard's kill switch, on another thread
+    assert first.state == "closing"  # until the loop has ended the transport
     with anyio.fail_after(TIMEOUT):
         await first.wait_closed()
     assert first.close_reason == "the broker closed the connection"

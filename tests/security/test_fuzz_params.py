@@ -14,12 +14,18 @@ and the broker middleware), whose transport answers what is not a valid request 
 surrogates, ``params`` that are not an object) with -32600 before the core sees it, and the
 tests' hand-written JSON client (``tests/protocol/rawclient.py``), whose parser lets all of it
 through to the core's dispatch, which must answer it too (-32602).
+
+Besides the systematic table, generated requests: every run replays the same few examples (a
+fixed seed: the regression corpus); with ``FSBROKER_FUZZ_EXAMPLES=N``, N more from a random
+seed, which a failure prints (``FSBROKER_FUZZ_SEED`` runs the same examples again).
+``scripts/test.sh`` sets it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -27,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, currently_in_test_context, given, note, seed, settings
 from hypothesis import strategies as st
 
 from jupyter_fsbroker.core.broker import Broker
@@ -83,6 +89,12 @@ METHODS: dict[str, dict[str, Any]] = {
 SHARED = {"lockId": "lock_" + "f" * 32, "ifMatch": "nope", "final": True, "exclusive": True}
 
 MiB = 1 << 20
+
+#: ``FSBROKER_FUZZ_EXAMPLES=N``: the random tests run N examples generated from a random seed,
+#: printed with a failure (``FSBROKER_FUZZ_SEED`` runs the same ones again); without it they skip.
+#: The corpus tests replay the same few examples of a fixed seed in every run.
+EXAMPLES = int(os.environ.get("FSBROKER_FUZZ_EXAMPLES") or 0)
+SEED = int(os.environ.get("FSBROKER_FUZZ_SEED") or random.SystemRandom().randrange(1 << 32))
 
 
 def text(value: str) -> str:
@@ -306,6 +318,8 @@ def check(report: dict[str, Any], cases: list[Case]) -> None:
 
 
 async def fuzz(client: Any, world: World, cases: list[Case]) -> None:
+    if EXAMPLES and currently_in_test_context():  # with a failing random example, how to run it again
+        note(f"replay: FSBROKER_FUZZ_EXAMPLES={EXAMPLES} FSBROKER_FUZZ_SEED={SEED}")
     before = snapshot(world.outside)
     for start in range(0, len(cases), 400):
         batch = cases[start : start + 400]
@@ -353,29 +367,64 @@ def requests(draw: st.DrawFn) -> Case:
     return Case(method, json.dumps(params))
 
 
-FUZZ = settings(
-    max_examples=4,
+_SLOW_IS_FINE = settings(
     deadline=None,
-    derandomize=True,
     suppress_health_check=[
         HealthCheck.function_scoped_fixture,
         HealthCheck.too_slow,
         HealthCheck.data_too_large,
     ],
 )
+settings.register_profile("fsbroker-fuzz-corpus", _SLOW_IS_FINE, max_examples=4, derandomize=True)
+settings.register_profile(
+    "fsbroker-fuzz-random", _SLOW_IS_FINE, max_examples=max(EXAMPLES, 1), print_blob=True
+)
+CORPUS = settings(settings.get_profile("fsbroker-fuzz-corpus"))
 
 
-@FUZZ
-@given(cases=st.lists(requests(), min_size=40, max_size=80))
+def random_examples(test: Any) -> Any:
+    """*test* (a ``@given`` one) run on :data:`EXAMPLES` examples from :data:`SEED`, if asked for."""
+    test = seed(SEED)(settings(settings.get_profile("fsbroker-fuzz-random"))(test))
+    marks = [
+        pytest.mark.slow,
+        pytest.mark.timeout(300 + 10 * EXAMPLES),  # about a second an example, on 2 loaded cores
+        pytest.mark.skipif(not EXAMPLES, reason="FSBROKER_FUZZ_EXAMPLES=N runs N (scripts/test.sh does)"),
+    ]
+    for mark in marks:
+        test = mark(test)
+    return test
+
+
+CASES = st.lists(requests(), min_size=40, max_size=80)
+
+
+@CORPUS
+@given(cases=CASES)
 async def test_generated_requests_through_the_raw_client(
     raw_client: StdioClient, world: World, cases: list[Case]
 ) -> None:
     await fuzz(raw_client, world, cases)
 
 
-@FUZZ
-@given(cases=st.lists(requests(), min_size=40, max_size=80))
+@CORPUS
+@given(cases=CASES)
 async def test_generated_requests_through_the_product_client(
+    product_client: Any, world: World, cases: list[Case]
+) -> None:
+    await fuzz(product_client, world, cases)
+
+
+@random_examples
+@given(cases=CASES)
+async def test_random_requests_through_the_raw_client(
+    raw_client: StdioClient, world: World, cases: list[Case]
+) -> None:
+    await fuzz(raw_client, world, cases)
+
+
+@random_examples
+@given(cases=CASES)
+async def test_random_requests_through_the_product_client(
     product_client: Any, world: World, cases: list[Case]
 ) -> None:
     await fuzz(product_client, world, cases)
