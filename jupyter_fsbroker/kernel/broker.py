@@ -64,6 +64,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds :meth:`NotebookBroker.close` waits for the transports to come down.
 _CLOSE_TIMEOUT = 10.0
+#: Seconds a cell waits at most for the warm-up's imports to end (a few on a busy machine).
+_WARM_UP_WAIT = 60.0
 
 #: The settings that name roots and pre-approvals.
 _SPEC_TRAITS = ("roots", "read_only_roots", "allow")
@@ -153,6 +155,7 @@ class NotebookBroker:
         self._apply_specs()
         self._events = getattr(shell, "events", None)
         if self._events is not None:
+            self._events.register("pre_run_cell", self._before_cell)
             self._events.register("post_run_cell", self._after_cell)
         else:
             self._warm_up()
@@ -579,6 +582,16 @@ class NotebookBroker:
             decision = ConsentDecision.approve_all(found[0]) if decision else ConsentDecision.deny()
         return consenter.answer(request_id, decision)
 
+    def _before_cell(self, *args: object) -> None:
+        """Before each cell: let an import of the warm-up end first (see :meth:`_warm_up`)."""
+        warm = self._warm
+        if warm is not None and self._warming and not warm.done():
+            # Two threads importing one package whose modules import each other (mcp, pydantic)
+            # can meet in Python's deadlock detection, and one of them then gets a module half
+            # made ("cannot import name ... from partially initialized module"): the user's code
+            # must never run beside the warm-up's imports. Once per kernel, at most the rest of it.
+            concurrent.futures.wait([warm], timeout=_WARM_UP_WAIT)
+
     def _after_cell(self, *args: object) -> None:
         """After each cell: start the warm-up (once), print what the views noticed meanwhile."""
         self._warm_up()
@@ -640,8 +653,9 @@ class NotebookBroker:
             self._closed = True
             conns = list(self._connections.values())
         if self._events is not None:
-            with contextlib.suppress(ValueError):  # never registered, or unregistered already
-                self._events.unregister("post_run_cell", self._after_cell)
+            for event, callback in (("pre_run_cell", self._before_cell), ("post_run_cell", self._after_cell)):
+                with contextlib.suppress(ValueError):  # never registered, or unregistered already
+                    self._events.unregister(event, callback)
         self.settings.unobserve(self._live_setting_changed, names=list(LIVE_TRAITS))
         self.settings.unobserve(self._specs_changed, names=list(_SPEC_TRAITS))
         self.settings.unobserve(self._audit_changed, names=list(_AUDIT_TRAITS))

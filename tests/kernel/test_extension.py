@@ -169,3 +169,35 @@ def test_importing_the_package_loads_no_jupyter_and_no_mcp() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == ""
+
+
+#: Runs in the kernel: the warm-up's modules not yet imported whole when the cell started.
+UNFINISHED_WARM_UP = """
+import sys as _sys
+from jupyter_fsbroker.kernel.servers import _WARM_MODULES
+
+def _unfinished():
+    found = []
+    for name in _WARM_MODULES:
+        module = _sys.modules.get(name)
+        if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+            found.append(name)
+    return found
+
+unfinished = _unfinished()
+"""
+
+
+def test_the_cell_after_load_ext_never_runs_beside_the_warm_up(start_kernel: Callable[..., Kernel]) -> None:
+    # The warm-up imports mcp and jsonschema on a thread once the loading cell is over. A cell
+    # importing them meanwhile met that import in Python's deadlock detection and got a module
+    # half made (ImportError "partially initialized module 'mcp.client._input_required'", or
+    # _DeadlockError), in 4 of 6 fresh kernels: the next cell now starts once the warm-up ended.
+    kernel = start_kernel()
+    kernel.run("%load_ext jupyter_fsbroker")
+    imported = kernel.run(
+        UNFINISHED_WARM_UP
+        + "from mcp.client.session import ClientSession\nfrom mcp import types\nprint('imported')"
+    )
+    assert imported.stdout.strip() == "imported"
+    assert kernel.value("unfinished") == []
