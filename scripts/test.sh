@@ -20,7 +20,7 @@ if [ ! -d labextension/node_modules ]; then  # an install that found the extensi
 fi
 npm --prefix labextension run lint:check
 npm --prefix labextension test -- --ci
-# The parameter fuzzer runs random examples here besides its fixed corpus: 150 for each of its two
-# clients, 40-80 requests each, take about 2.5 minutes on 2 cores (twice that when they are shared).
-export FSBROKER_FUZZ_EXAMPLES="${FSBROKER_FUZZ_EXAMPLES:-150}"
+# The parameter fuzzer runs random examples here besides its fixed corpus: 1000 for each of its
+# two clients, 8-24 requests each, take about 3 minutes on 2 cores (more when they are shared).
+export FSBROKER_FUZZ_EXAMPLES="${FSBROKER_FUZZ_EXAMPLES:-1000}"
 python -m pytest -q "$@"

@@ -272,6 +272,7 @@ async def raw_client(world: World) -> AsyncIterator[StdioClient]:
     )
     try:
         yield client
+        await no_late_answers(client)
     finally:
         await client.close()
 
@@ -282,13 +283,15 @@ async def product_client(world: World) -> AsyncIterator[Any]:
         world.broker, "fuzz-product", command=sys.executable, args=[FUZZ_SERVER], env=server_env()
     ) as conn:
         yield conn
+        await no_late_answers(conn)
 
 
-async def send(client: Any, cases: list[Case]) -> dict[str, Any]:
+async def send(client: Any, cases: list[Case], *, linger: float = 0.2) -> dict[str, Any]:
     arguments = {
         "requests": [[case.method, case.params] for case in cases],
         "check_path": "data/hello.txt",
         "timeout": 120,
+        "linger": linger,
     }
     if isinstance(client, StdioClient):
         report: dict[str, Any] = await client.tool_json("send", arguments, timeout=180)
@@ -317,14 +320,20 @@ def check(report: dict[str, Any], cases: list[Case]) -> None:
     assert problems == [], "\n".join(problems[:40])
 
 
-async def fuzz(client: Any, world: World, cases: list[Case]) -> None:
+async def fuzz(client: Any, world: World, cases: list[Case], *, linger: float = 0.2) -> None:
     if EXAMPLES and currently_in_test_context():  # with a failing random example, how to run it again
         note(f"replay: FSBROKER_FUZZ_EXAMPLES={EXAMPLES} FSBROKER_FUZZ_SEED={SEED}")
     before = snapshot(world.outside)
     for start in range(0, len(cases), 400):
         batch = cases[start : start + 400]
-        check(await send(client, batch), batch)
+        check(await send(client, batch, linger=linger), batch)
     assert snapshot(world.outside) == before
+
+
+async def no_late_answers(client: Any) -> None:
+    """No answer came late: an empty batch, listened to for a while, gets no stray (a fixture's end)."""
+    report = await send(client, [], linger=1.0)
+    assert report["stray"] == [], f"answers that came late: {report['stray']}"
 
 
 # -- the tests ---------------------------------------------------------------------------------
@@ -387,7 +396,7 @@ def random_examples(test: Any) -> Any:
     test = seed(SEED)(settings(settings.get_profile("fsbroker-fuzz-random"))(test))
     marks = [
         pytest.mark.slow,
-        pytest.mark.timeout(300 + 10 * EXAMPLES),  # about a second an example, on 2 loaded cores
+        pytest.mark.timeout(300 + EXAMPLES),  # a tenth of a second an example, ten times that loaded
         pytest.mark.skipif(not EXAMPLES, reason="FSBROKER_FUZZ_EXAMPLES=N runs N (scripts/test.sh does)"),
     ]
     for mark in marks:
@@ -395,7 +404,12 @@ def random_examples(test: Any) -> Any:
     return test
 
 
+#: The corpus's examples: batches of 40-80 requests at once (what a flood of them does).
 CASES = st.lists(requests(), min_size=40, max_size=80)
+#: The random examples: smaller batches, so that thousands of them fit in a few minutes (the
+#: corpus keeps the large ones); a late second answer still shows, in a later batch or at the
+#: fixture's end (:func:`no_late_answers`), so no example waits for one.
+RANDOM_CASES = st.lists(requests(), min_size=8, max_size=24)
 
 
 @CORPUS
@@ -415,16 +429,16 @@ async def test_generated_requests_through_the_product_client(
 
 
 @random_examples
-@given(cases=CASES)
+@given(cases=RANDOM_CASES)
 async def test_random_requests_through_the_raw_client(
     raw_client: StdioClient, world: World, cases: list[Case]
 ) -> None:
-    await fuzz(raw_client, world, cases)
+    await fuzz(raw_client, world, cases, linger=0.0)
 
 
 @random_examples
-@given(cases=CASES)
+@given(cases=RANDOM_CASES)
 async def test_random_requests_through_the_product_client(
     product_client: Any, world: World, cases: list[Case]
 ) -> None:
-    await fuzz(product_client, world, cases)
+    await fuzz(product_client, world, cases, linger=0.0)

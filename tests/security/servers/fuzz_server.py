@@ -11,7 +11,10 @@ as ``garbage``. After the batch it sends one ordinary ``files/stat`` of
 works.
 
 Usage: ``fuzz_server.py`` (stdio). Tool arguments of ``send``:
-``{"requests": [[method, params_json_or_null], ...], "check_path": str, "timeout": s}``.
+``{"requests": [[method, params_json_or_null], ...], "check_path": str, "timeout": s,
+"linger": s}``: after the last answer it listens ``linger`` seconds more (default 0.2) for a
+second answer to any id; an answer that comes for an id of an earlier batch is reported as a
+stray of the batch it came in, so a connection that goes on catches late ones anyway.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ def summary(line: bytes) -> dict[str, Any]:
 def send_batch(wire: LineWire, args: dict[str, Any], first_id: int) -> dict[str, Any]:
     requests: list[list[Any]] = args["requests"]
     timeout = float(args.get("timeout", 60.0))
+    linger = float(args.get("linger", 0.2))
     ids = list(range(first_id, first_id + len(requests)))
     out = bytearray()
     for request_id, (method, params) in zip(ids, requests, strict=True):
@@ -75,7 +79,7 @@ def send_batch(wire: LineWire, args: dict[str, Any], first_id: int) -> dict[str,
             sent_check = True
         if sent_check and answers[check_id]:
             # Linger a little: a second answer to any id would show up now.
-            deadline = min(deadline, time.monotonic() + 0.2)
+            deadline = min(deadline, time.monotonic() + linger)
         line = wire.recv_line(max(0.0, deadline - time.monotonic()))
         if line is None:
             continue
