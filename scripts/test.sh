@@ -23,4 +23,5 @@ npm --prefix labextension test -- --ci
 # The parameter fuzzer runs random examples here besides its fixed corpus: 1000 for each of its
 # two clients, 8-24 requests each, take about 3 minutes on 2 cores (more when they are shared).
 export FSBROKER_FUZZ_EXAMPLES="${FSBROKER_FUZZ_EXAMPLES:-1000}"
-python -m pytest -q "$@"
+# Both lanes: the fast one (plain `pytest`) and the system suites (`pytest -m system`).
+python -m pytest -q -m "system or not system" "$@"

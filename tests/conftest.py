@@ -1,4 +1,8 @@
-"""Checks that apply to every test: nothing a test starts may outlive it.
+"""Checks that apply to every test: nothing a test starts may outlive it; and the two lanes.
+
+The lanes: a test in one of :data:`SYSTEM_FOLDERS` is marked ``system`` here, by its folder, so
+that a new file there cannot forget it. Plain ``pytest`` deselects them (``addopts`` in
+``pyproject.toml``); ``pytest -m system`` runs them alone, and ``scripts/test.sh`` runs both.
 
 A test that leaves a thread running, a child process alive or a file
 descriptor open fails, with a list of what it left. The state is recorded when
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +36,20 @@ from tests.support import leaks
 #: a process that is ending may wait seconds for a CPU on a loaded machine); a real leak costs this
 #: wait once, before it is reported.
 LEAK_GRACE = 30.0
+
+#: The folders of ``tests/`` whose tests are the system lane: they need a browser, Node and npm,
+#: Landlock, faults and load, executed notebooks or fuzzing, and take minutes.
+SYSTEM_FOLDERS = frozenset({"browser", "interop", "reliability", "notebooks", "security", "sandbox"})
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before the -m of addopts deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(item.path).resolve()
+        if path.is_relative_to(TESTS) and path.relative_to(TESTS).parts[0] in SYSTEM_FOLDERS:
+            item.add_marker(pytest.mark.system)
+
 
 _BEFORE = pytest.StashKey[leaks.Snapshot]()
 _PASSED = pytest.StashKey[bool]()

@@ -15,6 +15,9 @@ from tests.support.ci import cannot_run
 from .conftest import load
 from .harness import Kernel
 
+# Landlock, and confined servers started for real: the system lane, like tests/sandbox.
+pytestmark = pytest.mark.system
+
 SNOOPING_ARGV = [
     sys.executable,
     str(Path(__file__).resolve().parents[1] / "sandbox" / "servers" / "snooping_server.py"),
