@@ -61,7 +61,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from procmem import memory_kib, reset_peak  # beside this file: on sys.path when run as a script
 
-from jupyter_fsbroker.protocol.server import enable_files, files, run_stdio
+from jupyter_fsbroker.serverkit import enable_files, files, run_stdio
 
 MiB = 1024 * 1024
 

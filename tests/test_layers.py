@@ -58,8 +58,8 @@ def _all_imports(path: Path) -> set[str]:
     return found
 
 
-def test_only_the_protocol_layer_imports_mcp() -> None:
-    allowed = {"protocol", "examples"}
+def test_only_the_client_and_the_kit_import_mcp() -> None:
+    allowed = {"protocol", "serverkit", "examples"}
     offenders = [
         str(path.relative_to(PACKAGE))
         for path in sorted(PACKAGE.rglob("*.py"))
@@ -70,9 +70,9 @@ def test_only_the_protocol_layer_imports_mcp() -> None:
 
 
 def test_the_server_helper_stands_alone() -> None:
-    """Server authors need only the ``protocol/server/`` folder and ``mcp``."""
-    helper = "jupyter_fsbroker.protocol.server"
-    files = _module_files("protocol/server")
+    """Server authors need only the ``serverkit/`` folder and ``mcp``."""
+    helper = "jupyter_fsbroker.serverkit"
+    files = _module_files("serverkit")
     assert files, "the server helper's folder is missing"
     offenders = {
         str(path.relative_to(PACKAGE)): sorted(

@@ -172,7 +172,7 @@ def test_no_module_over_800_lines() -> None:
 #: Consecutive lines that make a duplicated block.
 BLOCK = 6
 
-#: The documented copies of the contract. The server helper (``protocol/server*``) imports
+#: The documented copies of the contract. The server kit (``serverkit/``) imports
 #: nothing of this package, so that a server author needs only it and ``mcp``: it carries its
 #: own copy of the error names and codes, the operations, the chunk caps and the change-event
 #: shape (PROTOCOL.md), and a test asserts that the copies equal the core's. A duplicated block
@@ -180,7 +180,7 @@ BLOCK = 6
 #: definitions (classes, functions, constants), in files matching these patterns.
 CONTRACT_COPIES: tuple[tuple[str, str, frozenset[str]], ...] = (
     (
-        f"{NAME}/protocol/server*",
+        f"{NAME}/serverkit/*",
         f"{NAME}/core/*",
         frozenset(
             {
@@ -361,7 +361,7 @@ def test_only_the_contract_copies_are_allowed() -> None:
     def block(path: str, owner: str) -> tuple[_Line, ...]:
         return tuple(_Line(path, n, f"line {n}", False, owner) for n in range(BLOCK))
 
-    helper, core = f"{NAME}/protocol/server/errors.py", f"{NAME}/core/errors.py"
+    helper, core = f"{NAME}/serverkit/exceptions.py", f"{NAME}/core/errors.py"
     assert _allowed(Duplicate(block(core, "FileLocked"), block(helper, "FileLocked")))
     assert not _allowed(Duplicate(block(core, "read_chunk"), block(helper, "read_chunk")))
     assert not _allowed(Duplicate(block(f"{NAME}/kernel/api.py", "FileLocked"), block(core, "FileLocked")))

@@ -10,6 +10,6 @@
 * :mod:`jupyter_fsbroker.examples.csvstream` — its CSV side: statistics and
   filtered rows of text that arrives in chunks cut anywhere.
 
-They are written with :mod:`jupyter_fsbroker.protocol.server`, the helper a
+They are written with :mod:`jupyter_fsbroker.serverkit`, the helper a
 server author would use, and import nothing else from this package.
 """

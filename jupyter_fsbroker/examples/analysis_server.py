@@ -62,7 +62,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from jupyter_fsbroker.protocol.server import MAX_CHUNK_BYTES, FilesClient, enable_files, files, run_stdio
+from jupyter_fsbroker.serverkit import MAX_CHUNK_BYTES, FilesClient, enable_files, files, run_stdio
 
 from .csvstream import CsvProfiler, RowFilter, render_report, report_path
 

@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
-from jupyter_fsbroker.protocol.server import (
+from jupyter_fsbroker.serverkit import (
     FilesClient,
     FilesError,
     RetryPolicy,

@@ -80,7 +80,7 @@ def test_it_still_imports_its_packages_and_writes_in_its_private_tmpdir() -> Non
     results = probe(
         [
             "import:mcp",
-            "import:jupyter_fsbroker.protocol.server",
+            "import:jupyter_fsbroker.serverkit",
             "import:ssl",
             "tmpfile",
             "read:/etc/passwd",

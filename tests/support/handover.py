@@ -58,10 +58,10 @@ def run_server(stdio: Callable[[], None], http: Callable[[int], None]) -> None:
 def run_files_server(build: Callable[[], Any]) -> None:
     """:func:`run_server` for a test server built with the server helper: *build()* makes the ``MCPServer``.
 
-    Over stdio it runs under :func:`~jupyter_fsbroker.protocol.server.run_stdio`; over HTTP its
+    Over stdio it runs under :func:`~jupyter_fsbroker.serverkit.run_stdio`; over HTTP its
     Streamable HTTP app is served on the inherited socket.
     """
-    from jupyter_fsbroker.protocol.server import run_stdio
+    from jupyter_fsbroker.serverkit import run_stdio
 
     def http(fd: int) -> None:
         serve_on_inherited(build().streamable_http_app(host=LOOPBACK), fd)

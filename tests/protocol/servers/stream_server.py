@@ -22,7 +22,7 @@ if __package__ in (None, ""):
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from jupyter_fsbroker.protocol.server import enable_files, files, run_stdio
+from jupyter_fsbroker.serverkit import enable_files, files, run_stdio
 from tests.support.memory import churn
 
 MiB = 1024 * 1024

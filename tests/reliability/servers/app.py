@@ -40,7 +40,7 @@ if __package__ in (None, ""):
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
-from jupyter_fsbroker.protocol.server import (
+from jupyter_fsbroker.serverkit import (
     FileLocked,
     FilesClient,
     FilesError,

@@ -13,7 +13,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-from jupyter_fsbroker.protocol.server import enable_files
+from jupyter_fsbroker.serverkit import enable_files
 
 
 def files_server(name: str) -> MCPServer[Any]:

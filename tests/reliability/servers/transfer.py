@@ -24,7 +24,7 @@ if __package__ in (None, ""):
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from jupyter_fsbroker.protocol.server import files
+from jupyter_fsbroker.serverkit import files
 from tests.reliability.servers.base import files_server, new_content
 from tests.support.handover import run_files_server
 

@@ -16,7 +16,7 @@ import tempfile
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from jupyter_fsbroker.protocol.server import enable_files, files, run_stdio
+from jupyter_fsbroker.serverkit import enable_files, files, run_stdio
 
 server = MCPServer("snooping")
 enable_files(server)

@@ -4,13 +4,13 @@
 any model validation (mcp's typed models drop unknown keys), so it reads the
 capability and the client's ``filesystemBrokeringFeatures`` from the raw
 ``initialize`` params and records them, with the watch routing, in the
-connection's :class:`~.connection.ConnectionFiles`; it also
+connection's :class:`~.peers.ConnectionFiles`; it also
 routes ``notifications/files/changed`` (a client→server notification mcp does
 not know) to that connection's watches. With ``require=True`` it refuses the
 handshake itself with the -32603 error SEP-1708 prescribes.
 
 :func:`files` is a tool's way in: it checks the capability and the transport
-and gives the tool a :class:`~.client.FilesClient`. Nothing here sends anything
+and gives the tool a :class:`~.files_client.FilesClient`. Nothing here sends anything
 to the client.
 """
 
@@ -25,18 +25,18 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from .client import FilesClient
-from .connection import ConnectionFiles
+from .answers import ChangeEvent
 from .contract import (
     BROKERING_CAPABILITY,
     BROKERING_FEATURES,
     CHANGED_NOTIFICATION,
     MISSING_CAPABILITY_MESSAGE,
 )
-from .errors import FilesUnavailable
+from .exceptions import FilesUnavailable
+from .files_client import FilesClient
 from .mcp_internals import connection_state
-from .policy import RetryPolicy, Timeouts
-from .results import ChangeEvent
+from .peers import ConnectionFiles
+from .retry import RetryPolicy, Timeouts
 
 __all__ = [
     "FilesMiddleware",
@@ -77,7 +77,7 @@ def brokering_features(initialize_params: Mapping[str, Any] | None) -> frozenset
 
 
 class FilesMiddleware:
-    """mcp server middleware that enables :func:`~.client.files` on a server.
+    """mcp server middleware that enables :func:`~.files_client.files` on a server.
 
     Install it with :func:`enable_files` (or ``MCPServer(middleware=[...])``).
     It records whether each client advertised ``filesystemBrokering``, and
@@ -90,7 +90,7 @@ class FilesMiddleware:
     require
         Refuse the handshake of a client that does not broker files, with
         JSON-RPC error -32603 and the message SEP-1708 prescribes. Without it,
-        the error comes from :func:`~.client.files` in the first tool that needs files.
+        the error comes from :func:`~.files_client.files` in the first tool that needs files.
     """
 
     def __init__(self, *, require: bool = False) -> None:

@@ -2,7 +2,7 @@
 
 One :class:`ConnectionFiles` lives in mcp's per-connection ``state`` from the
 client's ``initialize`` on (the middleware puts it there); every
-:class:`~.client.FilesClient` of that connection shares it. It only holds and
+:class:`~.files_client.FilesClient` of that connection shares it. It only holds and
 routes; it never sends anything to the client.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from .results import ChangeEvent
+from .answers import ChangeEvent
 
 __all__ = ["ConnectionFiles", "LocalLocks"]
 

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
+from jupyter_fsbroker import serverkit as helper
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter
 from jupyter_fsbroker.core.limits import Limits
-from jupyter_fsbroker.protocol import server as helper
-from jupyter_fsbroker.protocol.server.requester import flat_groups
+from jupyter_fsbroker.serverkit.requester import flat_groups
 from tests.protocol.rawclient import StdioClient, python_argv
 from tests.protocol.servers.harness import Consents, node_folder
-from tests.protocol.test_server_helper import APP, call
+from tests.serverkit.test_server_helper import APP, call
 from tests.support.brokers import make_broker
 from tests.support.env import server_env
 

@@ -26,15 +26,11 @@ from jupyter_fsbroker.core.consent import CallbackConsenter
 from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.examples.analysis_server import CsvProfiler, render_report, report_path
 from jupyter_fsbroker.examples.csvstream import RowFilter
+from tests.protocol.rawclient import HttpClient, RawClient, RpcError, StdioClient, python_argv
 from tests.protocol.servers.harness import Consents
 from tests.support.brokers import make_broker
 from tests.support.env import server_env
 from tests.support.servers import MODULE, SEP_MESSAGE, TOOLS, analysis_server_http
-
-if __package__:
-    from .rawclient import HttpClient, RawClient, RpcError, StdioClient, python_argv
-else:  # collected without a package
-    from rawclient import HttpClient, RawClient, RpcError, StdioClient, python_argv  # type: ignore[no-redef]
 
 pytestmark = pytest.mark.anyio
 

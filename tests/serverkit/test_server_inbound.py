@@ -16,9 +16,9 @@ from typing import Any
 import pydantic_core
 import pytest
 
-from jupyter_fsbroker.protocol.server import inbound
-from jupyter_fsbroker.protocol.server.inbound import LineReader, parse_line
-from jupyter_fsbroker.protocol.server.wire import is_base64
+from jupyter_fsbroker.serverkit import inbound
+from jupyter_fsbroker.serverkit.inbound import LineReader, parse_line
+from jupyter_fsbroker.serverkit.lenient import is_base64
 
 CONTENT = base64.b64encode(os.urandom(300_000)).decode("ascii")
 

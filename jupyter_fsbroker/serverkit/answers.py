@@ -11,7 +11,7 @@ without ``operations``, a read with only ``content``, ``size`` and
 ``mimeType``); those are derived from what the request asked and what the
 answer carries. A member that is present but cannot be true (a ``bytesRead``
 that is not the content's length, an ``offset`` that was not asked for) raises
-:class:`~.errors.IntegrityError`: a wrong number must never reach a tool.
+:class:`~.exceptions.IntegrityError`: a wrong number must never reach a tool.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 from .contract import OPERATIONS, ROOTS_META
-from .errors import IntegrityError
-from .wire import byte_length, decode_base64, get_int, get_opt_str, get_str, get_strs
+from .exceptions import IntegrityError
+from .lenient import byte_length, decode_base64, get_int, get_opt_str, get_str, get_strs
 
 __all__ = [
     "ChangeEvent",
@@ -36,7 +36,7 @@ __all__ = [
     "PathConsentResult",
     "ReadBytes",
     "ReadChunk",
-    "Root",
+    "RootEntry",
     "WriteResult",
     "roots_from_result",
 ]
@@ -405,8 +405,8 @@ class ChangeEvent:
 
 
 @dataclass(frozen=True)
-class Root:
-    """One of the client's roots (``roots/list``), as :meth:`~.client.FilesClient.roots` returns it.
+class RootEntry:
+    """One of the client's roots (``roots/list``), as :meth:`~.files_client.FilesClient.roots` returns it.
 
     A brokering client names every root, and hands over a root's location
     only where its user allows it (PROTOCOL.md): paths written root-relative
@@ -435,7 +435,7 @@ class Root:
     read_only: bool = False
 
     @classmethod
-    def from_result(cls, item: Mapping[str, Any]) -> Root | None:
+    def from_result(cls, item: Mapping[str, Any]) -> RootEntry | None:
         """Read one raw item of ``roots``; ``None`` if it has no URI."""
         uri = item.get("uri")
         if not isinstance(uri, str) or not uri:
@@ -445,7 +445,7 @@ class Root:
         return cls(uri, get_opt_str(item, "name"), _local_path(uri), read_only)
 
     @classmethod
-    def from_name(cls, entry: Mapping[str, Any]) -> Root | None:
+    def from_name(cls, entry: Mapping[str, Any]) -> RootEntry | None:
         """Read one raw entry of ``_meta.filesystemBrokering.roots``; ``None`` if it has no name."""
         name = entry.get("name")
         if not isinstance(name, str) or not name:
@@ -453,18 +453,18 @@ class Root:
         return cls(None, name, None, entry.get("readOnly") is True)
 
 
-def roots_from_result(result: Mapping[str, Any]) -> tuple[Root, ...]:
+def roots_from_result(result: Mapping[str, Any]) -> tuple[RootEntry, ...]:
     """The roots of a raw ``roots/list`` result: its items and the names in its ``_meta``, merged by name.
 
     In the order of the names (the client's), then the items no name matched.
-    An item and a name of the same root make one :class:`Root` (read-only if
+    An item and a name of the same root make one :class:`RootEntry` (read-only if
     either says so); malformed items and entries are skipped.
     """
     items = result.get("roots")
     located = [
         root
         for item in (items if isinstance(items, list) else ())
-        if isinstance(item, Mapping) and (root := Root.from_result(item)) is not None
+        if isinstance(item, Mapping) and (root := RootEntry.from_result(item)) is not None
     ]
     meta = result.get("_meta")
     ours = meta.get(ROOTS_META) if isinstance(meta, Mapping) else None
@@ -472,10 +472,10 @@ def roots_from_result(result: Mapping[str, Any]) -> tuple[Root, ...]:
     named = [
         root
         for entry in (entries if isinstance(entries, list) else ())
-        if isinstance(entry, Mapping) and (root := Root.from_name(entry)) is not None
+        if isinstance(entry, Mapping) and (root := RootEntry.from_name(entry)) is not None
     ]
-    by_name: dict[str | None, Root] = {root.name: root for root in located if root.name is not None}
-    merged: list[Root] = []
+    by_name: dict[str | None, RootEntry] = {root.name: root for root in located if root.name is not None}
+    merged: list[RootEntry] = []
     for root in named:
         found = by_name.get(root.name)
         merged.append(root if found is None else replace(found, read_only=found.read_only or root.read_only))

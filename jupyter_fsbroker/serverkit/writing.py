@@ -20,11 +20,11 @@ from typing import Any
 
 import anyio.lowlevel
 
+from .answers import WriteResult
 from .contract import MAX_CHUNK_BYTES, REQUEST_TOO_LARGE
-from .errors import EncodingError, IntegrityError, TooLarge
+from .exceptions import EncodingError, IntegrityError, TooLarge
+from .lenient import byte_length
 from .requester import Requester
-from .results import WriteResult
-from .wire import byte_length
 
 __all__ = ["AtomicWrite", "ContentCap", "WriteOptions"]
 

@@ -1,8 +1,8 @@
 """A ``files/watch`` subscription as an async iterator of change events.
 
 :class:`Watch` sends ``files/watch`` and ``files/unwatch`` through the functions
-its :class:`~.client.FilesClient` gives it, and receives its events from the
-connection's :class:`~.connection.ConnectionFiles`, where the middleware routes
+its :class:`~.files_client.FilesClient` gives it, and receives its events from the
+connection's :class:`~.peers.ConnectionFiles`, where the middleware routes
 ``notifications/files/changed``. It never blocks the connection: a consumer too
 slow for its buffer loses events (counted), never the connection.
 """
@@ -16,11 +16,11 @@ from types import TracebackType
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from .connection import ConnectionFiles
-from .errors import ConnectionClosed, InternalError, NotFound
+from .answers import ChangeEvent
+from .exceptions import ConnectionClosed, InternalError, NotFound
+from .lenient import compact_params, get_opt_str
+from .peers import ConnectionFiles
 from .requester import Requester
-from .results import ChangeEvent
-from .wire import compact_params, get_opt_str
 
 __all__ = ["Watch"]
 

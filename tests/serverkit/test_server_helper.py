@@ -1,4 +1,4 @@
-"""The server-side helper (``jupyter_fsbroker.protocol.server``) end to end against the real core.
+"""The server-side helper (``jupyter_fsbroker.serverkit``) end to end against the real core.
 
 A server built with the helper (``test_server_helper_app.py``) runs as a stdio
 subprocess; ``rawclient`` plays the notebook: a hand-written JSON-RPC client
@@ -22,25 +22,21 @@ from typing import Any
 
 import pytest
 
+from jupyter_fsbroker import serverkit as helper
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter
 from jupyter_fsbroker.core.errors import FileLocked as CoreFileLocked
 from jupyter_fsbroker.core.errors import RateLimited as CoreRateLimited
 from jupyter_fsbroker.core.errors import TooLarge as CoreTooLarge
 from jupyter_fsbroker.core.limits import Limits
-from jupyter_fsbroker.protocol import server as helper
-from jupyter_fsbroker.protocol.server.connection import ConnectionFiles
-from jupyter_fsbroker.protocol.server.mcp_internals import connection_state, lowlevel_server
-from jupyter_fsbroker.protocol.server.results import roots_from_result
+from jupyter_fsbroker.serverkit.answers import roots_from_result
+from jupyter_fsbroker.serverkit.mcp_internals import connection_state, lowlevel_server
+from jupyter_fsbroker.serverkit.peers import ConnectionFiles
+from tests.protocol.rawclient import Answered, RpcError, StdioClient, python_argv
 from tests.protocol.servers.harness import Consents, node_folder
 from tests.support.brokers import make_broker
 from tests.support.env import server_env
 from tests.support.servers import SEP_MESSAGE
-
-if __package__:
-    from .rawclient import Answered, RpcError, StdioClient, python_argv
-else:  # collected without a package
-    from rawclient import Answered, RpcError, StdioClient, python_argv  # type: ignore[no-redef]
 
 pytestmark = pytest.mark.anyio
 
@@ -738,10 +734,16 @@ def test_error_mapping_and_policies() -> None:
     located = [{"uri": "file:///srv/b", "name": "b"}, {"uri": "file:///srv/x"}, {"name": "no-uri"}, 3]
     named = [{"name": "a", "readOnly": True}, {"name": "b", "readOnly": True}, {"readOnly": True}, "c"]
     assert roots_from_result({"roots": located, "_meta": {"filesystemBrokering": {"roots": named}}}) == (
-        helper.Root(None, "a", None, True),
-        helper.Root("file:///srv/b", "b", "/srv/b", True),
-        helper.Root("file:///srv/x", None, "/srv/x", False),
+        helper.RootEntry(None, "a", None, True),
+        helper.RootEntry("file:///srv/b", "b", "/srv/b", True),
+        helper.RootEntry("file:///srv/x", None, "/srv/x", False),
     )
     assert roots_from_result({"roots": "nonsense", "_meta": {"filesystemBrokering": []}}) == ()
     unavailable = helper.FilesUnavailable()
     assert (unavailable.code, unavailable.message) == (-32603, SEP_MESSAGE)
+
+
+def test_the_old_name_of_a_root_entry_still_works_and_warns() -> None:
+    with pytest.warns(DeprecationWarning, match="RootEntry"):
+        old = helper.Root
+    assert old is helper.RootEntry

@@ -2,8 +2,8 @@
 
 The helper stands alone (a server author needs only it and ``mcp``), so it cannot
 import these facts from :mod:`jupyter_fsbroker.core`; it keeps copies here, and the
-error tree of :mod:`.errors` and the event shape of :class:`.results.ChangeEvent`
-are copies too. ``tests/protocol/test_contract_copies.py`` compares every one of
+error tree of :mod:`.exceptions` and the event shape of :class:`.answers.ChangeEvent`
+are copies too. ``tests/serverkit/test_contract_copies.py`` compares every one of
 them with the core's, so the two sides can never drift apart.
 
 Only facts of the contract belong here: nothing computed, nothing configurable.

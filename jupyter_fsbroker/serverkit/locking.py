@@ -4,7 +4,7 @@ The lock is a ``keepLocked`` lock of the client connection, taken with a
 zero-byte read (or an empty create) and always released with ``files/unlock``,
 also on an exception or cancellation. Concurrent tool calls of one connection
 share the client's locks, so they also take turns on the same path in this
-process (:class:`~.connection.LocalLocks`).
+process (:class:`~.peers.LocalLocks`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from .connection import LocalLocks
-from .errors import (
+from .exceptions import (
     AlreadyExists,
     ConnectionClosed,
     FileLocked,
@@ -26,9 +25,10 @@ from .errors import (
     NotFound,
     RateLimited,
 )
-from .policy import RetryPolicy
+from .lenient import get_opt_str
+from .peers import LocalLocks
 from .requester import Requester
-from .wire import get_opt_str
+from .retry import RetryPolicy
 
 __all__ = ["hold_lock", "unlock"]
 

@@ -28,7 +28,7 @@ from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.examples.analysis_server import CsvProfiler
 from tests.protocol.rawclient import Interceptor, StdioClient, WireError, python_argv
 from tests.protocol.servers.harness import Consents, node_folder
-from tests.protocol.test_server_helper import APP, call
+from tests.serverkit.test_server_helper import APP, call
 from tests.support.env import server_env
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""The helper's requests written straight onto its stdio pipe (``protocol/server/direct.py``).
+"""The helper's requests written straight onto its stdio pipe (``serverkit/direct.py``).
 
 The channel must give its callers exactly what mcp's session gives them: the
 raw result, typed errors, a timeout after a courtesy cancellation, a
@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
-from jupyter_fsbroker.protocol.server.direct import DirectChannel, current_channel
-from jupyter_fsbroker.protocol.server.errors import (
+from jupyter_fsbroker.serverkit.direct import DirectChannel, current_channel
+from jupyter_fsbroker.serverkit.exceptions import (
     ConnectionClosed,
     FilesError,
     PermissionDenied,

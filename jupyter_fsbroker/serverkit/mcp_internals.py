@@ -4,7 +4,7 @@ mcp 2.3 offers no public way to reach either, and the helper cannot work
 without them. Each is one small function here, nowhere else; the canary test
 ``test_mcp_internals_the_helper_relies_on_are_there`` calls both, so an mcp
 release that moves them fails loudly instead of silently disabling ``files(ctx)``
-or :func:`~.stdio.run_stdio`. Never add a third without a canary.
+or :func:`~.stdio_server.run_stdio`. Never add a third without a canary.
 """
 
 from __future__ import annotations

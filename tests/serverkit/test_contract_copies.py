@@ -1,6 +1,6 @@
 """The server helper's copies of the wire contract equal the core's, so the two can never drift.
 
-The helper (``jupyter_fsbroker/protocol/server/``) must stand alone, so it
+The helper (``jupyter_fsbroker/serverkit/``) must stand alone, so it
 copies what it relies on of PROTOCOL.md instead of importing the core: error
 names and codes, the operations, the chunk caps, the watch event kinds and the
 change event's shape, the notification's name, the capability key, the key
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from jupyter_fsbroker import serverkit as helper
 from jupyter_fsbroker.core import Broker, BrokerConfig
 from jupyter_fsbroker.core import errors as core_errors
 from jupyter_fsbroker.core.grants import OPERATIONS as CORE_OPERATIONS
@@ -29,13 +30,12 @@ from jupyter_fsbroker.core.watch import EVENTS as CORE_EVENTS
 from jupyter_fsbroker.core.watch import ChangeEvent as CoreChangeEvent
 from jupyter_fsbroker.protocol import middleware as client_side
 from jupyter_fsbroker.protocol import roots_offer
-from jupyter_fsbroker.protocol import server as helper
-from jupyter_fsbroker.protocol.server import contract
-from jupyter_fsbroker.protocol.server.uploads import ContentCap
+from jupyter_fsbroker.serverkit import contract
+from jupyter_fsbroker.serverkit.writing import ContentCap
 
-CONTRACT = "jupyter_fsbroker/protocol/server/contract.py"
-ERRORS = "jupyter_fsbroker/protocol/server/errors.py"
-RESULTS = "jupyter_fsbroker/protocol/server/results.py"
+CONTRACT = "jupyter_fsbroker/serverkit/contract.py"
+ERRORS = "jupyter_fsbroker/serverkit/exceptions.py"
+RESULTS = "jupyter_fsbroker/serverkit/answers.py"
 
 
 def drift(what: str, helper_value: object, core_value: object, fix: str, side: str = "the core") -> str:

@@ -1,6 +1,6 @@
 """How long the helper waits for an answer, and when it repeats a refused request.
 
-Frozen values a server author may pass to :func:`~.client.files`; they decide
+Frozen values a server author may pass to :func:`~.files_client.files`; they decide
 nothing by themselves and send nothing.
 """
 
@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 
 from .contract import MiB
-from .errors import FileLocked, FilesError, RateLimited
+from .exceptions import FileLocked, FilesError, RateLimited
 
 __all__ = ["RetryPolicy", "Timeouts"]
 

@@ -1,10 +1,10 @@
 """The client's brokered filesystem, used from one tool call: :class:`FilesClient`.
 
 One method per ``files/*`` operation, returning the frozen values of
-:mod:`.results` and raising the typed errors of :mod:`.errors`. The methods
+:mod:`.answers` and raising the typed errors of :mod:`.exceptions`. The methods
 build params and read answers; the sending (timeouts, retries, consent) is the
 :class:`~.requester.Requester`'s, streamed reads are :mod:`.chunks`', staged
-writes :mod:`.uploads`', locks :mod:`.locks`' and watches :mod:`.watch`'.
+writes :mod:`.writing`', locks :mod:`.locking`' and watches :mod:`.subscription`'.
 """
 
 from __future__ import annotations
@@ -18,17 +18,27 @@ from typing import Any, Literal, TypedDict, Unpack, cast, overload
 import mcp_types
 from mcp.server.session import ServerSession
 
+from .answers import (
+    ConsentResult,
+    Created,
+    Deleted,
+    Entry,
+    FileStat,
+    ReadBytes,
+    ReadChunk,
+    RootEntry,
+    WriteResult,
+)
 from .chunks import ChunkStream
-from .connection import ConnectionFiles
 from .contract import DEFAULT_CHUNK_BYTES, OPERATIONS, PER_PATH_CONSENT, WATCH_EVENTS
-from .errors import NotFound, PermissionDenied
-from .locks import hold_lock, unlock
-from .policy import RetryPolicy, Timeouts
+from .exceptions import NotFound, PermissionDenied
+from .lenient import compact_params, get_opt_str, get_str
+from .locking import hold_lock, unlock
+from .peers import ConnectionFiles
 from .requester import ConsentPaths, Requester
-from .results import ConsentResult, Created, Deleted, Entry, FileStat, ReadBytes, ReadChunk, Root, WriteResult
-from .uploads import AtomicWrite, ContentCap, WriteOptions
-from .watch import Watch
-from .wire import compact_params, get_opt_str, get_str
+from .retry import RetryPolicy, Timeouts
+from .subscription import Watch
+from .writing import AtomicWrite, ContentCap, WriteOptions
 
 __all__ = ["FilesClient", "ListKeywords", "WriteKeywords"]
 
@@ -149,7 +159,7 @@ class FilesClient:
 
     # -- roots ---------------------------------------------------------------------------------
 
-    async def roots(self) -> tuple[Root, ...]:
+    async def roots(self) -> tuple[RootEntry, ...]:
         """The client's roots (``roots/list``), each with its name and ``read_only`` flag.
 
         A brokering client names its roots (the first segment of root-relative
@@ -161,7 +171,7 @@ class FilesClient:
 
         Returns
         -------
-        tuple of Root
+        tuple of RootEntry
             In the client's order; ``uri`` and ``path`` are ``None`` for a root
             known by name only. Malformed items (no URI) and names are skipped.
         """

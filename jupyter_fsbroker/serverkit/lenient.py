@@ -4,7 +4,7 @@ The brokering client is a peer the server does not control. A member of the
 wrong type reads as its default here instead of failing deep inside a tool;
 the only reader that raises is :func:`decode_base64`, for content that cannot
 be decoded at all. :func:`byte_length` measures content as it travels, so that
-answers can be checked against what they claim (see :mod:`.results`).
+answers can be checked against what they claim (see :mod:`.answers`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import codecs
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import IntegrityError
+from .exceptions import IntegrityError
 
 try:
     # SIMD base64: ~25 times binascii's speed, which otherwise bounds a server's read rate.

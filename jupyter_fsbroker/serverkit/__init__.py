@@ -3,7 +3,7 @@
 A server author needs a few lines::
 
     from mcp.server.mcpserver import Context, MCPServer
-    from jupyter_fsbroker.protocol.server import enable_files, files, run_stdio
+    from jupyter_fsbroker.serverkit import enable_files, files, run_stdio
 
     server = MCPServer("analysis")
     enable_files(server)                      # once, before serving
@@ -31,16 +31,16 @@ How it hooks into mcp 2.3, module by module
   middleware chain (:mod:`.capability`): it reads
   ``capabilities.roots.filesystemBrokering`` and the client's
   ``filesystemBrokeringFeatures`` from the raw ``initialize`` params, keeps
-  per-connection state (:mod:`.connection`) and routes
-  ``notifications/files/changed`` to the :class:`Watch` iterators (:mod:`.watch`).
-* :func:`files` gives a tool a :class:`FilesClient` (:mod:`.client`). Its
+  per-connection state (:mod:`.peers`) and routes
+  ``notifications/files/changed`` to the :class:`Watch` iterators (:mod:`.subscription`).
+* :func:`files` gives a tool a :class:`FilesClient` (:mod:`.files_client`). Its
   requests go out through one :class:`~.requester.Requester` per tool call
   (timeouts, retries, consent); large reads stream through a
   :class:`ChunkStream` (:mod:`.chunks`), large writes are staged
-  (:mod:`.uploads`), locks are held for a block (:mod:`.locks`). Error answers
-  become the exceptions of :mod:`.errors`, answers the values of
-  :mod:`.results`; :mod:`.policy` holds the retry and timeout policies.
-* :func:`run_stdio` serves a server on non-blocking pipe streams (:mod:`.stdio`)
+  (:mod:`.writing`), locks are held for a block (:mod:`.locking`). Error answers
+  become the exceptions of :mod:`.exceptions`, answers the values of
+  :mod:`.answers`; :mod:`.retry` holds the retry and timeout policies.
+* :func:`run_stdio` serves a server on non-blocking pipe streams (:mod:`.stdio_server`)
   instead of mcp's thread-per-line stdio transport.
 * What mcp 2.3 offers no public API for is reached in :mod:`.mcp_internals`
   only, with a canary test.
@@ -48,6 +48,20 @@ How it hooks into mcp 2.3, module by module
 
 from __future__ import annotations
 
+import warnings
+
+from .answers import (
+    ChangeEvent,
+    ConsentResult,
+    Created,
+    Deleted,
+    Entry,
+    FileStat,
+    PathConsentResult,
+    ReadChunk,
+    RootEntry,
+    WriteResult,
+)
 from .capability import (
     FilesMiddleware,
     advertises_brokering,
@@ -57,7 +71,6 @@ from .capability import (
     files,
 )
 from .chunks import ChunkStream
-from .client import FilesClient
 from .contract import (
     CHANGED_NOTIFICATION,
     DEFAULT_CHUNK_BYTES,
@@ -66,7 +79,7 @@ from .contract import (
     OPERATIONS,
     WATCH_EVENTS,
 )
-from .errors import (
+from .exceptions import (
     AlreadyExists,
     ConnectionClosed,
     EncodingError,
@@ -86,21 +99,10 @@ from .errors import (
     WrongType,
     error_from_jsonrpc,
 )
-from .policy import RetryPolicy, Timeouts
-from .results import (
-    ChangeEvent,
-    ConsentResult,
-    Created,
-    Deleted,
-    Entry,
-    FileStat,
-    PathConsentResult,
-    ReadChunk,
-    Root,
-    WriteResult,
-)
-from .stdio import run_stdio, serve_stdio, stdio_streams
-from .watch import Watch
+from .files_client import FilesClient
+from .retry import RetryPolicy, Timeouts
+from .stdio_server import run_stdio, serve_stdio, stdio_streams
+from .subscription import Watch
 
 __all__ = [
     "CHANGED_NOTIFICATION",
@@ -136,7 +138,7 @@ __all__ = [
     "ReadChunk",
     "RequestTimeout",
     "RetryPolicy",
-    "Root",
+    "RootEntry",
     "Timeouts",
     "TooLarge",
     "Watch",
@@ -152,3 +154,15 @@ __all__ = [
     "serve_stdio",
     "stdio_streams",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``Root``, the old name of :class:`RootEntry` (it goes in the next release)."""
+    if name == "Root":
+        warnings.warn(
+            "jupyter_fsbroker.serverkit.Root is now RootEntry; the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return RootEntry
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,19 +6,19 @@ a more specific reason, and a bare ``-32602`` without a reason (SEP-1708's
 reference client answers a path that is not granted that way). Each is cured
 by one ``files/consent`` per paths and operation and one repetition; a
 refusal that comes back after that is raised as it is (a real ``-32602`` for
-bad params stays :class:`~.errors.InvalidParams`).
+bad params stays :class:`~.exceptions.InvalidParams`).
 
 A consent that names different operations for different paths is sent in
 PROTOCOL.md's per-path form only to a client that lists ``perPathConsent``;
 to any other it goes as flat requests, one per distinct set of operations
 (:func:`flat_groups`), whose answers are merged into the one result the tool
-sees (:meth:`~.results.PathConsentResult.merged`).
+sees (:meth:`~.answers.PathConsentResult.merged`).
 
 Requests go out through the public ``ServerSession.send_request`` with a
 generic request model and ``related_request_id`` set to the tool call's id, so
 over Streamable HTTP they ride the tool call's own SSE stream; the raw result
 dict comes back unchanged, and an error answer arrives as ``MCPError`` and
-becomes the typed exception of :mod:`.errors`. On the helper's own stdio pipes
+becomes the typed exception of :mod:`.exceptions`. On the helper's own stdio pipes
 they go past the session, straight onto the pipe (:mod:`.direct`), with the
 same results and errors. Every other module of the helper
 sends through a :class:`Requester`; none builds mcp requests itself.
@@ -37,12 +37,12 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import RootModel
 
+from .answers import ConsentResult, PathConsentResult, RootEntry, roots_from_result
 from .contract import NOT_GRANTED
 from .direct import current_channel
-from .errors import FilesError, InvalidParams, PermissionDenied, error_from_jsonrpc
-from .policy import RetryPolicy, Timeouts
-from .results import ConsentResult, PathConsentResult, Root, roots_from_result
-from .wire import compact_params
+from .exceptions import FilesError, InvalidParams, PermissionDenied, error_from_jsonrpc
+from .lenient import compact_params
+from .retry import RetryPolicy, Timeouts
 
 __all__ = ["ConsentPaths", "Policies", "Requester", "consent_may_cure", "flat_groups"]
 
@@ -90,7 +90,7 @@ def flat_groups(access: Mapping[str, Sequence[str]]) -> list[tuple[tuple[str, ..
 
 
 class Policies(Protocol):
-    """Where a :class:`Requester` reads its policies (the :class:`~.client.FilesClient`'s attributes)."""
+    """Where a :class:`Requester` reads its policies (a :class:`~.files_client.FilesClient`)."""
 
     retry: RetryPolicy
     timeouts: Timeouts
@@ -159,7 +159,7 @@ class Requester:
         """Send one request and return its raw result, repeating refusals per the retry policy.
 
         With *binary*, a base64 ``content`` may come decoded, as ``bytes`` (on the
-        helper's own pipes: see :class:`~.results.ReadBytes`).
+        helper's own pipes: see :class:`~.answers.ReadBytes`).
         """
         policy = retry or self.retry
         attempt = 0
@@ -239,7 +239,7 @@ class Requester:
             answers.append(ConsentResult.from_result(result, paths, ops))
         return PathConsentResult.merged(answers)
 
-    async def roots(self) -> tuple[Root, ...]:
+    async def roots(self) -> tuple[RootEntry, ...]:
         """Ask the client for its roots (``roots/list``): the located ones and the named ones, merged."""
         return roots_from_result(await self.request("roots/list", None))
 

@@ -5,25 +5,25 @@ passes a typed request model, a dump of it, the dispatcher (its pending
 table, a memory stream per request, an OpenTelemetry span and trace-context
 injection, a request clock), the outbound memory stream and a second dump;
 its answer is validated as a JSON-RPC model, routed by the dispatcher and
-validated twice more. Measured over :func:`~.stdio.run_stdio` on 2 cores, that
+validated twice more. Measured over :func:`~.stdio_server.run_stdio` on 2 cores, that
 is ~250 µs of the server's CPU per small ``files/read``, about as much as the
 brokering client spends answering it.
 
-When the helper serves stdio on its own pipes (:func:`~.stdio.stdio_streams`),
+When the helper serves stdio on its own pipes (:func:`~.stdio_server.stdio_streams`),
 a :class:`DirectChannel` sends such requests itself: one JSON line, with an id
 of its own (``"fsb-"`` and a number, a string, so it can never be one of the
 integers mcp's session gives its requests), and the pipe's reader hands every
 answer carrying such an id back to it (:meth:`DirectChannel.route`) before mcp
 parses anything. What the wire carries is the same JSON-RPC request, and the
 caller sees what the session would have given it: the raw result, or the
-error answer as an ``MCPError``-equivalent :class:`~.errors.FilesError`, a
-timeout as :class:`~.errors.RequestTimeout` after a
+error answer as an ``MCPError``-equivalent :class:`~.exceptions.FilesError`, a
+timeout as :class:`~.exceptions.RequestTimeout` after a
 ``notifications/cancelled``, a cancelled caller likewise announced, and
-:class:`~.errors.ConnectionClosed` when the pipe ends. Over any other
+:class:`~.exceptions.ConnectionClosed` when the pipe ends. Over any other
 transport (Streamable HTTP, mcp's own stdio) requests go through the session
 as before: :func:`current_channel` is ``None`` there.
 
-A request sent with ``binary=True`` (a chunk of :meth:`~.client.FilesClient.iter_chunks`)
+A request sent with ``binary=True`` (a chunk of :meth:`~.files_client.FilesClient.iter_chunks`)
 gets a large base64 ``content`` decoded where its answer is read
 (:meth:`DirectChannel.wants_bytes`, asked by :class:`~.inbound.LineReader`):
 the bytes the tool needs, and no 1.4 MB of text made and dropped for each MiB.
@@ -43,7 +43,7 @@ import anyio
 import pydantic_core
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT
 
-from .errors import error_from_jsonrpc
+from .exceptions import error_from_jsonrpc
 
 __all__ = ["DirectChannel", "current_channel"]
 
@@ -107,10 +107,10 @@ class DirectChannel:
         Raises
         ------
         FilesError
-            The client answered with an error (the class :func:`~.errors.error_from_jsonrpc`
+            The client answered with an error (the class :func:`~.exceptions.error_from_jsonrpc`
             picks), did not answer within *timeout* seconds
-            (:class:`~.errors.RequestTimeout`), or the pipe ended
-            (:class:`~.errors.ConnectionClosed`).
+            (:class:`~.exceptions.RequestTimeout`), or the pipe ended
+            (:class:`~.exceptions.ConnectionClosed`).
         """
         if self._closed:
             raise error_from_jsonrpc(CONNECTION_CLOSED, "Connection closed", method=method)

@@ -1,6 +1,6 @@
 """The client's messages off a pipe: read into one kept buffer, parsed as each line ends.
 
-:class:`LineReader` reads the read pipe of :func:`~.stdio.stdio_streams`
+:class:`LineReader` reads the read pipe of :func:`~.stdio_server.stdio_streams`
 itself, straight into a buffer it keeps, and parses each line there as soon
 as it ends. A ``files/read`` answer is a line of 1.4 MB for a 1 MiB chunk;
 asyncio's pipe transport read it as pieces of 256 KiB, each a new ``bytes``,
@@ -35,8 +35,8 @@ from typing import Any
 
 import pydantic_core
 
-from .errors import IntegrityError
-from .wire import FAST_BASE64, decode_base64, is_base64
+from .exceptions import IntegrityError
+from .lenient import FAST_BASE64, decode_base64, is_base64
 
 #: Whether an answer (parsed without its content) should get a base64 content decoded.
 Decoder = Callable[[object], bool]

@@ -3,7 +3,7 @@
 :class:`ChunkStream` plans the offsets, keeps at most ``concurrency`` reads
 unanswered and at most that many chunks in memory, and checks that the file
 does not change between chunks. It sends its reads through the function it is
-given (the :class:`~.client.FilesClient`'s ``read``, with its retries and
+given (the :class:`~.files_client.FilesClient`'s ``read``, with its retries and
 consent); it never writes.
 """
 
@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar, cast
 
-from .errors import EncodingError, InternalError, PreconditionFailed, TooLarge
-from .results import ReadBytes, ReadChunk
-from .wire import CHUNK_SAFE_CODECS
+from .answers import ReadBytes, ReadChunk
+from .exceptions import EncodingError, InternalError, PreconditionFailed, TooLarge
+from .lenient import CHUNK_SAFE_CODECS
 
 __all__ = ["ChunkStream"]
 
@@ -36,7 +36,7 @@ class _Read(Protocol):
 
 
 class _ReadBytes(Protocol):
-    """One ``files/read`` request for base64, its content decoded (see :class:`.results.ReadBytes`)."""
+    """One ``files/read`` request for base64, its content decoded (see :class:`.answers.ReadBytes`)."""
 
     def __call__(
         self, path: str, *, offset: int, length: int, lock_id: str | None
