@@ -19,6 +19,7 @@ package's ``__init__`` runs it.
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
@@ -26,7 +27,11 @@ __all__ = ["lazy_exports"]
 
 
 def lazy_exports(
-    package: str, namespace: MutableMapping[str, Any], names: Mapping[str, str]
+    package: str,
+    namespace: MutableMapping[str, Any],
+    names: Mapping[str, str],
+    *,
+    moved: Mapping[str, str] | None = None,
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of a package whose names are imported on first use.
 
@@ -40,6 +45,10 @@ def lazy_exports(
     names
         ``{public name: module}``, the module spelled relative to the package
         (``".dashboard"``) or absolute.
+    moved
+        ``{name: module}`` of names that moved to another package and still resolve here for
+        one release: each use warns with a :class:`DeprecationWarning` that names the new
+        place. They are not public here (``__dir__`` leaves them out).
 
     Returns
     -------
@@ -47,8 +56,17 @@ def lazy_exports(
         ``(__getattr__, __dir__)``, to assign at the package's module level.
     """
     table = dict(names)
+    gone = dict(moved or {})
 
     def __getattr__(name: str) -> Any:
+        if name in gone:
+            new = importlib.import_module(gone[name], package)
+            warnings.warn(
+                f"{package}.{name} is now {new.__name__}.{name}; the old place goes in the next release",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(new, name)  # not cached: every use warns
         module = table.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -49,6 +49,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from .console.format import printable
+from .console.prompt import TerminalConsenter
+from .console.status import trash_text
 from .core.audit import AuditLog
 from .core.broker import Broker
 from .core.config import BrokerConfig, default_trash_dir
@@ -62,8 +65,6 @@ from .protocol.connector import connect
 from .protocol.roots_offer import RootsNotice
 from .sandbox import Sandbox, SandboxChoice, SandboxError, SandboxUnavailable, choose
 from .sandbox.request import ENV_DEFAULT, parse_ports, sandbox_from_env
-from .widgets.terminal import TerminalConsenter
-from .widgets.text import printable, trash_text
 
 __all__ = ["main"]
 

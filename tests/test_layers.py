@@ -86,7 +86,7 @@ def test_the_server_helper_stands_alone() -> None:
 
 
 def test_views_decide_nothing_and_speak_no_protocol() -> None:
-    for path in _module_files("widgets"):
+    for path in _module_files("widgets") + _module_files("console"):
         imports = _all_imports(path)
         assert not [
             m for m in imports if m.startswith(("jupyter_fsbroker.protocol", "jupyter_fsbroker.kernel"))

@@ -48,8 +48,8 @@ def test_dir_lists_the_lazy_names_before_they_are_used() -> None:
 
 def test_relative_modules_resolve_against_the_package() -> None:
     namespace: dict[str, Any] = {}
-    getattr_, _ = _lazy.lazy_exports("jupyter_fsbroker.widgets", namespace, {"status_text": ".text"})
-    from jupyter_fsbroker.widgets.text import status_text
+    getattr_, _ = _lazy.lazy_exports("jupyter_fsbroker.console", namespace, {"status_text": ".status"})
+    from jupyter_fsbroker.console.status import status_text
 
     assert getattr_("status_text") is status_text
 
@@ -75,3 +75,29 @@ def test_the_lazy_packages_load_their_heavy_modules_only_when_asked() -> None:
         check=True,
     )
     assert out.stdout.split("\n")[:2] == ["[]", "True"]
+
+
+def test_a_moved_name_still_resolves_and_warns_at_each_use() -> None:
+    import json
+
+    module = types.ModuleType("fake")
+    namespace = vars(module)
+    module.__getattr__, module.__dir__ = _lazy.lazy_exports(  # type: ignore[method-assign]
+        "fake", namespace, {"dumps": "json"}, moved={"loads": "json"}
+    )
+    for _ in range(2):
+        with pytest.warns(DeprecationWarning, match=r"fake\.loads is now json\.loads"):
+            assert module.loads is json.loads
+    assert "loads" not in namespace
+    assert "loads" not in dir(module)
+
+
+def test_the_text_views_moved_out_of_the_widgets_and_still_resolve_there() -> None:
+    import jupyter_fsbroker.console as console
+    import jupyter_fsbroker.widgets as widgets
+
+    for name in ("TerminalConsenter", "status_text", "ConnectionView"):
+        with pytest.warns(
+            DeprecationWarning, match=f"jupyter_fsbroker.widgets.{name} is now jupyter_fsbroker.console"
+        ):
+            assert getattr(widgets, name) is getattr(console, name)

@@ -177,7 +177,7 @@ class NotebookBroker:
             self._kernel_consenter.subscribe(self._views.follow_consent)
             return self._kernel_consenter
         if sys.stdin is not None and sys.stdin.isatty():
-            from ..widgets.terminal import TerminalConsenter
+            from ..console.prompt import TerminalConsenter
 
             self._terminal = TerminalConsenter()
             return self._terminal
@@ -694,7 +694,7 @@ class NotebookBroker:
 
 def _make_prompt(request: ConsentRequest, future: concurrent.futures.Future[ConsentDecision]) -> Any:
     """A consent prompt widget (``ipywidgets`` is imported with the first one, not at ``%load_ext``)."""
-    from ..widgets.consent import ConsentPrompt
+    from ..widgets.consent_prompt import ConsentPrompt
 
     return ConsentPrompt(request, future)
 

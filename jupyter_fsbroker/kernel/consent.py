@@ -17,7 +17,7 @@ shows the request where the user is looking:
 * **clicks cannot arrive** (a synchronous call, and no kernel subshell exists:
   VS Code, classic frontends, consoles) or there are no widgets at all: the
   blocked cell asks on stdin (``input_request``) with the words and answers of
-  every text prompt (:mod:`jupyter_fsbroker.widgets.consent_text`), racing the
+  every text prompt (:mod:`jupyter_fsbroker.console.consent_text`), racing the
   widget; whichever answers first counts.
 
 Whatever the path, the broker itself denies when ``consent_timeout`` passes; a
@@ -39,10 +39,10 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..console.consent_text import outcome_text, parse_answer, question_text
 from ..core.broker import Broker
 from ..core.consent import ConsentDecision, ConsentRequest
 from ..core.progress import Transfer
-from ..widgets.consent_text import outcome_text, parse_answer, question_text
 from . import ipykernel_compat as ipk
 
 __all__ = ["Ask", "CallScope", "KernelConsenter"]

@@ -26,9 +26,9 @@ import threading
 import time
 from typing import Any
 
+from ..console.status import grant_holder
 from ..core.consent import ConsentDecision
 from ..core.errors import BrokerError, FilesError
-from ..widgets.text import grant_holder
 from . import ipykernel_compat as ipk
 from . import panel_protocol as proto
 from .panel_state import PanelState

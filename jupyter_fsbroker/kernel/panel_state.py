@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import __version__
+from ..console.consent_text import TIMED_OUT, WITHDRAWN, ending
+from ..console.status import decision_text, follow_broker
 from ..core.connection import Connection
 from ..core.consent import ConsentDecision, ConsentRequest
 from ..core.timestamps import iso_utc
 from ..core.watch import ChangeEvent
-from ..widgets.consent_text import TIMED_OUT, WITHDRAWN, ending
-from ..widgets.text import decision_text, follow_broker
 from . import ipykernel_compat as ipk
 from .consent import Ask, KernelConsenter
 from .snapshot import state_snapshot

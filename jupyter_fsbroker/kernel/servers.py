@@ -37,7 +37,7 @@ DEFAULT_CONNECT_TIMEOUT = 30.0
 _WARM_MODULES = (
     "jupyter_fsbroker.protocol.connector",
     "ipywidgets",
-    "jupyter_fsbroker.widgets.consent",
+    "jupyter_fsbroker.widgets.consent_prompt",
     "jupyter_fsbroker.widgets.places",
     "jupyter_fsbroker.widgets.dashboard",
     "jupyter_fsbroker.widgets.progress",

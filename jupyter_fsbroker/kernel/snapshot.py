@@ -26,7 +26,7 @@ and the panel's comm; what it reads beyond the core (a connection's id, target,
 transport, close reason and sandbox, the requests the kernel's consenter holds)
 is the kernel's, and the core knows nothing of transports. The words it shares
 with the dashboard (who holds a grant, whether a server is sandboxed) come from
-:mod:`..widgets.text`, so every view says the same. It reads, and never decides.
+:mod:`..console.status`, so every view says the same. It reads, and never decides.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..console.status import ConnectionView, grant_holder, kept_locks, sandbox_text
 from ..core.timestamps import iso_utc
-from ..widgets.text import ConnectionView, grant_holder, kept_locks, sandbox_text
 
 if TYPE_CHECKING:
     from ..core.audit import AuditRecord
@@ -67,7 +67,7 @@ def state_snapshot(
         The broker shown.
     connections
         The kernel's connections (or a function that returns them), in the
-        order to list them. Besides what a :class:`~..widgets.text.ConnectionView`
+        order to list them. Besides what a :class:`~..console.status.ConnectionView`
         has, a connection may have ``id``, ``target`` and ``close_reason``
         (the kernel's connections do); the keys are ``None`` where it has not.
     pending

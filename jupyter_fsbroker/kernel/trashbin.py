@@ -22,11 +22,11 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ..console.status import trash_text
 from ..core.retention import Retention
 from ..core.trashcan import TrashCan
 from ..core.trashentry import TrashEntry
 from ..widgets.markup import trash_html
-from ..widgets.text import trash_text
 
 __all__ = ["NotebookTrash", "TrashListing"]
 

@@ -33,10 +33,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..console.status import TextView, status_text
 from ..core.broker import Broker
 from ..core.consent import ConsentRequest
 from ..core.errors import ClosedError
-from ..widgets.text import TextView, status_text
 from . import ipykernel_compat as ipk
 from .connection import KernelConnection
 from .consent import Ask

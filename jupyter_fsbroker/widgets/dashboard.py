@@ -35,6 +35,14 @@ from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
+from ..console.status import (
+    ENDED_STATES,
+    ConnectionView,
+    follow_broker,
+    grant_holder,
+    kept_locks,
+    sandbox_text,
+)
 from ..core.audit import AuditRecord
 from ..core.broker import Broker
 from ..core.connection import Connection
@@ -60,7 +68,6 @@ from .markup import (
 )
 from .rows import Row, Section, button_row, set_value, sync_rows
 from .style import REJECT, WARN, style_html
-from .text import ENDED_STATES, ConnectionView, follow_broker, grant_holder, kept_locks, sandbox_text
 from .trashsection import TrashSection
 
 __all__ = ["Dashboard"]

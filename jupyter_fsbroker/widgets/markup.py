@@ -3,7 +3,7 @@
 Pure functions from the broker's values (roots, grants, locks, audit records,
 change events) to HTML strings for ``ipywidgets.HTML``. Whatever a server chose
 (names, paths, messages, reasons) goes through :func:`escape`, which also makes
-control and bidirectional characters visible (:func:`~.text.printable`), so no
+control and bidirectional characters visible (:func:`~..console.format.printable`), so no
 server can inject markup or disguise a path. Views only: nothing here reads the
 broker or decides anything, and nothing imports ``ipywidgets``.
 """
@@ -15,19 +15,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..console.format import clock_text, expiry_text, format_age, format_bytes, plural, printable, reason_text
+from ..console.status import grant_holder, trash_rows, trash_summary
 from ..core.refusals import cause_text
-from .text import (
-    clock_text,
-    expiry_text,
-    format_age,
-    format_bytes,
-    grant_holder,
-    plural,
-    printable,
-    reason_text,
-    trash_rows,
-    trash_summary,
-)
 
 if TYPE_CHECKING:
     from ..core.audit import AuditRecord

@@ -22,9 +22,9 @@ from typing import Any, Protocol
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
+from ..console.status import ConnectionView, roots_notice_text, sandbox_text
 from .closing import close_parts
 from .markup import escape, plain
-from .text import ConnectionView, roots_notice_text, sandbox_text
 
 __all__ = [
     "KEEP_DECIDED",
@@ -125,7 +125,7 @@ class CallPanel(widgets.VBox):  # type: ignore[misc]
 
 
 class CardSource(ConnectionView, Protocol):
-    """What the card reads of a connection: a :class:`~.text.ConnectionView`, and more."""
+    """What the card reads of a connection: a :class:`~..console.status.ConnectionView`, and more."""
 
     @property
     def closed(self) -> bool: ...

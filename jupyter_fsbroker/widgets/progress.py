@@ -22,10 +22,10 @@ from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
+from ..console.format import format_age, format_bytes, printable
 from ..core.broker import Broker
 from ..core.progress import Transfer
 from .closing import close_parts, close_tree
-from .text import format_age, format_bytes, printable
 
 __all__ = ["TransferProgress"]
 

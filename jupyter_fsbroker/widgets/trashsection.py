@@ -22,6 +22,8 @@ from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
+from ..console.format import format_bytes
+from ..console.status import trash_summary
 from ..core.errors import ConfigError
 from ..core.retention import Retention
 from ..core.trashcan import TrashCan
@@ -30,7 +32,6 @@ from .closing import close_tree
 from .markup import escape, muted, trash_entry_html
 from .rows import Row, button_row, set_value, sync_rows
 from .style import REJECT, WARN
-from .text import format_bytes, trash_summary
 
 __all__ = ["TrashSection"]
 

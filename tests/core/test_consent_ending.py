@@ -1,7 +1,7 @@
 """When an unanswered consent request counts as timed out rather than withdrawn.
 
 The wire's ``cause`` (``consent_timeout`` / ``consent_withdrawn``) and every view
-that says how a request ended (``widgets.consent_text.ending``) ask
+that says how a request ended (``console.consent_text.ending``) ask
 ``ConsentRequest.timed_out``, so they never disagree.
 """
 
@@ -11,8 +11,8 @@ from concurrent.futures import Future
 
 import pytest
 
+from jupyter_fsbroker.console.consent_text import ending
 from jupyter_fsbroker.core.consent import TIMEOUT_SLACK, ConsentDecision, ConsentRequest
-from jupyter_fsbroker.widgets.consent_text import ending
 
 
 def request(timeout: float) -> ConsentRequest:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import os
 
+from jupyter_fsbroker.console.prompt import TerminalConsenter
 from jupyter_fsbroker.core.consent import ConsentDecision, ConsentRequest
-from jupyter_fsbroker.widgets.terminal import TerminalConsenter
 
 
 def ask_at_the_terminal(

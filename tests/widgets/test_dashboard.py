@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_fsbroker.console.status import ConnectionView
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
 from jupyter_fsbroker.core.errors import FileLocked, PermissionDenied
 from jupyter_fsbroker.core.watch import ChangeEvent
-from jupyter_fsbroker.widgets.consent import ConsentPrompt
+from jupyter_fsbroker.widgets.consent_prompt import ConsentPrompt
 from jupyter_fsbroker.widgets.dashboard import Dashboard
-from jupyter_fsbroker.widgets.text import ConnectionView
 
 from .conftest import ALL_OPS, WAIT, FakeView, join_all, make_request
 

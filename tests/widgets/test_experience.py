@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_fsbroker.console.consent_text import outcome_text, parse_answer, question_text
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentItem, ConsentRequest
 from jupyter_fsbroker.core.errors import PermissionDenied
 from jupyter_fsbroker.kernel.snapshot import SNAPSHOT_VERSION, state_snapshot
-from jupyter_fsbroker.widgets.consent import ConsentPrompt
-from jupyter_fsbroker.widgets.consent_text import outcome_text, parse_answer, question_text
+from jupyter_fsbroker.widgets.consent_prompt import ConsentPrompt
 from jupyter_fsbroker.widgets.dashboard import Dashboard
 from jupyter_fsbroker.widgets.markup import activity_html
 from jupyter_fsbroker.widgets.style import ACCEPT, REJECT, WARN, style_html

@@ -10,7 +10,7 @@ from ipywidgets.widgets.widget import _instances
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import ConsentDecision
 from jupyter_fsbroker.core.limits import MiB
-from jupyter_fsbroker.widgets.consent import ConsentPrompt
+from jupyter_fsbroker.widgets.consent_prompt import ConsentPrompt
 from jupyter_fsbroker.widgets.dashboard import Dashboard
 from jupyter_fsbroker.widgets.progress import TransferProgress
 

@@ -8,7 +8,7 @@ import ipywidgets
 
 from jupyter_fsbroker.core.consent import ConsentDecision
 from jupyter_fsbroker.protocol.roots_offer import RootsNotice
-from jupyter_fsbroker.widgets.consent import ConsentPrompt
+from jupyter_fsbroker.widgets.consent_prompt import ConsentPrompt
 from jupyter_fsbroker.widgets.places import KEEP_DECIDED, CallPanel, ConnectionCard, PromptShelf, card_text
 
 from .conftest import FakeConnection, make_request

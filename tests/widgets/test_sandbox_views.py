@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jupyter_fsbroker.console.status import ConnectionView, sandbox_text, status_text
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.sandbox import Sandbox, SandboxStatus
 from jupyter_fsbroker.widgets.markup import connection_html
 from jupyter_fsbroker.widgets.places import card_text
-from jupyter_fsbroker.widgets.text import ConnectionView, sandbox_text, status_text
 from tests.widgets.conftest import FakeConnection, FakeView
 
 

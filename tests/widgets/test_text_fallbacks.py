@@ -10,7 +10,7 @@ from concurrent.futures import Future
 
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import ConsentDecision
-from jupyter_fsbroker.widgets.consent import ConsentPrompt
+from jupyter_fsbroker.widgets.consent_prompt import ConsentPrompt
 from jupyter_fsbroker.widgets.dashboard import Dashboard
 from jupyter_fsbroker.widgets.markup import plain
 from jupyter_fsbroker.widgets.places import CallPanel, ConnectionCard

@@ -17,7 +17,7 @@ from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem
 from jupyter_fsbroker.core.errors import PermissionDenied
 from jupyter_fsbroker.core.limits import Limits
-from jupyter_fsbroker.widgets.consent import ConsentPrompt
+from jupyter_fsbroker.widgets.consent_prompt import ConsentPrompt
 
 from .conftest import (
     WAIT,

@@ -1,13 +1,12 @@
-"""Text views, for terminals and frontends without widgets.
+"""The broker's state as text, for terminals and frontends without widgets.
 
 The dashboard as plain text (:func:`status_text`, shown by :class:`TextView`
-where a widget would be), the small formatting helpers that the widget views
-and the text prompts share (reasons in words, sizes, durations, what a decision
-means, escaping what servers chose), and what every view of the broker reads
-the same way: which events change it (:func:`follow_broker`) and which locks a
-user may release (:func:`kept_locks`). Views only: nothing here decides anything.
-Nothing here imports ``ipywidgets``: the CLI and a terminal IPython use this
-module alone.
+where a widget would be), what a decision means, the trash as a table, and what
+every view of the broker reads the same way: what a connection shows of itself
+(:class:`ConnectionView`), which events change a view (:func:`follow_broker`) and
+which locks a user may release (:func:`kept_locks`). Views only: nothing here
+decides anything. Nothing here imports ``ipywidgets``: the CLI and a terminal
+IPython use this package alone.
 """
 
 from __future__ import annotations
@@ -15,11 +14,11 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-import unicodedata
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..core.errors import ClosedError
+from .format import clock_text, duration_text, expiry_text, format_age, format_bytes, plural, printable
 
 if TYPE_CHECKING:
     from ..core.audit import AuditRecord
@@ -35,18 +34,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ConnectionView",
     "TextView",
-    "clock_text",
     "decision_text",
-    "duration_text",
-    "expiry_text",
     "follow_broker",
-    "format_age",
-    "format_bytes",
     "grant_holder",
     "kept_locks",
-    "plural",
-    "printable",
-    "reason_text",
     "roots_notice_text",
     "sandbox_text",
     "status_text",
@@ -128,107 +119,6 @@ def roots_notice_text(view: object) -> str:
 #: States in which a connection cannot be disconnected any more.
 ENDED_STATES = frozenset({"closed", "closing", "disconnected", "failed", "stopped"})
 
-_REASONS: dict[str, str] = {
-    "outside_roots": "outside the shared folders",
-    "no_roots": "no folders are shared",
-    "sensitive": "a sensitive name (keys, credentials, .env ...), never shared unless you allow it",
-    "traversal": "leads outside the shared folders",
-    "escaping_symlink": "a link that leads outside the shared folders",
-    "unsupported_scheme": "not a local file path",
-    "foreign_host": "a file on another machine",
-    "invalid_uri": "not a valid file:// address",
-    "nul_byte": "contains an invalid character",
-    "empty_path": "an empty path",
-    "root_removed": "its shared folder was removed",
-    "special_file": "not a regular file or folder",
-    "symlink_loop": "a loop of links",
-    "read_only": "the folder is shared read-only",
-    "not_granted": "not granted",
-    "connection_closed": "the connection is closed",
-    "nothing_approvable": "nothing requested could be approved",
-    "consent_refused": "consent refused",
-}
-
-
-_SPACES = {"\t": " ", "\n": " ", "\r": " "}
-
-
-def printable(text: str) -> str:
-    """*text* made safe to show: control and format characters written as escapes.
-
-    Servers choose messages and paths. Shown raw, a terminal escape sequence
-    could rewrite the screen and a bidirectional override (U+202E) could make
-    ``evil.exe`` look like ``exe.live``; tabs and line breaks become spaces.
-    """
-    if text.isprintable():
-        return text
-    out = []
-    for char in text:
-        if char in _SPACES:
-            out.append(_SPACES[char])
-        elif unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp", "Cs"):
-            code = ord(char)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def reason_text(reason: str | None) -> str:
-    """A refusal reason (``outside_roots``) in words (``outside the shared folders``).
-
-    Parameters
-    ----------
-    reason
-        A snake_case reason from the core; ``None`` gives ``"not allowed"``.
-    """
-    if not reason:
-        return "not allowed"
-    return _REASONS.get(reason, reason.replace("_", " "))
-
-
-def format_bytes(count: float) -> str:
-    """A byte count for people: ``512 B``, ``1.5 kB``, ``12.3 MB`` (powers of 1000, like MB/s)."""
-    value = float(count)
-    if abs(value) < 1000:
-        return f"{int(value)} B"
-    for unit in ("kB", "MB", "GB", "TB"):
-        value /= 1000.0
-        if abs(value) < 1000 or unit == "TB":
-            return f"{value:.1f} {unit}"
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def plural(count: int, word: str) -> str:
-    """``1 grant``, ``2 grants``: a count and its noun (regular plurals only)."""
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
-def format_age(seconds: float) -> str:
-    """A span of time, roughly: ``5 s``, ``3 min``, ``2 h 5 min``, ``3 d``."""
-    seconds = max(0.0, seconds)
-    if seconds < 60:
-        return f"{int(seconds)} s"
-    minutes = int(seconds // 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    return f"{hours // 24} d"
-
-
-def clock_text(timestamp: float) -> str:
-    """A :func:`time.time` value as local wall-clock time, ``12:30:05``."""
-    return time.strftime("%H:%M:%S", time.localtime(timestamp))
-
-
-def duration_text(duration: float | None) -> str:
-    """How long a consent lasts: ``for this connection``, ``for 15 min``, ``for 1 h``."""
-    if duration is None:
-        return "for this connection"
-    return f"for {format_age(duration)}"
-
 
 def decision_text(request: ConsentRequest, decision: ConsentDecision) -> str:
     """What a decision means, in one line.
@@ -258,22 +148,6 @@ def decision_text(request: ConsentRequest, decision: ConsentDecision) -> str:
         return f"Approved {', '.join(ops)} on {paths} {duration_text(decision.duration)}"
     parts = "; ".join(f"{', '.join(ops)} on {path}" for path, ops in granted)
     return f"Approved {parts} {duration_text(decision.duration)}"
-
-
-def expiry_text(grant: Grant, now: float | None = None) -> str:
-    """How long a grant lasts: ``until revoked``, ``for this connection``, ``14 min left (until 12:45:00)``.
-
-    Parameters
-    ----------
-    grant
-        The grant.
-    now
-        The current time; default :func:`time.time`.
-    """
-    if grant.expires_at is None:
-        return "until revoked" if grant.connection_id is None else "for this connection"
-    left = grant.expires_at - (time.time() if now is None else now)
-    return f"{format_age(left)} left (until {clock_text(grant.expires_at)})"
 
 
 def grant_holder(grant: Grant, servers: dict[str, str] | None = None) -> str:

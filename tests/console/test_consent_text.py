@@ -7,11 +7,10 @@ from concurrent.futures import Future
 
 import pytest
 
+from jupyter_fsbroker.console.consent_text import outcome_text, parse_answer, question_text
 from jupyter_fsbroker.core.consent import ConsentDecision
-from jupyter_fsbroker.widgets.consent_text import outcome_text, parse_answer, question_text
 from tests.support.terminal import ask_at_the_terminal
-
-from .conftest import WAIT, make_request
+from tests.support.views import WAIT, make_request
 
 APPROVABLE = ("data/sales", "ref/tables")
 ALL = ConsentDecision(APPROVABLE, ("read", "write"))

@@ -27,11 +27,12 @@ from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
+from ..console.consent_text import TIMED_OUT, WITHDRAWN, ending, item_label
+from ..console.format import printable, reason_text
+from ..console.status import decision_text
 from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest
 from .closing import close_parts
-from .consent_text import TIMED_OUT, WITHDRAWN, ending, item_label
 from .style import ACCEPT, REJECT, style_html
-from .text import decision_text, printable, reason_text
 
 __all__ = ["DURATION_CHOICES", "ConsentPrompt"]
 

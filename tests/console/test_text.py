@@ -9,21 +9,14 @@ import time
 
 import pytest
 
+from jupyter_fsbroker.console import status
+from jupyter_fsbroker.console.format import format_age, format_bytes, printable, reason_text
+from jupyter_fsbroker.console.status import decision_text, status_text
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision
 from jupyter_fsbroker.core.errors import FilesError
-from jupyter_fsbroker.widgets import text
-from jupyter_fsbroker.widgets.text import (
-    decision_text,
-    format_age,
-    format_bytes,
-    printable,
-    reason_text,
-    status_text,
-)
 from tests.support.terminal import ask_at_the_terminal
-
-from .conftest import WAIT, FakeView, make_request
+from tests.support.views import WAIT, FakeView, make_request
 
 
 def test_status_text(broker: Broker) -> None:
@@ -87,14 +80,14 @@ def test_terminal_prompt_names_reasons_in_words() -> None:
 
 def test_text_views_load_no_widgets() -> None:
     code = (
-        "import sys, jupyter_fsbroker.widgets.text, jupyter_fsbroker.widgets\n"
+        "import sys, jupyter_fsbroker.console, jupyter_fsbroker.widgets\n"
         "print('ipywidgets' in sys.modules)\n"
         "from jupyter_fsbroker.widgets import Dashboard\n"
         "print('ipywidgets' in sys.modules, Dashboard.__module__)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True", "jupyter_fsbroker.widgets.dashboard"]
-    assert text.ConnectionView.__name__ == "ConnectionView"
+    assert status.ConnectionView.__name__ == "ConnectionView"
 
 
 def test_server_chosen_strings_cannot_drive_the_terminal(broker: Broker) -> None:

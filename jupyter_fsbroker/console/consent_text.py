@@ -1,6 +1,6 @@
 """A consent request as a text conversation: the question, the answers it accepts, and what came of it.
 
-Both text prompts use this module: the terminal's (:class:`~.terminal.TerminalConsenter`)
+Both text prompts use this module: the terminal's (:class:`~.prompt.TerminalConsenter`)
 and the stdin prompt a blocked notebook cell shows where widget clicks cannot
 arrive (:mod:`jupyter_fsbroker.kernel.consent`). So they ask the same question
 and accept the same answers:
@@ -16,7 +16,7 @@ answer                 decision
 
 Answers are case-insensitive and may carry surrounding spaces. Everything a
 server chose (its name, message and paths) is shown through
-:func:`~.text.printable`, so it cannot drive a terminal. This module decides
+:func:`~.format.printable`, so it cannot drive a terminal. This module decides
 nothing beyond reading the user's words: the broker still drops whatever was not
 approvable or not requested. It never imports ``ipywidgets``.
 """
@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from typing import Literal
 
 from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest
-from .text import printable, reason_text
+from .format import printable, reason_text
 
 __all__ = [
     "APPROVE_ANSWERS",
