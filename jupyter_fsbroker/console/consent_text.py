@@ -2,7 +2,7 @@
 
 Both text prompts use this module: the terminal's (:class:`~.prompt.TerminalConsenter`)
 and the stdin prompt a blocked notebook cell shows where widget clicks cannot
-arrive (:mod:`jupyter_fsbroker.kernel.consent`). So they ask the same question
+arrive (:mod:`jupyter_fsbroker.kernel.prompting`). So they ask the same question
 and accept the same answers:
 
 =====================  ==========================================================

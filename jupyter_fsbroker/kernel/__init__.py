@@ -2,20 +2,20 @@
 
 * :mod:`.current` — :func:`get_broker`: the one broker of this kernel (created on
   first use, closed at exit); the extension and the magics go through it.
-* :mod:`.broker` — :class:`NotebookBroker`: roots, grants and connections, with their views.
-* :mod:`.connection` — :class:`KernelConnection`: one server connection (calls,
+* :mod:`.notebook` — :class:`NotebookBroker`: roots, grants and connections, with their views.
+* :mod:`.notebook_connection` — :class:`KernelConnection`: one server connection (calls,
   cancellation, grants, the kill switch).
-* :mod:`.results` — :class:`ToolResult` (a tool's result), :class:`ToolError` (a failed tool),
+* :mod:`.tool_results` — :class:`ToolResult` (a tool's result), :class:`ToolError` (a failed tool),
   :class:`Tools` and :class:`Tool` (a server's tools, for people).
 * :mod:`.trashbin` — :class:`NotebookTrash` (``broker.trash()``: list, restore, empty) and
   :class:`TrashListing` (its entries as a table).
 * :mod:`.servers` — the target of a connect call, checked; each stdio server's log.
 * :mod:`.calls` — how a cell waits for work on the background loop; the frame of each tool call.
-* :mod:`.consent` — where consent prompts appear while a cell runs.
+* :mod:`.prompting` — where consent prompts appear while a cell runs.
 * :mod:`.views` — which views the notebook shows, and where prompts go outside a call.
 * :mod:`.snapshot` — the broker's state as one JSON value (``broker.snapshot()``, the panel's state).
-* :mod:`.panel`, :mod:`.panel_state`, :mod:`.panel_protocol` — the JupyterLab panel's comm
-  target: snapshots of the broker and the panel's actions (``labextension/PROTOCOL.md``).
+* :mod:`.panel` — the JupyterLab panel's comm target (:mod:`.panel.service`, :mod:`.panel.state`,
+  :mod:`.panel.messages`): snapshots of the broker and the panel's actions (``labextension/PROTOCOL.md``).
 * :mod:`.settings` — the ``FSBroker`` traitlets configurable.
 * :mod:`.loop` — the background event loop thread.
 * :mod:`.magics`, :mod:`.extension` — the IPython side.
@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING
 from .. import _lazy
 
 if TYPE_CHECKING:
-    from .broker import NotebookBroker
-    from .connection import KernelConnection
     from .current import get_broker
     from .extension import load_ipython_extension, unload_ipython_extension
-    from .results import Tool, ToolError, ToolResult, Tools
+    from .notebook import NotebookBroker
+    from .notebook_connection import KernelConnection
     from .settings import FSBroker
+    from .tool_results import Tool, ToolError, ToolResult, Tools
     from .trashbin import NotebookTrash, TrashListing
 
 __all__ = [
@@ -60,12 +60,12 @@ __getattr__, __dir__ = _lazy.lazy_exports(
     globals(),
     {
         "FSBroker": ".settings",
-        "KernelConnection": ".connection",
-        "NotebookBroker": ".broker",
-        "Tool": ".results",
-        "ToolError": ".results",
-        "ToolResult": ".results",
-        "Tools": ".results",
+        "KernelConnection": ".notebook_connection",
+        "NotebookBroker": ".notebook",
+        "Tool": ".tool_results",
+        "ToolError": ".tool_results",
+        "ToolResult": ".tool_results",
+        "Tools": ".tool_results",
         "NotebookTrash": ".trashbin",
         "TrashListing": ".trashbin",
         "get_broker": ".current",

@@ -4,7 +4,7 @@ Everything that talks to servers runs on the background loop (:mod:`.loop`); a
 cell only waits for it. :class:`CallRunner` is that bridge for a notebook broker
 and its connections: it hands coroutines to the loop, waits for them so that
 Ctrl-C / Interrupt cancels the work, refuses to block the loop's own thread (a
-deadlock), and frames each tool call in a :class:`~.consent.CallScope` so that
+deadlock), and frames each tool call in a :class:`~.prompting.CallScope` so that
 consent requests and transfer progress of the call appear in the calling cell.
 
 It must never run work on the caller's thread, nor wait on the loop's thread.
@@ -20,8 +20,8 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from ..core.errors import ClosedError
-from .consent import CallScope, KernelConsenter
 from .loop import BackgroundLoop, LoopClosedError
+from .prompting import CallScope, KernelConsenter
 
 __all__ = ["CallRunner", "wait_interruptibly"]
 
@@ -46,7 +46,7 @@ class CallRunner:
     loop
         The broker's background loop.
     new_scope
-        Builds the :class:`~.consent.CallScope` of a tool call on the connection
+        Builds the :class:`~.prompting.CallScope` of a tool call on the connection
         with the given broker-side id.
     consenter
         The consenter that routes consent requests to calls in flight; ``None``

@@ -1,6 +1,6 @@
 """The broker of this kernel: one per process, created on first use, closed when the process exits.
 
-The only holder of "the current :class:`~.broker.NotebookBroker`". Everything
+The only holder of "the current :class:`~.notebook.NotebookBroker`". Everything
 that needs it goes through here: :func:`get_broker` (the Python API), the
 extension (which makes the broker it creates current, and clears it when
 unloaded) and the ``%fsbroker`` magics (which call :func:`get_broker`).
@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any
 
-from .broker import NotebookBroker
+from .notebook import NotebookBroker
 
 __all__ = ["EXTENSION", "clear_current", "current", "get_broker", "set_current"]
 

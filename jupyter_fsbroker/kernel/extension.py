@@ -5,7 +5,7 @@ also closes it when the kernel shuts down), registers the ``FSBroker``
 configurable with the shell (so ``%config FSBroker.…`` works; IPython keeps
 values set that way in the shell's config, so they survive ``%reload_ext``) and
 the ``%fsbroker`` magic, and in a kernel the comm target of the JupyterLab
-panel (:mod:`.panel`). It shows nothing. Unloading tells the panels, closes
+panel (:mod:`.panel.service`). It shows nothing. Unloading tells the panels, closes
 every connection and the broker, stops the background loop and removes what
 loading added, and says so in one line: what was closed, and which shared
 folders are kept — the next load shares them again (so ``%reload_ext`` does not
@@ -24,10 +24,10 @@ from traitlets import TraitError
 from traitlets.config import Config
 
 from ..core.errors import ConfigError
-from .broker import NotebookBroker
 from .current import clear_current, get_broker, set_current
 from .magics import FSBrokerMagics
-from .panel import PanelService
+from .notebook import NotebookBroker
+from .panel.service import PanelService
 from .settings import FSBroker
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]

@@ -1,4 +1,4 @@
-"""``%fsbroker``: thin line magics over the Python API (:mod:`.broker`, :mod:`.connection`).
+"""``%fsbroker``: thin line magics over the Python API (:mod:`.notebook`, :mod:`.notebook_connection`).
 
 Arguments are parsed with IPython's ``magic_arguments`` parser; the broker's own
 errors (:class:`~jupyter_fsbroker.core.errors.BrokerError`) become
@@ -24,7 +24,7 @@ from ..core.errors import BrokerError
 from ..core.specs import add_root_spec, split_header
 from ..sandbox import Sandbox
 from ..sandbox.request import parse_ports
-from .broker import NotebookBroker
+from .notebook import NotebookBroker
 
 __all__ = ["FSBrokerMagics", "build_parser"]
 
@@ -270,7 +270,7 @@ class FSBrokerMagics(Magics):
     def _call(broker: NotebookBroker, name: str, tool: str, arguments: str | None) -> Any:
         """Call *tool*; return its data (structured content, or its text as JSON, or text).
 
-        That is what ``conn.call_tool(...)`` shows too (:class:`~.results.ToolResult`
+        That is what ``conn.call_tool(...)`` shows too (:class:`~.tool_results.ToolResult`
         displays its data the way IPython prints it).
         """
         result = broker.connection(name).call_tool(tool, _arguments(arguments), raise_on_error=False)

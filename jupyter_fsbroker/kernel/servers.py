@@ -26,7 +26,7 @@ from ..sandbox import Sandbox, SandboxChoice, choose
 if TYPE_CHECKING:  # the MCP client is imported when the first connection is made, not at %load_ext
     from ..protocol.client import ServerConnection
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "ConnectOptions", "ServerTarget", "warm_up"]
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "ServerTarget", "TargetOptions", "warm_up"]
 
 #: Seconds for a server to start and complete the handshake (the protocol layer's default too).
 DEFAULT_CONNECT_TIMEOUT = 30.0
@@ -64,7 +64,7 @@ def warm_up() -> None:
 _NO_SANDBOX = SandboxChoice(None, explicit=False)
 
 
-class ConnectOptions(TypedDict, total=False):
+class TargetOptions(TypedDict, total=False):
     """The keyword arguments of :meth:`NotebookBroker.connect <.broker.NotebookBroker.connect>`."""
 
     url: str | None
@@ -109,7 +109,7 @@ class ServerTarget:
 
     @classmethod
     def check(
-        cls, name: str, *, default_sandbox: Sandbox | None = None, **options: Unpack[ConnectOptions]
+        cls, name: str, *, default_sandbox: Sandbox | None = None, **options: Unpack[TargetOptions]
     ) -> ServerTarget:
         """The target that ``connect(name, **options)`` names.
 

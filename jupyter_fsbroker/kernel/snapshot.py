@@ -5,8 +5,8 @@ consent requests waiting, and returns what the dashboard shows — shared
 folders, connections, grants, kept locks, consent requests waiting, bytes per
 server, recent activity — as plain JSON types with camelCase keys. It is the one
 serialisation of that state: :meth:`NotebookBroker.snapshot
-<jupyter_fsbroker.kernel.broker.NotebookBroker.snapshot>` returns it as it is,
-and the JupyterLab panel's state (:mod:`.panel_state`,
+<jupyter_fsbroker.kernel.notebook.NotebookBroker.snapshot>` returns it as it is,
+and the JupyterLab panel's state (:mod:`.panel.state`,
 ``labextension/PROTOCOL.md``) is this value plus what only the panel follows
 (the change feed's tail, how consent requests ended). A view acts through the
 broker's public methods (``revoke``, ``force_unlock``, a connection's

@@ -38,8 +38,8 @@ from ..core.broker import Broker
 from ..core.consent import ConsentRequest
 from ..core.errors import ClosedError
 from . import ipykernel_compat as ipk
-from .connection import KernelConnection
-from .consent import Ask
+from .notebook_connection import KernelConnection
+from .prompting import Ask
 from .snapshot import state_snapshot
 
 if TYPE_CHECKING:  # the widget modules import ipywidgets (and IPython): only when widgets show

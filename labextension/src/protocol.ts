@@ -2,7 +2,7 @@
  * The panel protocol between a kernel's file broker and this extension.
  *
  * `PROTOCOL.md` beside `package.json` is the contract; this module is its
- * TypeScript mirror (the kernel's mirror is `jupyter_fsbroker/kernel/panel_protocol.py`).
+ * TypeScript mirror (the kernel's mirror is `jupyter_fsbroker/kernel/panel/messages.py`).
  * It only describes and checks messages: it never talks to a kernel.
  */
 

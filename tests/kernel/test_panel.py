@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_fsbroker.kernel import panel_protocol as proto
+from jupyter_fsbroker.kernel.panel import messages as proto
 
 from .conftest import STDIO_COMMAND, connect_stdio, load
 from .harness import Kernel, Result

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_fsbroker.kernel import panel_protocol as proto
+from jupyter_fsbroker.kernel.panel import messages as proto
 
 
 def action(**fields: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ It ties together a core :class:`~jupyter_fsbroker.core.broker.Broker` (roots,
 grants, locks, audit), the background loop its connections run on
 (:mod:`.loop`, reached through :mod:`.calls`), the servers it connects to
 (:mod:`.servers`), the ``FSBroker`` settings, who answers consent
-(:mod:`.consent`), and the views (:mod:`.views`). Its methods
+(:mod:`.prompting`), and the views (:mod:`.views`). Its methods
 are thin, thread-safe entry points: the work happens on the loop or in the core,
 and policy is the core's. It never blocks the loop's thread, and closing it
 leaves no thread, process, lock or temporary file behind.
@@ -47,10 +47,10 @@ from ..core.specs import apply_specs
 from ..sandbox import Sandbox
 from . import ipykernel_compat as ipk
 from .calls import CallRunner
-from .connection import KernelConnection
-from .consent import CallScope, KernelConsenter
 from .loop import BackgroundLoop, LoopClosedError
-from .servers import DEFAULT_CONNECT_TIMEOUT, ConnectOptions, ServerTarget, warm_up
+from .notebook_connection import KernelConnection
+from .prompting import CallScope, KernelConsenter
+from .servers import DEFAULT_CONNECT_TIMEOUT, ServerTarget, TargetOptions, warm_up
 from .settings import LIVE_TRAITS, FSBroker
 from .views import NotebookViews, widgets_available
 
@@ -457,14 +457,14 @@ class NotebookBroker:
         )
         return self._connected(self._runner.run(self._open(target)))
 
-    async def aconnect(self, name: str, **options: Unpack[ConnectOptions]) -> KernelConnection:
+    async def aconnect(self, name: str, **options: Unpack[TargetOptions]) -> KernelConnection:
         """:meth:`connect` for async cells: ``conn = await broker.aconnect(...)``; the same arguments."""
         self._runner.check_thread()
         self._warm_up()
         target = self._target(name, **options)
         return self._connected(await self._runner.run_async(self._open(target)))
 
-    def _target(self, name: str, **options: Unpack[ConnectOptions]) -> ServerTarget:
+    def _target(self, name: str, **options: Unpack[TargetOptions]) -> ServerTarget:
         """Check the arguments of :meth:`connect`; close a connection of the same name."""
         self._check_open()
         target = ServerTarget.check(name, default_sandbox=self.settings.default_sandbox(), **options)

@@ -22,7 +22,7 @@ from ..core.grants import Grant
 from ..core.serverlog import ServerLog
 from ..protocol.errors import ConnectionClosedError
 from .calls import CallRunner
-from .results import ToolError, ToolResult, Tools
+from .tool_results import ToolError, ToolResult, Tools
 
 if TYPE_CHECKING:  # imported with the first connection (kernel/servers.py), not at %load_ext
     from ..protocol.client import ServerConnection
@@ -42,7 +42,7 @@ class CallOptions(TypedDict, total=False):
 class KernelConnection:
     """The notebook's live connection to one MCP server.
 
-    Returned by :meth:`NotebookBroker.connect <jupyter_fsbroker.kernel.broker.NotebookBroker.connect>`;
+    Returned by :meth:`NotebookBroker.connect <jupyter_fsbroker.kernel.notebook.NotebookBroker.connect>`;
     not created directly. Thread-safe.
 
     Parameters
@@ -180,7 +180,7 @@ class KernelConnection:
     def tools(self) -> Tools:
         """The server's tools, kept up to date: a tuple that displays as a table.
 
-        Each is a :class:`~.results.Tool` (its wire dict: ``name``,
+        Each is a :class:`~.tool_results.Tool` (its wire dict: ``name``,
         ``description``, ``inputSchema`` ...); ``conn.tools["profile_csv"]``
         finds one by name.
         """
@@ -226,7 +226,7 @@ class KernelConnection:
         timeout
             Seconds to wait for the result; ``None`` waits as long as it takes.
         raise_on_error
-            Raise :class:`~.results.ToolError` when the tool reports a failure
+            Raise :class:`~.tool_results.ToolError` when the tool reports a failure
             (the default); ``False`` returns the result, ``result.is_error``
             then says so.
 

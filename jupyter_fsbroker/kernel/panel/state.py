@@ -1,9 +1,9 @@
 """What the JupyterLab panel is shown: a notebook broker's state as one JSON-ready snapshot.
 
-:class:`PanelState` builds on :func:`~.snapshot.state_snapshot`, the one
+:class:`PanelState` builds on :func:`~..snapshot.state_snapshot`, the one
 serialisation of the broker's roots, connections, grants, kept locks, consent
 requests waiting and activity (also ``broker.snapshot()``), which reads a
-:class:`~.broker.NotebookBroker` through its public API only. It adds the two
+:class:`~..notebook.NotebookBroker` through its public API only. It adds the two
 things the broker does not keep: the tail of the change feed, and how recent
 consent requests ended (answered here, in the notebook, timed out or
 withdrawn), so the panel can say so. It never decides or changes anything, and
@@ -19,16 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import __version__
-from ..console.consent_text import TIMED_OUT, WITHDRAWN, ending
-from ..console.status import decision_text, follow_broker
-from ..core.connection import Connection
-from ..core.consent import ConsentDecision, ConsentRequest
-from ..core.timestamps import iso_utc
-from ..core.watch import ChangeEvent
-from . import ipykernel_compat as ipk
-from .consent import Ask, KernelConsenter
-from .snapshot import state_snapshot
+from ... import __version__
+from ...console.consent_text import TIMED_OUT, WITHDRAWN, ending
+from ...console.status import decision_text, follow_broker
+from ...core.connection import Connection
+from ...core.consent import ConsentDecision, ConsentRequest
+from ...core.timestamps import iso_utc
+from ...core.watch import ChangeEvent
+from .. import ipykernel_compat as ipk
+from ..prompting import Ask, KernelConsenter
+from ..snapshot import state_snapshot
 
 __all__ = ["Outcome", "PanelState"]
 
@@ -79,7 +79,7 @@ class PanelState:
     Parameters
     ----------
     broker
-        The notebook broker (a :class:`~.broker.NotebookBroker`).
+        The notebook broker (a :class:`~..notebook.NotebookBroker`).
     changed
         Called (any thread, must not block) whenever something a snapshot
         shows may have changed.
@@ -150,7 +150,7 @@ class PanelState:
     def snapshot(self, *, used_subshell: bool) -> dict[str, Any]:
         """Everything the panel shows (``PROTOCOL.md``, "The state"), JSON-ready.
 
-        The broker's state as :func:`~.snapshot.state_snapshot` serialises it
+        The broker's state as :func:`~..snapshot.state_snapshot` serialises it
         (connections by name, the pre-approvals first), with the waiting
         requests under the protocol's name ``consents``, plus what the panel
         alone follows.

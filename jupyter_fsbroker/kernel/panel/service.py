@@ -3,11 +3,11 @@
 :class:`PanelService` is started by ``%load_ext jupyter_fsbroker`` in a kernel
 and closed when the extension unloads. Each panel (a JupyterLab or Notebook 7
 page) opens its own comm to the target; the service answers it with snapshots
-of the broker (:mod:`.panel_state`), re-sent at most every
+of the broker (:mod:`.state`), re-sent at most every
 :data:`REFRESH_INTERVAL` seconds while things change, and carries out the
 panel's actions — Disconnect, Revoke, Force release, answering a consent —
 through the notebook broker's public API. The messages are
-``labextension/PROTOCOL.md``'s (:mod:`.panel_protocol`).
+``labextension/PROTOCOL.md``'s (:mod:`.messages`).
 
 Threading: JupyterLab sends a comm's messages on a kernel subshell, so the
 handlers run on that subshell's thread while the main shell may be blocked in
@@ -15,7 +15,7 @@ a cell; they only read thread-safe state and call methods that return at once
 (closing a connection, revoking, resolving a consent future). Snapshots go out
 from a short-lived timer thread, in a context detached from any request, and
 each comm's routing is freed so that nothing pins it to the main shell
-(:mod:`.ipykernel_compat`). :meth:`PanelService.close` joins every thread it
+(:mod:`..ipykernel_compat`). :meth:`PanelService.close` joins every thread it
 started. Nothing here decides what a server may do.
 """
 
@@ -26,12 +26,12 @@ import threading
 import time
 from typing import Any
 
-from ..console.status import grant_holder
-from ..core.consent import ConsentDecision
-from ..core.errors import BrokerError, FilesError
-from . import ipykernel_compat as ipk
-from . import panel_protocol as proto
-from .panel_state import PanelState
+from ...console.status import grant_holder
+from ...core.consent import ConsentDecision
+from ...core.errors import BrokerError, FilesError
+from .. import ipykernel_compat as ipk
+from . import messages as proto
+from .state import PanelState
 
 __all__ = ["REFRESH_INTERVAL", "PanelService"]
 
@@ -59,7 +59,7 @@ class PanelService:
     Parameters
     ----------
     broker
-        The notebook broker (a :class:`~.broker.NotebookBroker`).
+        The notebook broker (a :class:`~..notebook.NotebookBroker`).
     kernel
         The ipykernel kernel whose comm manager gets the target.
 
