@@ -60,9 +60,9 @@ from .core.errors import BrokerError
 from .core.serverlog import LEVELS, LogEntry
 from .core.specs import apply_specs, split_header
 from .core.trashcan import TrashCan
-from .protocol.client import ServerConnection
 from .protocol.connector import connect
 from .protocol.roots_offer import RootsNotice
+from .protocol.server_connection import ServerConnection
 from .sandbox import Sandbox, SandboxChoice, SandboxError, SandboxUnavailable, choose
 from .sandbox.request import ENV_DEFAULT, parse_ports, sandbox_from_env
 

@@ -55,7 +55,7 @@ from .settings import LIVE_TRAITS, FSBroker
 from .views import NotebookViews, widgets_available
 
 if TYPE_CHECKING:  # the MCP client is imported with the first connection (see .servers)
-    from ..protocol.client import ServerConnection
+    from ..protocol.server_connection import ServerConnection
     from .trashbin import NotebookTrash
 
 __all__ = ["NotebookBroker"]

@@ -4,7 +4,7 @@ What a notebook holds after ``broker.connect(...)``: the server's description
 and tools, tool calls from synchronous and async cells (interruptible, with
 their consent prompts and progress in the calling cell, see :mod:`.calls`),
 the connection's grants, and the kill switch. A thin, thread-safe front of the
-protocol-level :class:`~jupyter_fsbroker.protocol.client.ServerConnection`: the
+protocol-level :class:`~jupyter_fsbroker.protocol.server_connection.ServerConnection`: the
 work runs on the broker's background loop, never on the cell's thread, and
 nothing here decides what a server may do (the core does).
 """
@@ -20,13 +20,13 @@ from ..core.connection import Connection as CoreConnection
 from ..core.errors import ClosedError
 from ..core.grants import Grant
 from ..core.serverlog import ServerLog
-from ..protocol.errors import ConnectionClosedError
+from ..protocol.client_errors import ConnectionClosedError
 from .calls import CallRunner
 from .tool_results import ToolError, ToolResult, Tools
 
 if TYPE_CHECKING:  # imported with the first connection (kernel/servers.py), not at %load_ext
-    from ..protocol.client import ServerConnection
     from ..protocol.roots_offer import RootsNotice
+    from ..protocol.server_connection import ServerConnection
     from ..sandbox import SandboxStatus
 
 __all__ = ["CallOptions", "KernelConnection"]

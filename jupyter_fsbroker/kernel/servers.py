@@ -24,7 +24,7 @@ from ..core.errors import ConfigError
 from ..sandbox import Sandbox, SandboxChoice, choose
 
 if TYPE_CHECKING:  # the MCP client is imported when the first connection is made, not at %load_ext
-    from ..protocol.client import ServerConnection
+    from ..protocol.server_connection import ServerConnection
 
 __all__ = ["DEFAULT_CONNECT_TIMEOUT", "ServerTarget", "TargetOptions", "warm_up"]
 

@@ -1,8 +1,8 @@
 """The protocol layer: the only part of jupyter_fsbroker that imports ``mcp``.
 
-Client side (:mod:`.connector`, :mod:`.client`, :mod:`.middleware` and their
+Client side (:mod:`.connector`, :mod:`.server_connection`, :mod:`.middleware` and their
 helpers :mod:`.transports`, :mod:`.roots_offer`, :mod:`.roots_gate`, :mod:`.threaded`,
-:mod:`.voice`, :mod:`.stderr`, :mod:`.errors`, and :mod:`.sandboxing`, which starts a
+:mod:`.voice`, :mod:`.stderr`, :mod:`.client_errors`, and :mod:`.sandboxing`, which starts a
 local server confined): connect a
 :class:`~jupyter_fsbroker.core.broker.Broker` to an MCP server over stdio or
 Streamable HTTP and answer the server's ``files/*`` requests through it::
@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 from .. import _lazy
 
 if TYPE_CHECKING:
-    from .client import ConnectionState, ServerConnection, TransportKind
+    from .client_errors import ConnectError, ConnectionClosedError, ProtocolVersionError, ServerError
     from .connector import connect, open_connection
-    from .errors import ConnectError, ConnectionClosedError, ProtocolVersionError, ServerError
     from .middleware import ROOTS_CAPABILITY, BrokerMiddleware
     from .roots_gate import RootsGrace
+    from .server_connection import ConnectionState, ServerConnection, TransportKind
 
 __all__ = [
     "ROOTS_CAPABILITY",
@@ -51,14 +51,14 @@ __getattr__, __dir__ = _lazy.lazy_exports(
     {
         "ROOTS_CAPABILITY": ".middleware",
         "BrokerMiddleware": ".middleware",
-        "ConnectError": ".errors",
-        "ConnectionClosedError": ".errors",
-        "ConnectionState": ".client",
-        "ProtocolVersionError": ".errors",
+        "ConnectError": ".client_errors",
+        "ConnectionClosedError": ".client_errors",
+        "ConnectionState": ".server_connection",
+        "ProtocolVersionError": ".client_errors",
         "RootsGrace": ".roots_gate",
-        "ServerConnection": ".client",
-        "ServerError": ".errors",
-        "TransportKind": ".client",
+        "ServerConnection": ".server_connection",
+        "ServerError": ".client_errors",
+        "TransportKind": ".server_connection",
         "connect": ".connector",
         "open_connection": ".connector",
     },

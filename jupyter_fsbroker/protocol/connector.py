@@ -2,7 +2,7 @@
 
 The entry points of the client: they check what they are given, pick the
 transport (:mod:`.transports`) and start a
-:class:`~.client.ServerConnection`, which owns everything from then on.
+:class:`~.server_connection.ServerConnection`, which owns everything from then on.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from ..core.broker import Broker
 from ..core.consent import Consenter
 from ..core.serverlog import LogEntry
 from ..sandbox import SandboxChoice
-from .client import ServerConnection
 from .roots_gate import RootsGrace
 from .sandboxing import SandboxValue, closing_launch, sandboxed_stdio
+from .server_connection import ServerConnection
 from .transports import display_url, http_transport, stdio_transport
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Reading one JSON-RPC message from the bytes a server sent, and answering the ones that are not.
 
-Both client transports (:mod:`.stdio`, :mod:`.http`) hand every line or
+Both client transports (:mod:`.transports.pipes`, :mod:`.transports.http`) hand every line or
 server-sent event to :func:`parse_message`. It returns a ``SessionMessage``
 for a valid message and a :class:`MalformedMessage` otherwise, so that the
 middleware can answer every request exactly once (PROTOCOL.md, Errors):

@@ -317,7 +317,7 @@ def test_the_protocol_package_loads_mcp_and_the_client_only_when_asked() -> None
         "import sys, jupyter_fsbroker.protocol as p\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))\n"
         "p.connect\n"
-        "print('jupyter_fsbroker.protocol.client' in sys.modules, 'connect' in dir(p))\n"
+        "print('jupyter_fsbroker.protocol.server_connection' in sys.modules, 'connect' in dir(p))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "True True"]

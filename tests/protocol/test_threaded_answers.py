@@ -24,7 +24,7 @@ from jupyter_fsbroker.core.errors import NotFound
 from jupyter_fsbroker.core.pool import RequestPool
 from jupyter_fsbroker.protocol.middleware import BrokerMiddleware
 from jupyter_fsbroker.protocol.threaded import FilesRoute
-from jupyter_fsbroker.protocol.transports.stdio import PipeReader, PipeWriter
+from jupyter_fsbroker.protocol.transports.pipes import PipeReader, PipeWriter
 from tests.support.roots import StaticRoots
 
 pytestmark = pytest.mark.anyio

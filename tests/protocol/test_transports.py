@@ -16,7 +16,7 @@ from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPC
 from jupyter_fsbroker.protocol.budget import MIN_HELD, MemoryBudget, answer_estimate
 from jupyter_fsbroker.protocol.framing import MalformedMessage
 from jupyter_fsbroker.protocol.middleware import BrokerMiddleware
-from jupyter_fsbroker.protocol.transports.stdio import spawn
+from jupyter_fsbroker.protocol.transports.spawn import spawn
 from tests.protocol.test_client_middleware import TIMEOUT, request, wired
 from tests.support.processes import pid_alive
 from tests.support.roots import StaticRoots

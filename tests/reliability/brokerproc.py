@@ -72,7 +72,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision
     from jupyter_fsbroker.core.limits import Limits
     from jupyter_fsbroker.protocol import connect
-    from jupyter_fsbroker.protocol.client import ServerConnection
+    from jupyter_fsbroker.protocol.server_connection import ServerConnection
 
     config = BrokerConfig(
         lock_dir=args.lock_dir,

@@ -27,7 +27,7 @@ import pytest
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.protocol import open_connection
-from jupyter_fsbroker.protocol.client import ServerConnection
+from jupyter_fsbroker.protocol.server_connection import ServerConnection
 from tests.reliability.brokerproc import BrokerProcess
 from tests.reliability.harness import UNLIMITED, stdio_app, structured, temp_files
 from tests.support.brokers import ALL_OPS, make_broker

@@ -25,7 +25,7 @@ import pytest
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.protocol import ConnectionClosedError, ServerError, connect, open_connection
-from jupyter_fsbroker.protocol.client import ServerConnection
+from jupyter_fsbroker.protocol.server_connection import ServerConnection
 from tests.reliability.harness import (
     TIMEOUT,
     UNLIMITED,

@@ -1,4 +1,7 @@
-"""The client's transports to MCP servers: stdio (:mod:`.stdio`) and Streamable HTTP (:mod:`.http`).
+"""The client's transports to MCP servers: stdio and Streamable HTTP.
+
+Over stdio, :mod:`.spawn` starts a server and :mod:`.pipes` carries its messages; over
+Streamable HTTP, :mod:`.http`.
 
 :mod:`.openers` holds the two ways to reach a server that the connection uses
 (:func:`stdio_transport`, :func:`http_transport`). Both transports yield a

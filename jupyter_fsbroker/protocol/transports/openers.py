@@ -1,7 +1,7 @@
 """The two ways to reach a server: a local command over stdio, or a Streamable HTTP URL.
 
 Each opener is an async context manager yielding the ``(read, write)`` stream
-pair of the project's transports (:mod:`.stdio`, :mod:`.http`). Over stdio the
+pair of the project's transports (:mod:`.spawn`, :mod:`.http`). Over stdio the
 server's stderr is read line by line into a callback
 (:mod:`~jupyter_fsbroker.protocol.stderr`) unless a file is given for it; over
 HTTP the client has no read timeout (a tool's stream may stay silent while it
@@ -20,7 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 from ..middleware import MessageReader, MessageWriter
 from ..stderr import captured_stderr
 from .http import open_session
-from .stdio import spawn
+from .spawn import spawn
 
 __all__ = ["Opener", "display_url", "http_transport", "stdio_transport"]
 

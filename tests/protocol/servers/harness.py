@@ -16,7 +16,7 @@ import pytest
 
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
 from jupyter_fsbroker.core.tempfiles import is_temp_name
-from jupyter_fsbroker.protocol.client import ServerConnection
+from jupyter_fsbroker.protocol.server_connection import ServerConnection
 from tests.support.brokers import ALL_OPS, make_broker
 from tests.support.handover import HandedOverServer
 from tests.support.processes import pid_alive

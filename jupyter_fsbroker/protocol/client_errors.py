@@ -1,6 +1,6 @@
 """The errors of the MCP client: connecting failed, the connection closed, the server answered an error.
 
-Raised by :mod:`.client` and :mod:`.connect`; each is a
+Raised by :mod:`.server_connection` and :mod:`.connect`; each is a
 :class:`~jupyter_fsbroker.core.errors.BrokerError`, so one ``except`` catches
 everything the broker raises on purpose. The functions at the end find and name
 what failed inside the exception groups a transport raises. Nothing here talks

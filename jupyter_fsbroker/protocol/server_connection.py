@@ -62,7 +62,7 @@ from ..core.errors import BrokerError, ClosedError
 from ..core.hop import post
 from ..core.serverlog import ServerLog
 from ..core.watch import ChangeEvent
-from .errors import (
+from .client_errors import (
     ConnectError,
     ConnectionClosedError,
     ProtocolVersionError,
