@@ -39,10 +39,10 @@ from .errors import (
 from .grants import OPERATIONS, Grant
 from .limits import Limits
 from .locks import LockInfo
-from .progress import Transfer
 from .rootpath import RootPath
 from .roots import Root
 from .sensitive import DEFAULT_SENSITIVE_PATTERNS, SensitiveNames
+from .transfers import Transfer
 from .trashcan import TrashCan
 from .trashentry import TrashEntry
 from .watch import ChangeEvent, WatchInfo

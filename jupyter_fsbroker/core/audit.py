@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConfigError
-from .observers import Listeners
+from .listeners import Listeners
 from .resource import Closeable
 from .rootpath import RootPath
 from .timestamps import iso_utc

@@ -70,17 +70,17 @@ from .handlers import (
     write,
 )
 from .hop import off_loop
+from .listeners import Listeners
 from .locks import LockManager
 from .names import find_surrogate, readable
-from .observers import Listeners
 from .params import Params
 from .paths import parse
 from .pool import RequestPool
-from .progress import Transfer
 from .resource import Closeable
 from .rootpath import RootPath
 from .roots import Root, RootSet
 from .tempfiles import TempFiles
+from .transfers import Transfer
 from .trashcan import TrashCan
 from .watch import ChangeEvent, WatchManager
 

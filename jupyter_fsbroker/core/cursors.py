@@ -74,7 +74,7 @@ class Listing:
 
 
 @dataclass
-class _Kept:
+class _KeptListing:
     listing: Listing
     used: float = field(default_factory=time.monotonic)
 
@@ -95,7 +95,7 @@ class Listings:
         self._most = kept
         self._idle = idle
         self._lock = threading.Lock()
-        self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        self._kept: OrderedDict[str, _KeptListing] = OrderedDict()
         self._ids = itertools.count(1)
 
     def __len__(self) -> int:
@@ -159,7 +159,7 @@ class Listings:
         listing.pages += 1
         with self._lock:
             self._kept.pop(listing.listing_id, None)
-            self._kept[listing.listing_id] = _Kept(listing)
+            self._kept[listing.listing_id] = _KeptListing(listing)
             while len(self._kept) > self._most:
                 self._kept.popitem(last=False)
         payload = {

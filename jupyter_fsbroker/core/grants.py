@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .errors import ConfigError, NotFound
-from .observers import Listeners
+from .listeners import Listeners
 from .rootpath import RootPath
 from .roots import Root
 

@@ -36,8 +36,8 @@ from .errors import (
 )
 from .params import Params
 from .paths import Resolved
-from .progress import Transfer
 from .textcodec import text_codec
+from .transfers import Transfer
 from .trees import remove_tree
 from .watch import EVENTS
 

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .errors import ClosedError, FileLocked, NotFound
+from .listeners import Listeners
 from .lockfiles import LockFile, LockFiles
-from .observers import Listeners
 from .resource import Closeable
 
 __all__ = ["Hold", "LockInfo", "LockManager", "LockMode"]
@@ -90,7 +90,7 @@ class LockInfo:
 
 
 @dataclass
-class _Kept:
+class _KeptLock:
     """A kept lock: the exclusive lock that outlives its operation."""
 
     lock_id: str
@@ -106,7 +106,7 @@ class _State:
 
     readers: list[Hold] = field(default_factory=list)
     writer: Hold | None = None
-    kept: _Kept | None = None
+    kept: _KeptLock | None = None
     os_lock: LockFile | None = None
 
     def idle(self) -> bool:
@@ -610,7 +610,7 @@ class LockManager(Closeable):
         else:
             state.readers.append(hold)
 
-    def _kept_info(self, key: str, kept: _Kept) -> LockInfo:
+    def _kept_info(self, key: str, kept: _KeptLock) -> LockInfo:
         return LockInfo(
             lock_id=kept.lock_id,
             key=key,
@@ -628,7 +628,7 @@ class LockManager(Closeable):
             lock_id = "lock_" + secrets.token_hex(16)
         state.writer = None
         hold._released = True
-        state.kept = _Kept(lock_id, hold.owner, hold.owner_label, hold.path, time.time())
+        state.kept = _KeptLock(lock_id, hold.owner, hold.owner_label, hold.path, time.time())
         self._kept_ids[lock_id] = key
         if state.os_lock is not None:
             self._files.mark_kept(state.os_lock, hold.owner_label)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from .errors import ClosedError, ConfigError
+from .listeners import Listeners
 from .names import is_wire_safe
-from .observers import Listeners
 from .resource import Closeable
 
 __all__ = ["Root", "RootSet"]

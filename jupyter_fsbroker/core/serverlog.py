@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from .observers import Listeners
+from .listeners import Listeners
 
 __all__ = ["LEVELS", "LogEntry", "ServerLog"]
 

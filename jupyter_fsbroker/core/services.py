@@ -13,9 +13,9 @@ from typing import Protocol
 from .config import BrokerConfig
 from .grants import GrantTable
 from .locks import LockManager
-from .progress import Transfer
 from .roots import RootSet
 from .tempfiles import TempFiles
+from .transfers import Transfer
 from .trashcan import TrashCan
 from .watch import WatchManager
 

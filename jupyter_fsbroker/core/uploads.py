@@ -28,9 +28,9 @@ from .access import Access
 from .audit import AuditNote
 from .errors import AlreadyExists, FilesError, InvalidParams, NotFound, PermissionDenied, RateLimited
 from .paths import Resolved, parse
-from .progress import Transfer
 from .rootpath import RootPath
 from .roots import Root
+from .transfers import Transfer
 
 __all__ = ["StagedUploads", "Upload"]
 

@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 from ..console.consent_text import outcome_text, parse_answer, question_text
 from ..core.broker import Broker
 from ..core.consent import ConsentDecision, ConsentRequest
-from ..core.progress import Transfer
+from ..core.transfers import Transfer
 from . import ipykernel_compat as ipk
 
 __all__ = ["Ask", "CallScope", "KernelConsenter"]

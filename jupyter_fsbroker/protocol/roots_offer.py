@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.broker import Broker
-from ..core.observers import Listeners
+from ..core.listeners import Listeners
 from ..core.roots import Root
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from . import landlock
 from .landlock import AccessFS, AccessNet, RestrictFlag, Scope
-from .policy import Access, Policy
+from .policy import AccessMode, Policy
 
 __all__ = ["Confinement", "confine"]
 
@@ -51,10 +51,10 @@ _FILE_RIGHTS = (
 
 _READ = AccessFS.READ_FILE | AccessFS.READ_DIR
 _RIGHTS = {
-    Access.READ: _READ,
-    Access.READ_EXECUTE: _READ | AccessFS.EXECUTE,
+    AccessMode.READ: _READ,
+    AccessMode.READ_EXECUTE: _READ | AccessFS.EXECUTE,
     # No MAKE_CHAR/MAKE_BLOCK (a device node made by root reaches the disk) and no EXECUTE.
-    Access.READ_WRITE: _READ
+    AccessMode.READ_WRITE: _READ
     | AccessFS.WRITE_FILE
     | AccessFS.TRUNCATE
     | AccessFS.MAKE_REG
@@ -65,7 +65,7 @@ _RIGHTS = {
     | AccessFS.REMOVE_FILE
     | AccessFS.REMOVE_DIR
     | AccessFS.REFER,
-    Access.DEVICE: AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.TRUNCATE,
+    AccessMode.DEVICE: AccessFS.READ_FILE | AccessFS.WRITE_FILE | AccessFS.TRUNCATE,
 }
 
 _PR_CAPBSET_DROP = 24
@@ -101,7 +101,7 @@ class Confinement:
     skipped: tuple[str, ...] = ()
 
 
-def _rights_of(access: Access, abi: int, *, is_dir: bool) -> AccessFS:
+def _rights_of(access: AccessMode, abi: int, *, is_dir: bool) -> AccessFS:
     """The Landlock rights of *access* on a kernel of *abi*, for a folder or a file."""
     rights = _RIGHTS[access] & landlock.fs_rights(abi)
     return rights if is_dir else rights & _FILE_RIGHTS
@@ -125,7 +125,7 @@ def confine(policy: Policy) -> Confinement:
     abi = landlock.abi_version()
     if policy.connect_ports is not None and abi < 4:
         raise ValueError(f"confining the network needs Landlock ABI 4 (Linux 6.7); this kernel offers {abi}")
-    opened: list[tuple[int, Access]] = []
+    opened: list[tuple[int, AccessMode]] = []
     skipped: list[str] = []
     try:
         for rule in policy.rules:

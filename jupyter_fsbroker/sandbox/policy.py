@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Access", "Policy", "PolicyError", "Rule"]
+__all__ = ["AccessMode", "Policy", "PolicyError", "Rule"]
 
 #: Raised to 2 when the JSON form changes in a way an older launcher must refuse.
 _FORMAT = 1
@@ -28,7 +28,7 @@ class PolicyError(ValueError):
     """A policy that cannot be read or makes no sense."""
 
 
-class Access(enum.Enum):
+class AccessMode(enum.Enum):
     """The kinds of access a rule grants beneath its path.
 
     :mod:`.confine` maps each to Landlock rights; a rule on a file keeps only the
@@ -65,7 +65,7 @@ class Rule:
     """
 
     path: str
-    access: Access
+    access: AccessMode
     why: str = ""
     required: bool = False
 
@@ -127,7 +127,12 @@ class Policy:
             for item in data["rules"]:
                 _expect_keys(item, {"path", "access", "why", "required"})
                 rules.append(
-                    Rule(str(item["path"]), Access(item["access"]), str(item["why"]), bool(item["required"]))
+                    Rule(
+                        str(item["path"]),
+                        AccessMode(item["access"]),
+                        str(item["why"]),
+                        bool(item["required"]),
+                    )
                 )
             return cls(
                 tuple(rules),

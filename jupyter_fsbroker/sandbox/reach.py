@@ -46,7 +46,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .policy import Access, Policy, Rule
+from .policy import AccessMode, Policy, Rule
 
 __all__ = ["SYSTEM_FILES", "Plan", "SandboxError", "plan"]
 
@@ -97,11 +97,11 @@ _SYSTEM_FACTS: tuple[tuple[str, str], ...] = (
     ("/sys/fs/cgroup", "CPU and memory limits (Node's heap size, thread pools)"),
 )
 
-_DEVICES: tuple[tuple[str, Access, str], ...] = (
-    ("/dev/null", Access.DEVICE, "the null device"),
-    ("/dev/zero", Access.READ, "zeros"),
-    ("/dev/urandom", Access.READ, "random numbers"),
-    ("/dev/random", Access.READ, "random numbers"),
+_DEVICES: tuple[tuple[str, AccessMode, str], ...] = (
+    ("/dev/null", AccessMode.DEVICE, "the null device"),
+    ("/dev/zero", AccessMode.READ, "zeros"),
+    ("/dev/urandom", AccessMode.READ, "random numbers"),
+    ("/dev/random", AccessMode.READ, "random numbers"),
 )
 
 _PYTHON = re.compile(r"^(python|pypy)[0-9.]*$")
@@ -146,7 +146,7 @@ class _Builder:
     rules: dict[str, Rule] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    def add(self, path: str, access: Access, why: str, *, required: bool = False) -> None:
+    def add(self, path: str, access: AccessMode, why: str, *, required: bool = False) -> None:
         path = os.path.realpath(path)
         if path not in self.rules:
             self.rules[path] = Rule(path, access, why, required)
@@ -162,7 +162,7 @@ class _Builder:
                 return f"it overlaps the root {root}"
         return None
 
-    def add_own(self, path: str, access: Access, why: str, *, narrow_to: str | None = None) -> None:
+    def add_own(self, path: str, access: AccessMode, why: str, *, narrow_to: str | None = None) -> None:
         """A folder of the server's own, or (when that is too broad) just *narrow_to*, or nothing."""
         reason = self.overlap(path)
         if reason is None:
@@ -222,23 +222,23 @@ def plan(
     builder = _Builder(_forbidden(env), tuple(p for p, _ in root_list))
 
     for path in _SYSTEM_PROGRAMS:
-        builder.add(path, Access.READ_EXECUTE, "programs and libraries of the system")
+        builder.add(path, AccessMode.READ_EXECUTE, "programs and libraries of the system")
     for path, why in SYSTEM_FILES:
-        builder.add(path, Access.READ, why)
+        builder.add(path, AccessMode.READ, why)
     for pattern in ("/etc/python3*",):  # Debian's Python reads its sitecustomize from there
         for path in sorted(glob.glob(pattern)):
-            builder.add(path, Access.READ, "the system Python's own configuration")
+            builder.add(path, AccessMode.READ, "the system Python's own configuration")
     # /proc/self must stay a path: the launcher opens it, so the rule names the server's own pid.
     for path, why in _SYSTEM_FACTS:
-        builder.rules.setdefault(path, Rule(path, Access.READ, why))
+        builder.rules.setdefault(path, Rule(path, AccessMode.READ, why))
     for path, access, why in _DEVICES:
         builder.rules.setdefault(path, Rule(path, access, why))
 
     _program(builder, command, env, cwd)
     for entry in _split(env.get("NODE_PATH", "")):
-        builder.add_own(entry, Access.READ, "NODE_PATH")
+        builder.add_own(entry, AccessMode.READ, "NODE_PATH")
     for entry in _split(env.get("LD_LIBRARY_PATH", "")):
-        builder.add_own(entry, Access.READ_EXECUTE, "LD_LIBRARY_PATH")
+        builder.add_own(entry, AccessMode.READ_EXECUTE, "LD_LIBRARY_PATH")
 
     for path in paths:
         real = os.path.realpath(os.path.join(cwd, path))
@@ -247,7 +247,7 @@ def plan(
         reason = builder.overlap(real)
         if reason is not None:
             raise SandboxError(f"the sandbox cannot grant {path}: {reason}")
-        builder.add(real, Access.READ, "added by the user", required=True)
+        builder.add(real, AccessMode.READ, "added by the user", required=True)
 
     if level == "roots":
         _grant_roots(builder, root_list)
@@ -255,7 +255,7 @@ def plan(
         _note_roots_in_reach(builder, root_list)
     builder.rules[os.path.realpath(private_tmp)] = Rule(
         os.path.realpath(private_tmp),
-        Access.READ_WRITE,
+        AccessMode.READ_WRITE,
         "the server's private temporary folder (TMPDIR)",
         True,
     )
@@ -275,7 +275,7 @@ def _grant_roots(builder: _Builder, roots: Sequence[tuple[str, bool]]) -> None:
                     "read-only too, or use the files level)"
                 )
     for path, read_only in roots:
-        access = Access.READ if read_only else Access.READ_WRITE
+        access = AccessMode.READ if read_only else AccessMode.READ_WRITE
         builder.rules[path] = Rule(path, access, "a read-only root" if read_only else "a root", True)
 
 
@@ -321,7 +321,7 @@ def _program(builder: _Builder, command: Sequence[str], env: Mapping[str, str], 
     shebang = _shebang(exe)
     if shebang is not None:  # a console script: its interpreter runs it
         interpreter = _which(shebang, env, cwd)
-        builder.add_own(os.path.dirname(exe), Access.READ_EXECUTE, "the command's folder", narrow_to=exe)
+        builder.add_own(os.path.dirname(exe), AccessMode.READ_EXECUTE, "the command's folder", narrow_to=exe)
         script: str | None = exe
     else:
         script = _script(args, cwd) if _interprets(exe) else None
@@ -331,10 +331,10 @@ def _program(builder: _Builder, command: Sequence[str], env: Mapping[str, str], 
     if _PYTHON.match(name):
         prefixes, entries = _python_paths(interpreter, _python_env(env), cwd)
         for path in prefixes:
-            builder.add_own(path, Access.READ_EXECUTE, "the Python interpreter's prefix")
+            builder.add_own(path, AccessMode.READ_EXECUTE, "the Python interpreter's prefix")
         for entry in entries:
             if os.path.exists(entry):
-                builder.add_own(entry, Access.READ, "a folder of the Python interpreter's sys.path")
+                builder.add_own(entry, AccessMode.READ, "a folder of the Python interpreter's sys.path")
     if script is not None:
         _own_files(builder, script)
 
@@ -396,7 +396,7 @@ def _prefix(builder: _Builder, exe: str, why: str) -> None:
         folder = os.path.dirname(path)
         if os.path.basename(folder) == "bin":
             folder = os.path.dirname(folder)
-        builder.add_own(folder, Access.READ_EXECUTE, why, narrow_to=path)
+        builder.add_own(folder, AccessMode.READ_EXECUTE, why, narrow_to=path)
 
 
 def _own_files(builder: _Builder, script: str) -> None:
@@ -405,7 +405,7 @@ def _own_files(builder: _Builder, script: str) -> None:
     parts = real.split(os.sep)
     if "node_modules" in parts:
         outer = os.sep.join(parts[: parts.index("node_modules") + 1])
-        builder.add_own(outer, Access.READ, "the server's packages (node_modules)", narrow_to=real)
+        builder.add_own(outer, AccessMode.READ, "the server's packages (node_modules)", narrow_to=real)
         return
     folder = os.path.dirname(real)
     project = folder
@@ -418,9 +418,9 @@ def _own_files(builder: _Builder, script: str) -> None:
             break
         project = parent
     if project != folder and builder.overlap(project) is None:
-        builder.add(project, Access.READ, "the server's project folder")
+        builder.add(project, AccessMode.READ, "the server's project folder")
     else:
-        builder.add_own(folder, Access.READ, "the server's script folder", narrow_to=real)
+        builder.add_own(folder, AccessMode.READ, "the server's script folder", narrow_to=real)
 
 
 def _python_env(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

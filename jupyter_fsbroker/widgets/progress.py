@@ -24,7 +24,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
 from ..console.format import format_age, format_bytes, printable
 from ..core.broker import Broker
-from ..core.progress import Transfer
+from ..core.transfers import Transfer
 from .closing import close_parts, close_tree
 
 __all__ = ["TransferProgress"]

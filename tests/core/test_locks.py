@@ -318,7 +318,7 @@ def test_a_failing_listener_does_not_break_the_manager(
     mgr.subscribe(lambda: seen.append("first"))
     mgr.subscribe(boom)
     mgr.subscribe(lambda: seen.append("last"))
-    with caplog.at_level(logging.ERROR, logger="jupyter_fsbroker.core.observers"):
+    with caplog.at_level(logging.ERROR, logger="jupyter_fsbroker.core.listeners"):
         with hold_a(mgr) as hold:
             lock_id = hold.keep()
         assert seen == ["first", "last"]  # the listeners after the failing one ran too

@@ -22,7 +22,7 @@ import anyio.to_thread
 
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.locks import LockManager
-from jupyter_fsbroker.core.progress import Transfer
+from jupyter_fsbroker.core.transfers import Transfer
 from jupyter_fsbroker.protocol.server_connection import ServerConnection
 from tests.protocol.servers.harness import temp_files
 from tests.reliability.brokerproc import APP, UNLIMITED

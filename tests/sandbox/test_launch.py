@@ -166,16 +166,16 @@ def test_an_ordinary_user_is_confined_too() -> None:
 
 def _confine_nobody(python: str, setpriv: str, shared: Path) -> None:
     from jupyter_fsbroker.sandbox import launch as launch_module
-    from jupyter_fsbroker.sandbox.policy import Access, Policy, Rule
+    from jupyter_fsbroker.sandbox.policy import AccessMode, Policy, Rule
 
     shutil.copytree(Path(launch_module.__file__).parent, shared / "sandbox")
     private = shared / "private"
     private.mkdir()
     os.chown(private, 65534, 65534)
     (shared / "secret.txt").write_text("x")
-    rules = [Rule(p, Access.READ_EXECUTE) for p in ("/usr", "/lib", "/lib64")]
-    rules += [Rule("/etc/ld.so.cache", Access.READ), Rule("/proc/self", Access.READ)]
-    policy = Policy((*rules, Rule(str(private), Access.READ_WRITE)))
+    rules = [Rule(p, AccessMode.READ_EXECUTE) for p in ("/usr", "/lib", "/lib64")]
+    rules += [Rule("/etc/ld.so.cache", AccessMode.READ), Rule("/proc/self", AccessMode.READ)]
+    policy = Policy((*rules, Rule(str(private), AccessMode.READ_WRITE)))
     (shared / "policy.json").write_text(policy.to_json())
     shared.chmod(0o755)
     code = (

@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_fsbroker.sandbox.policy import Access, Policy, PolicyError, Rule
+from jupyter_fsbroker.sandbox.policy import AccessMode, Policy, PolicyError, Rule
 from jupyter_fsbroker.sandbox.reach import SandboxError, plan
 from tests.sandbox.conftest import environment
 from tests.support.ci import cannot_run
 
 
-def rules_of(policy: Policy) -> dict[str, Access]:
+def rules_of(policy: Policy) -> dict[str, AccessMode]:
     return {rule.path: rule.access for rule in policy.rules}
 
 
 def make_plan(
     tmp_path: Path, command: list[str], **kwargs: object
-) -> tuple[dict[str, Access], tuple[str, ...]]:
+) -> tuple[dict[str, AccessMode], tuple[str, ...]]:
     private = tmp_path / "private"
     private.mkdir(exist_ok=True)
     options: dict[str, object] = {
@@ -42,13 +42,15 @@ def test_the_strict_base_no_home_no_shared_tmp_no_etc_no_proc(tmp_path: Path) ->
         assert path != "/" and not path.startswith("/etc/shadow") and path != "/etc"
         assert not home.startswith(path.rstrip("/") + "/") and path != home, path
         assert path != tmp and path != "/proc" and not path.startswith("/proc/1"), path
-    assert rules["/usr"] is Access.READ_EXECUTE
-    assert rules["/proc/self"] is Access.READ
-    assert rules["/dev/null"] is Access.DEVICE
-    assert rules[os.path.realpath(tmp_path / "private")] is Access.READ_WRITE
-    assert rules[os.path.realpath(sys.prefix)] is Access.READ_EXECUTE
+    assert rules["/usr"] is AccessMode.READ_EXECUTE
+    assert rules["/proc/self"] is AccessMode.READ
+    assert rules["/dev/null"] is AccessMode.DEVICE
+    assert rules[os.path.realpath(tmp_path / "private")] is AccessMode.READ_WRITE
+    assert rules[os.path.realpath(sys.prefix)] is AccessMode.READ_EXECUTE
     # Only the private folder is writable.
-    assert [p for p, a in rules.items() if a is Access.READ_WRITE] == [os.path.realpath(tmp_path / "private")]
+    assert [p for p, a in rules.items() if a is AccessMode.READ_WRITE] == [
+        os.path.realpath(tmp_path / "private")
+    ]
 
 
 def test_a_script_folder_that_holds_a_root_is_narrowed_to_the_script(tmp_path: Path) -> None:
@@ -58,9 +60,9 @@ def test_a_script_folder_that_holds_a_root_is_narrowed_to_the_script(tmp_path: P
     script.write_text("print('hi')\n")
     rules, _ = make_plan(tmp_path, [sys.executable, str(script)], roots=[(str(project / "data"), False)])
     assert str(project) not in rules
-    assert rules[str(script)] is Access.READ
+    assert rules[str(script)] is AccessMode.READ
     rules, _ = make_plan(tmp_path, [sys.executable, "-u", str(script)])
-    assert rules[str(project)] is Access.READ, "without a root inside, the script's folder is granted"
+    assert rules[str(project)] is AccessMode.READ, "without a root inside, the script's folder is granted"
 
 
 def test_a_script_inside_a_root_is_not_granted(tmp_path: Path) -> None:
@@ -81,7 +83,7 @@ def test_a_node_script_gets_its_outermost_node_modules(tmp_path: Path) -> None:
     if node is None:
         cannot_run("node is not installed")
     rules, _ = make_plan(tmp_path, [node, "--no-warnings", str(package / "index.js")])
-    assert rules[str(tmp_path / "app" / "node_modules")] is Access.READ
+    assert rules[str(tmp_path / "app" / "node_modules")] is AccessMode.READ
     assert str(tmp_path / "app") not in rules
 
 
@@ -92,8 +94,8 @@ def test_a_console_script_runs_with_its_shebangs_interpreter(tmp_path: Path) -> 
     script.write_text(f"#!{sys.executable}\nprint('hi')\n")
     script.chmod(0o755)
     rules, _ = make_plan(tmp_path, [str(script)])
-    assert rules[str(tmp_path / "venv")] is Access.READ_EXECUTE
-    assert rules[os.path.realpath(sys.prefix)] is Access.READ_EXECUTE
+    assert rules[str(tmp_path / "venv")] is AccessMode.READ_EXECUTE
+    assert rules[os.path.realpath(sys.prefix)] is AccessMode.READ_EXECUTE
 
 
 def test_paths_the_user_adds(tmp_path: Path) -> None:
@@ -101,7 +103,7 @@ def test_paths_the_user_adds(tmp_path: Path) -> None:
     root.mkdir()
     cache.mkdir()
     rules, _ = make_plan(tmp_path, [sys.executable, "-c", ""], paths=[str(cache)], roots=[(str(root), False)])
-    assert rules[str(cache)] is Access.READ
+    assert rules[str(cache)] is AccessMode.READ
     for bad, reason in [(tmp_path, "overlaps the root"), (Path.home(), "contains"), ("/", "contains /")]:
         with pytest.raises(SandboxError, match=reason):
             make_plan(tmp_path, [sys.executable, "-c", ""], paths=[str(bad)], roots=[(str(root), False)])
@@ -117,7 +119,7 @@ def test_roots_level_grants_roots_with_their_mode(tmp_path: Path) -> None:
     files, _ = make_plan(tmp_path, [sys.executable, "-c", ""], roots=roots)
     assert str(ro) not in files and str(rw) not in files
     granted, _ = make_plan(tmp_path, [sys.executable, "-c", ""], roots=roots, level="roots")
-    assert granted[str(ro)] is Access.READ and granted[str(rw)] is Access.READ_WRITE
+    assert granted[str(ro)] is AccessMode.READ and granted[str(rw)] is AccessMode.READ_WRITE
 
 
 def test_a_command_not_found(tmp_path: Path) -> None:
@@ -127,7 +129,9 @@ def test_a_command_not_found(tmp_path: Path) -> None:
 
 def test_the_policy_travels_as_json_and_nothing_unknown_is_accepted() -> None:
     policy = Policy(
-        (Rule("/usr", Access.READ_EXECUTE, "system"), Rule("/dev/null", Access.DEVICE)), (443,), "roots"
+        (Rule("/usr", AccessMode.READ_EXECUTE, "system"), Rule("/dev/null", AccessMode.DEVICE)),
+        (443,),
+        "roots",
     )
     assert Policy.from_json(policy.to_json()) == policy
     for text, message in [
