@@ -21,7 +21,15 @@ from tests.support.sources import NAME, is_type_checking, package_modules, parse
 
 MODULES = package_modules()
 
-PUBLIC_PACKAGES = (NAME, f"{NAME}.core", f"{NAME}.protocol", f"{NAME}.widgets", f"{NAME}.kernel")
+PUBLIC_PACKAGES = (
+    NAME,
+    f"{NAME}.core",
+    f"{NAME}.protocol",
+    f"{NAME}.serverkit",
+    f"{NAME}.console",
+    f"{NAME}.widgets",
+    f"{NAME}.kernel",
+)
 #: Module attributes that are public although they start with an underscore.
 PUBLIC_DUNDERS = ("__version__",)
 
