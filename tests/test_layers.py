@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md, enforced: the core imports neither Jupyter nor ``mcp``."""
+"""The layers of docs/design.md ("Layers"), enforced: the core imports neither Jupyter nor ``mcp``."""
 
 from __future__ import annotations
 

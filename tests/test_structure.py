@@ -1,4 +1,5 @@
-"""The shape of the package, enforced: no import cycle, no oversized module, no copied block.
+"""The shape of the package, enforced: no import cycle, no oversized module, no copied block, no
+name used twice, no reference to a document that does not exist.
 
 Every check reads whatever modules exist, so it stays right when modules move. Read the
 docstring of each test for the rule and how it is measured.
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
+from tests.support.env import REPO
 from tests.support.sources import NAME, PACKAGE, is_type_checking, package_modules, parse, runtime_imports
 
 MODULES = package_modules()
@@ -467,3 +469,54 @@ def test_no_duplicated_block_of_six_lines() -> None:
     """
     duplicates = [d for d in find_duplicates(list(MODULES.values())) if not _allowed(d)]
     assert duplicates == [], "duplicated blocks:\n" + "\n".join(d.describe() for d in duplicates)
+
+
+# -- documents named in the code -------------------------------------------------------------------
+
+#: A document named by its path: an upper-case name (``PROTOCOL.md``) or a file under one of the
+#: repository's folders of documents. Test data (``data/notes.md``) is neither.
+DOCUMENT = re.compile(
+    r"(?<![\w/.-])((?:docs|benchmarks|labextension|notebooks|examples)/[\w./-]*[\w-]\.md|[A-Z][A-Z_]*\.md)\b"
+)
+
+
+def named_documents(paths: list[Path]) -> dict[str, list[str]]:
+    """``{document: where it is named}`` in *paths*; a document is a path from the repository's root
+    or, for an upper-case name, from the naming file's folder."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for match in DOCUMENT.finditer(line):
+                where = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
+                found[match.group(1)].append(f"{where}:{number}")
+    return found
+
+
+def _missing(document: str, places: list[str]) -> bool:
+    folders = {(REPO / place.rpartition(":")[0]).parent for place in places}
+    return not (REPO / document).is_file() and not any((folder / document).is_file() for folder in folders)
+
+
+def test_the_document_finder_reads_what_it_should(tmp_path: Path) -> None:
+    md = ".md"  # spelled apart, so that this file names no document itself
+    text = tmp_path / "x.py"
+    text.write_text(f'"""See PROTOCOL{md} and docs/design{md}, "Layers"; data/notes{md} is test data."""\n')
+    assert sorted(named_documents([text])) == [f"PROTOCOL{md}", f"docs/design{md}"]
+    (tmp_path / f"LOCAL{md}").write_text("")
+    assert not _missing(f"PROTOCOL{md}", [f"{text}:1"])
+    assert not _missing(f"LOCAL{md}", [f"{text}:1"])
+    assert _missing(f"NOWHERE{md}", [f"{text}:1"])
+
+
+def test_every_document_the_code_names_exists() -> None:
+    """A path to a ``*.md`` named in the package, the tests or the benchmarks is a file of the repository."""
+    sources = [
+        p
+        for folder in (PACKAGE, REPO / "tests", REPO / "benchmarks")
+        for p in sorted(folder.rglob("*"))
+        if p.suffix in (".py", ".md") and p.is_file()
+    ]
+    missing = {d: places for d, places in sorted(named_documents(sources).items()) if _missing(d, places)}
+    assert missing == {}, "documents named but not in the repository:\n" + "\n".join(
+        f"{d}: {', '.join(p)}" for d, p in missing.items()
+    )

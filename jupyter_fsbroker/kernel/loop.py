@@ -2,7 +2,7 @@
 
 The MCP client, its ``files/*`` handlers and the watchers run here, never on the
 kernel's own loop: that loop stops completely while a synchronous cell runs
-(DESIGN.md, "Where the client runs"). :class:`BackgroundLoop` starts the thread,
+(docs/design.md, "Where the client runs"). :class:`BackgroundLoop` starts the thread,
 runs coroutines on it from any thread (:meth:`~BackgroundLoop.submit` returns a
 :class:`concurrent.futures.Future`), and stops it leaving no thread behind.
 

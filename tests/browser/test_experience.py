@@ -156,9 +156,9 @@ def _servers(lab: JupyterLab) -> list[Proc]:
 def test_kill_switch_in_a_notebook_made_with_files_new(
     jupyterlab: JupyterLab, page: Any, screenshot_dir: Path
 ) -> None:
-    """Whether or not the file browser tab cut the dashboard's widgets off (DESIGN.md, "Notebook
-    7.6"; in some runs only), the sidebar's Disconnect ends the connection, its server and the call
-    it blocked."""
+    """Whether or not the file browser tab cut the dashboard's widgets off (docs/design.md,
+    "Facts found by trying the first release", Notebook 7.6; in some runs only), the sidebar's
+    Disconnect ends the connection, its server and the call it blocked."""
     from playwright.sync_api import expect
 
     data = jupyterlab.root / "data"

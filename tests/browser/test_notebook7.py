@@ -3,11 +3,11 @@
 In Notebook 7 the file browser opens a new notebook in a new tab and keeps its
 own connection to the new kernel; that connection fails to open every widget
 comm the kernel opens, so no dashboard button of that notebook receives a
-click (DESIGN.md, "Notebook 7.6"). The sidebar's comm is opened by the
-notebook's own page, so its kill switch works there all the same: the sidebar
-opens from the command that shows it, lists the connection, and Disconnect
-ends a call that blocks the notebook and shows the connection closing, then
-closed, within seconds of the click.
+click (docs/design.md, "Facts found by trying the first release"). The
+sidebar's comm is opened by the notebook's own page, so its kill switch works
+there all the same: the sidebar opens from the command that shows it, lists
+the connection, and Disconnect ends a call that blocks the notebook and shows
+the connection closing, then closed, within seconds of the click.
 """
 
 from __future__ import annotations

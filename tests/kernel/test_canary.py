@@ -2,7 +2,7 @@
 
 If one of these fails after upgrading ipykernel, consent prompts may stop
 answering while a synchronous cell blocks in JupyterLab. Read
-``jupyter_fsbroker/kernel/ipykernel_compat.py`` and DESIGN.md ("Consent while a
+``jupyter_fsbroker/kernel/ipykernel_compat.py`` and docs/design.md ("Consent while a
 cell is blocked"), check the new ipykernel's comm routing
 (``ipykernel/kernelbase.py: shell_channel_thread_main``, ``ipykernel/comm/comm.py``),
 and adapt ``ipykernel_compat`` before anything else.
@@ -98,7 +98,7 @@ def test_canary_subshell_click_reaches_a_detached_widget_while_the_main_shell_bl
     assert pinned_meanwhile == "False", (
         "CANARY: ipykernel no longer pins a cell-made widget's comm messages to the main shell "
         "(the reason for ipykernel_compat's workaround). Good news, but the comm routing changed: "
-        "review jupyter_fsbroker/kernel/ipykernel_compat.py and DESIGN.md, then update this canary."
+        "review jupyter_fsbroker/kernel/ipykernel_compat.py and docs/design.md, then update this canary."
     )
     # The pinned click was only queued: it is handled once the main shell is free.
     assert kernel.value("pinned_clicked.wait(60)") is True
