@@ -1,5 +1,5 @@
 """The shape of the package, enforced: no import cycle, no oversized module, no copied block, no
-name used twice, no reference to a document that does not exist.
+name used twice, no reference to a document that does not exist, no benchmark figure in the code.
 
 Every check reads whatever modules exist, so it stays right when modules move. Read the
 docstring of each test for the rule and how it is measured.
@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import re
+import tokenize
 from collections import defaultdict
 from dataclasses import dataclass
 from fnmatch import fnmatch
@@ -520,3 +522,76 @@ def test_every_document_the_code_names_exists() -> None:
     assert missing == {}, "documents named but not in the repository:\n" + "\n".join(
         f"{d}: {', '.join(p)}" for d, p in missing.items()
     )
+
+
+# -- benchmark figures -----------------------------------------------------------------------------
+
+#: A measured figure: a cost below a second, a throughput, page faults, a speed-up, a share in
+#: per cent, a duration given as approximate (``~1.4 s``). Settings and timeouts (``30 s``,
+#: ``2 MiB``) are not figures: they are what the code does, not what a run measured.
+FIGURE = re.compile(
+    r"\d[\d.,]*(?:\s*(?:-|\u2013|to)\s*\d[\d.,]*)?\s*(?:µs|ms)\b"
+    r"|\d[\d.,]*\s*[kMG]i?B/s\b"
+    r"|\d[\d,]*\s+page faults"
+    r"|\d[\d.]*\s*(?:times|x)\s+(?:faster|slower|binascii)"
+    r"|\d[\d.]*\s*%\s*(?:more|less|faster|slower)\b"
+    r"|~\s*\d[\d.,]*(?:\s*-\s*\d[\d.,]*)?\s*s\b"
+)
+
+
+def docstrings_and_comments(path: Path) -> list[tuple[int, str]]:
+    """``(line, text)`` of every docstring and comment of a module."""
+    source = path.read_text(encoding="utf-8")
+    found = [
+        (node.body[0].lineno, node.body[0].value.value)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+        and isinstance(node.body[0].value.value, str)
+    ]
+    found += [
+        (token.start[0], token.string)
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT
+    ]
+    return found
+
+
+def test_the_figure_pattern_tells_figures_from_settings() -> None:
+    figures = [
+        "~34 ms for one message",
+        "0.1 to 0.8 ms per lock",
+        "90 µs",
+        "115 MB/s",
+        "~1,100 page faults",
+        "25 times faster",
+        "~40 % more CPU",
+        "compiles for ~1.4 s",
+        "20-50 ms, cold",
+    ]
+    settings = [
+        "wait 2 s, SIGTERM",
+        "timeout=30.0 s",
+        "2 MiB chunks",
+        "16 GiB per second",
+        "at most 8 free",
+        "``12.3 MB`` (like MB/s)",
+        "retried 3 times",
+        "50 % of the budget",
+    ]
+    assert [f for f in figures if not FIGURE.search(f)] == []
+    assert [s for s in settings if FIGURE.search(s)] == []
+
+
+def test_no_benchmark_figure_in_docstrings_and_comments() -> None:
+    """Measured figures live in ``benchmarks/README.md`` ("Why the code is shaped this way"), with how
+    they were measured; the code says the reason in words and points there."""
+    found = [
+        f"{_relative(path)}:{line}: {match.group(0)!r}"
+        for path in MODULES.values()
+        for line, text in docstrings_and_comments(path)
+        for match in FIGURE.finditer(text)
+    ]
+    assert found == [], "figures in docstrings or comments:\n" + "\n".join(found)

@@ -4,13 +4,13 @@ A ``files/read`` of 1 MiB passes through buffers of 1-3 MB: the bytes read,
 the JSON answer on its way to the server. Made new for every chunk and
 dropped after it, their pages go back to the system (the C allocator returns
 the top of a heap once a few MiB of it are free) and are faulted in again
-for the next chunk: ~1,100 page faults and ~2.5 ms of CPU per MiB read,
-measured on a 2-core VM, more than half of what the brokering process spent
-on a streamed read. A :class:`BufferPool` keeps the few buffers a
-connection's chunks in flight need and lends them out again; it lets go of
-them once none was taken for a second (:meth:`BufferPool.discard_idle`, which
-the broker's janitor calls every second) and when the connection closes.
-Nothing here changes how the process's allocator serves anyone else.
+for the next chunk: more than half of what the brokering process spent on a
+streamed read (the figures are in ``benchmarks/README.md``, "Why the code is
+shaped this way"). A :class:`BufferPool` keeps the few buffers a connection's
+chunks in flight need and lends them out again; it lets go of them once none
+was taken for a second (:meth:`BufferPool.discard_idle`, which the broker's
+janitor calls every second) and when the connection closes. Nothing here
+changes how the process's allocator serves anyone else.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@
 work per call. ``run_in_executor`` wraps the executor's future in an asyncio
 future chained both ways (callbacks on each side, the result copied across
 under the executor future's lock, a second loop callback to check for
-cancellation): about a fifth of the event loop's own work on a small
-``files/read``. Here the worker thread hands its result straight to an asyncio
+cancellation): a large share of the event loop's own work on a small
+``files/read`` (``benchmarks/README.md``, "Why the code is shaped this way").
+Here the worker thread hands its result straight to an asyncio
 future with one ``call_soon_threadsafe``:
 
 * the call runs on a thread of *executor* (which bounds the threads);

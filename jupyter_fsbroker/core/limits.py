@@ -97,14 +97,11 @@ class Limits:
     request at a time as fast as the broker answers: that is ordinary work,
     and a limit below the broker's own speed would only slow it down. So they
     lie above the fastest such client there is, the core driven in a tight
-    loop with no transport at all. Measured on the project's shared 2-core
-    test machine (Python 3.11, December 2026, best of several runs while
-    loaded): a 96-byte ``files/read`` costs 90 µs, a ``files/stat`` of a
-    missing file 25 µs and a request refused at once 13 µs (77,000 per
-    second, the fastest any client goes); over stdio a small read takes
-    200-400 µs end to end. Reads of 2 MiB base64 chunks move up to 1.9 GiB
-    per second. The defaults, 200,000 operations and 16 GiB per second, are
-    2.6 and 8 times those, room for a machine several times faster. The bursts
+    loop with no transport at all, whether it sends small requests or the
+    largest chunks. The defaults, 200,000 operations and 16 GiB per second,
+    are several times what that client reached on the project's 2-core test
+    machine, room for a machine several times faster (the measurements are in
+    ``benchmarks/README.md``, "Why the code is shaped this way"). The bursts
     are small beside them (a hundredth of a second of operations, 32 largest
     chunks: what the worker pool can have in hand at once), so that what a
     client meets is the rate, not an allowance saved up while idle.

@@ -19,13 +19,13 @@ With ``max_idle`` (the broker's choice), a released lock file is not removed at
 once: its descriptor stays open, holding no lock, for the next lock of the same
 key, which takes it again with one ``flock`` instead of creating and removing a
 file. Creating and removing a file are journaled metadata operations: on ext4
-they cost 0.1 to 0.8 ms per lock on a busy machine, more than a whole small
-read otherwise costs. An idle file belongs to the owner (connection) that
-released it last and is removed, in the usual way, when that owner is
-forgotten (:meth:`LockFiles.forget`: its connection closed), when more than
-``max_idle`` are idle (the oldest first), or at :meth:`LockFiles.close`. To
-every other process it is an ordinary free lock file: they may lock it or
-remove it (the same-inode check catches a removal).
+they cost more than a whole small read otherwise costs (measured in
+``benchmarks/README.md``, "Why the code is shaped this way"). An idle file
+belongs to the owner (connection) that released it last and is removed, in the
+usual way, when that owner is forgotten (:meth:`LockFiles.forget`: its
+connection closed), when more than ``max_idle`` are idle (the oldest first), or
+at :meth:`LockFiles.close`. To every other process it is an ordinary free lock
+file: they may lock it or remove it (the same-inode check catches a removal).
 
 Every call here is non-blocking (``LOCK_NB``): waiting is the caller's business
 (:class:`~jupyter_fsbroker.core.locks.LockManager`), and nothing here ever

@@ -144,7 +144,7 @@ class NotebookBroker:
             raise
         if self._kernel is not None:
             # %load_ext stays quick: the MCP client and jsonschema (which mcp imports when a tool's
-            # structured result is first checked, ~1-3 s) are imported on a worker thread of the loop
+            # structured result is first checked: seconds) are imported on a worker thread of the loop
             # once the loading cell is over (or at the first connect), while the user goes on; the
             # first consent prompt is shown once that is done, so the answer never waits for an import.
             self._warm = concurrent.futures.Future()

@@ -32,8 +32,9 @@ __all__ = ["DEFAULT_CONNECT_TIMEOUT", "ServerTarget", "TargetOptions", "warm_up"
 DEFAULT_CONNECT_TIMEOUT = 30.0
 
 #: What a first connection and a first tool call need, imported ahead by :func:`warm_up`: the MCP
-#: client (~0.6 s), the widgets the first connection shows, and jsonschema, which mcp imports on the
-#: first call of a tool with an output schema (~1-3 s, on the loop that a consent answer must cross).
+#: client, the widgets the first connection shows, and jsonschema, which mcp imports on the first
+#: call of a tool with an output schema (seconds, on the loop that a consent answer must cross; see
+#: benchmarks/README.md, "Why the code is shaped this way").
 _WARM_MODULES = (
     "jupyter_fsbroker.protocol.connector",
     "ipywidgets",

@@ -20,8 +20,8 @@ Why not mcp's own parsing: ``jsonrpc_message_adapter.validate_json`` turns a
 request whose ``id`` is ``true`` or ``1.5`` into a *notification* (never
 answered), and a line it refuses is dropped by mcp's stdio client with no
 answer at all. Parsing here is also cheaper: ``pydantic_core.from_json``
-followed by ``validate_python`` costs a quarter of ``validate_json`` on a
-1.4 MB message.
+followed by ``validate_python`` costs a fraction of ``validate_json`` on a
+chunk's message (``benchmarks/README.md``, "Why the code is shaped this way").
 
 Nothing here does I/O or keeps state; it never raises on any input. A large
 answer is written into a buffer lent by the connection's

@@ -16,7 +16,8 @@ only while the roots are *unsettled*:
 * while armed, a call waits until either the server has asked ``roots/list``
   and ``settle`` seconds have passed since the answer was written (the server
   applies it asynchronously; the official filesystem server was seen to need
-  20-50 ms, cold), or the server has been quiet for ``quiet`` seconds without
+  tens of milliseconds, cold: ``benchmarks/README.md``, "Why the code is shaped
+  this way"), or the server has been quiet for ``quiet`` seconds without
   asking (a server that does not use roots), and never longer than ``limit``
   seconds in all;
 * once settled, calls pass at once: a server that asked and got its answer

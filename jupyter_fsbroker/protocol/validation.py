@@ -2,8 +2,9 @@
 
 ``ClientSession`` checks a tool's structured result against its output schema
 and imports ``jsonschema`` the first time it does, on the event loop that runs
-the connection: the import compiles grammars (``rfc3987_syntax``) for ~1.4 s, a
-stall for every connection on that loop and for the first call. The client
+the connection: the import compiles grammars (``rfc3987_syntax``) for more than
+a second (``benchmarks/README.md``, "Why the code is shaped this way"), a stall
+for every connection on that loop and for the first call. The client
 calls :func:`prepare_output_validation` once it knows a server has such tools;
 the import then happens on a short-lived thread while nobody waits for it.
 
@@ -26,8 +27,8 @@ def prepare_output_validation() -> None:
     """Import jsonschema on a thread, once per process, before the first tool result needs it.
 
     ``ClientSession`` validates structured results against a tool's output
-    schema and imports jsonschema on first use, which compiles grammars for
-    ~1.4 s: on the event loop, that stalls every connection and the first call.
+    schema and imports jsonschema on first use, which compiles grammars for more
+    than a second: on the event loop, that stalls every connection and the first call.
     """
     global _prepared
     if _prepared or "jsonschema" in sys.modules:

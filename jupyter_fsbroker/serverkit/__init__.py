@@ -21,7 +21,7 @@ A server author needs a few lines::
 
 This package imports only :mod:`mcp` and the standard library (and nothing of
 :mod:`jupyter_fsbroker` outside this folder; ``pybase64`` where it is installed,
-for base64 25 times faster), so a server can copy or vendor it without the rest
+for base64 many times faster), so a server can copy or vendor it without the rest
 of the project. The wire contract it speaks is ``PROTOCOL.md``;
 the facts of it the helper relies on are copies, kept in :mod:`.contract`.
 

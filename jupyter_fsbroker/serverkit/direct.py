@@ -5,9 +5,9 @@ passes a typed request model, a dump of it, the dispatcher (its pending
 table, a memory stream per request, an OpenTelemetry span and trace-context
 injection, a request clock), the outbound memory stream and a second dump;
 its answer is validated as a JSON-RPC model, routed by the dispatcher and
-validated twice more. Measured over :func:`~.stdio_server.run_stdio` on 2 cores, that
-is ~250 µs of the server's CPU per small ``files/read``, about as much as the
-brokering client spends answering it.
+validated twice more. Over :func:`~.stdio_server.run_stdio`, that costs the
+server about as much CPU per small ``files/read`` as the brokering client
+spends answering it (``benchmarks/README.md``, "Why the code is shaped this way").
 
 When the helper serves stdio on its own pipes (:func:`~.stdio_server.stdio_streams`),
 a :class:`DirectChannel` sends such requests itself: one JSON line, with an id

@@ -6,16 +6,16 @@ as it ends. A ``files/read`` answer is a line of 1.4 MB for a 1 MiB chunk;
 asyncio's pipe transport read it as pieces of 256 KiB, each a new ``bytes``,
 joined into a new line: buffers of a few MiB made and dropped for every
 chunk, whose pages the C allocator hands back to the system and faults in
-again for the next one (~250 page faults per MiB read, a third of what the
-server spent on a chunk). The kept buffer is written again for every line
+again for the next one (a third of what the server spent on a chunk:
+``benchmarks/README.md``, "Why the code is shaped this way"). The kept buffer is written again for every line
 instead, and given back once no message came for a second.
 
 :func:`parse_line` parses one message. A ``files/read`` answer is mostly its
 ``content``: 1.4 MB of base64 for a 1 MiB chunk, which ``pydantic_core``'s
-JSON parser scans and copies character by character (1.2 ms per MiB). When a
-message holds exactly one ``"content":"`` member, at the top of ``result``,
-whose value is valid base64 (checked by decoding it in slices, SIMD-fast,
-~0.15 ms per MiB), the rest of the message is parsed without it and the
+JSON parser scans and copies character by character, many times slower than
+checking it. When a message holds exactly one ``"content":"`` member, at the
+top of ``result``, whose value is valid base64 (checked by decoding it in
+slices, SIMD-fast), the rest of the message is parsed without it and the
 value is put back as it was. Anything else — text content, escapes around
 it, several ``content`` members, another shape — is parsed the ordinary way,
 so the result is always what the JSON parser gives for the whole message,

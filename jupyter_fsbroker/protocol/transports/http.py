@@ -11,19 +11,20 @@ outside any request, opened once ``notifications/initialized`` is accepted;
 the method and stay on the endpoint's origin. Resumability (``Last-Event-ID``)
 is not implemented.
 
-Why not mcp's ``streamable_http_client`` (measured with mcp 2.3, 1 MiB chunks):
+Why not mcp's ``streamable_http_client`` (mcp 2.3; the figures are in
+``benchmarks/README.md``, "Why the code is shaped this way"):
 
 * it never reads the body of a ``202 Accepted``, so httpx cannot reuse the
-  connection: nearly every POST opens a new TCP connection (1002 connections for
-  1000 round trips; over HTTPS, 1002 TLS handshakes). Here every one-way POST
-  reads its answer and the connection goes back to the pool.
+  connection: nearly every POST opens a new TCP connection (over HTTPS, a new
+  TLS handshake). Here every one-way POST reads its answer and the connection
+  goes back to the pool.
 * it POSTs one message at a time: an answer to a ``files/read`` waits for the
   previous answer's POST, so several reads in flight gain nothing. Here each
   answer is its own POST, on its own pooled connection.
 * it caps a server-sent event at 1 MiB by default, formats every outgoing
   message for a debug log that is off (a pydantic ``repr`` of each 1.4 MB chunk)
-  and encodes JSON with the standard library: 16-17 ms of the client's CPU per
-  MiB read, against 5-6 ms here (answers arrive already encoded,
+  and encodes JSON with the standard library: about three times the client's
+  CPU per MiB read that this one spends (answers arrive already encoded,
   :meth:`HttpWriter.send_bytes`; events are split with ``memchr`` and may be as
   large as :data:`~jupyter_fsbroker.protocol.framing.MAX_MESSAGE_BYTES`).
 * it answers nothing when an event is not valid JSON-RPC; here it is parsed by

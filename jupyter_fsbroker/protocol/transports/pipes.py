@@ -3,13 +3,13 @@
 :class:`PipeReader` and :class:`PipeWriter` are the ``(read_stream, write_stream)`` pair of
 ``SessionMessage`` streams that :func:`~.spawn.spawn` yields, in place of mcp's own.
 
-Why not mcp's ``stdio_client`` (measured with mcp 2.3):
+Why not mcp's ``stdio_client`` (mcp 2.3; the figures are in
+``benchmarks/README.md``, "Why the code is shaped this way"):
 
 * it re-splits its whole line buffer on every pipe read
-  (``(buffer + chunk).split("\\n")``): quadratic in the message size,
-  ~34 ms for one 2 MiB message (staged writes of 2 MiB chunks cost the client
-  ~21 ms of CPU per MiB with it, 8 ms here). Here each byte is searched for a
-  newline once.
+  (``(buffer + chunk).split("\\n")``): quadratic in the message size, so that
+  staged writes of large chunks cost the client more than twice the CPU they
+  cost here. Here each byte is searched for a newline once.
 * it drops a line that fails validation without answering it, so a server's
   malformed request waits out its own timeout. Here every line goes through
   :func:`~jupyter_fsbroker.protocol.framing.parse_message` and a malformed one reaches the middleware,
@@ -28,7 +28,7 @@ Why not mcp's ``stdio_client`` (measured with mcp 2.3):
   asks (:meth:`PipeReader.read_on_thread`), the reader reads on threads of
   its own (:mod:`.reading`), which answer a lone ``files/*`` request
   themselves: a sequential small read then costs no thread wake at all in the
-  brokering process (the loop's hand-off to a worker was a quarter of its
+  brokering process (the loop's hand-off to a worker was a large share of its
   time), and an answer that lasts has the other thread read on.
 
 It never interprets a message beyond framing it; answering is the middleware's

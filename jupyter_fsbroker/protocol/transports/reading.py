@@ -18,15 +18,17 @@ state (the role passes under a lock, and only while the holder is inside
 ``answering``, its last step before it reads again).
 
 A server sending its requests one after another sends the next one soon after
-it has the answer (~100 µs on 2 cores). A thread that blocks in ``poll`` for
-it lets its CPU go idle, and waking it is slow: on a virtual machine the first
-request after the wait costs ~40 % more CPU than the same request right after
-another, and the wake-up itself ~20-50 µs. So after an answer the holder polls
+it has the answer. A thread that blocks in ``poll`` for it lets its CPU go
+idle, and waking it is slow: on a virtual machine the first request after the
+wait costs markedly more CPU than the same request right after another, and
+the wake-up itself is a good part of a small request's cost (the figures are
+in ``benchmarks/README.md``, "Why the code is shaped this way"). So after an
+answer the holder polls
 without blocking for up to :data:`SPIN` seconds first, but only while requests
 have come within that time of the answer before them: a server that pauses
 between requests costs at most one spin (then none until requests come
-quickly again). Measured over stdio on 2 cores: a small ``files/read`` from
-270 to 210 µs, server included.
+quickly again). Over stdio, that made a small ``files/read`` about a fifth
+cheaper, server included.
 """
 
 from __future__ import annotations
