@@ -1,11 +1,10 @@
-"""The protocol layer: the only part of jupyter_fsbroker that imports ``mcp``.
+"""The MCP client: beside the server kit, the only part of jupyter_fsbroker that imports ``mcp``.
 
-Client side (:mod:`.connector`, :mod:`.server_connection`, :mod:`.middleware` and their
-helpers :mod:`.transports`, :mod:`.roots_offer`, :mod:`.roots_gate`, :mod:`.threaded`,
-:mod:`.voice`, :mod:`.stderr`, :mod:`.client_errors`, and :mod:`.sandboxing`, which starts a
-local server confined): connect a
-:class:`~jupyter_fsbroker.core.broker.Broker` to an MCP server over stdio or
-Streamable HTTP and answer the server's ``files/*`` requests through it::
+:mod:`.connector`, :mod:`.server_connection`, :mod:`.middleware` and their helpers
+:mod:`.transports`, :mod:`.roots_offer`, :mod:`.roots_gate`, :mod:`.threaded`,
+:mod:`.voice`, :mod:`.stderr`, :mod:`.client_errors`, and :mod:`.sandboxing` (which starts a
+local server confined) connect a :class:`~jupyter_fsbroker.core.broker.Broker` to an MCP
+server over stdio or Streamable HTTP and answer the server's ``files/*`` requests through it::
 
     from jupyter_fsbroker.protocol import connect
 
@@ -13,8 +12,9 @@ Streamable HTTP and answer the server's ``files/*`` requests through it::
     result = await conn.call_tool("profile_csv", {"path": "data/sales.csv"})
     await conn.aclose()
 
-The names below are imported lazily, so that importing a sibling module (the
-server-side helper) does not load the client and the core.
+The names below are imported lazily, so that importing one module of the package does not
+load the client and the core. (``protocol.server`` is the server kit's old name, kept one
+release: it loads the kit, not the client.)
 """
 
 from __future__ import annotations
