@@ -51,6 +51,7 @@ from urllib.parse import quote, urlsplit
 
 import orjson
 import pybase64
+from plain_parts import chunk_answer, result, stop_child
 
 __all__ = ["fetch", "fetch_pooled", "fetch_raw", "serve"]
 
@@ -70,15 +71,7 @@ def app(folder: Path) -> Any:
         with open(folder / query["path"], "rb") as f:
             size = os.fstat(f.fileno()).st_size
             data = os.pread(f.fileno(), length, offset)
-        answer = {
-            "content": pybase64.b64encode(data).decode("ascii"),
-            "encoding": "base64",
-            "offset": offset,
-            "bytesRead": len(data),
-            "size": size,
-            "eof": offset + len(data) >= size,
-        }
-        return Response(orjson.dumps(answer), media_type="application/json")
+        return Response(orjson.dumps(chunk_answer(data, offset, size)), media_type="application/json")
 
     async def raw(request: Request) -> Response:
         path = folder / request.query_params["path"]
@@ -109,19 +102,7 @@ def serve(folder: Path) -> Iterator[str]:
             raise RuntimeError(f"the plain HTTP server did not start: {line!r}")
         yield f"http://127.0.0.1:{int(line.split()[1])}"
     finally:
-        if process.stdin is not None:
-            process.stdin.close()  # the server's cue to leave
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
-
-
-def _result(digest: Any, nbytes: int, requests: int, seconds: float) -> dict[str, Any]:
-    return {"sha256": digest.hexdigest(), "bytes": nbytes, "requests": requests, "seconds": seconds}
+        stop_child(process)
 
 
 def fetch_pooled(base_url: str, name: str, chunk_size: int, in_flight: int) -> dict[str, Any]:
@@ -159,7 +140,7 @@ async def _fetch_pooled(base_url: str, name: str, chunk_size: int, in_flight: in
             nbytes += len(data)
             requests += 1
         seconds = time.perf_counter() - start
-    return _result(digest, nbytes, requests, seconds)
+    return result(digest, nbytes, requests, seconds)
 
 
 def fetch(
@@ -216,7 +197,7 @@ def fetch(
     finally:
         for close in opened:
             close()
-    return _result(digest, nbytes, requests, seconds)
+    return result(digest, nbytes, requests, seconds)
 
 
 def _stdlib_getter(base_url: str) -> tuple[Callable[[str], bytes], Callable[[], None]]:
@@ -275,7 +256,7 @@ def fetch_raw(base_url: str, name: str) -> dict[str, Any]:
         seconds = time.perf_counter() - start
     finally:
         connection.close()
-    return _result(digest, nbytes, 1, seconds)
+    return result(digest, nbytes, 1, seconds)
 
 
 def _compare(folder: Path, name: str, repeats: int) -> None:
@@ -289,8 +270,8 @@ def _compare(folder: Path, name: str, repeats: int) -> None:
                 ("http.client, 1 in flight", lambda: fetch(url, name, MiB, 1)),
                 ("raw stream", lambda: fetch_raw(url, name)),
             ):
-                result = run()
-                print(f"{label:34s} {result['bytes'] / result['seconds'] / 1e6:7.1f} MB/s", flush=True)
+                measured = run()
+                print(f"{label:34s} {measured['bytes'] / measured['seconds'] / 1e6:7.1f} MB/s", flush=True)
 
 
 def _main() -> None:

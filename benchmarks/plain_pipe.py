@@ -45,6 +45,7 @@ from typing import Any
 
 import orjson
 import pybase64
+from plain_parts import chunk_answer, result, stop_child
 
 __all__ = ["fetch", "fetch_raw"]
 
@@ -71,13 +72,7 @@ def _child(folder: Path) -> Iterator[tuple[io.BufferedReader, Any]]:
         _enlarge(process.stdout.fileno())
         yield io.BufferedReader(process.stdout, buffer_size=PIPE_SIZE), process.stdin  # type: ignore[arg-type]
     finally:
-        process.stdin.close()  # the child's cue to leave
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        process.stdout.close()
+        stop_child(process)
 
 
 def fetch(folder: Path, name: str, chunk_size: int, in_flight: int) -> dict[str, Any]:
@@ -111,7 +106,7 @@ def fetch(folder: Path, name: str, chunk_size: int, in_flight: int) -> dict[str,
                 pending += 1
                 break
         seconds = time.perf_counter() - start
-    return {"sha256": digest.hexdigest(), "bytes": nbytes, "requests": requests, "seconds": seconds}
+    return result(digest, nbytes, requests, seconds)
 
 
 def fetch_raw(folder: Path, name: str) -> dict[str, Any]:
@@ -133,7 +128,7 @@ def fetch_raw(folder: Path, name: str) -> dict[str, Any]:
             digest.update(view[:got])
             left -= got
         seconds = time.perf_counter() - start
-    return {"sha256": digest.hexdigest(), "bytes": size, "requests": 1, "seconds": seconds}
+    return result(digest, size, 1, seconds)
 
 
 def _serve(folder: Path) -> None:
@@ -162,15 +157,7 @@ def _serve(folder: Path) -> None:
         size = os.fstat(fd).st_size
         offset = request["offset"]
         data = os.pread(fd, request["length"], offset)
-        answer = {
-            "content": pybase64.b64encode(data).decode("ascii"),
-            "encoding": "base64",
-            "offset": offset,
-            "bytesRead": len(data),
-            "size": size,
-            "eof": offset + len(data) >= size,
-        }
-        out.write(orjson.dumps(answer, option=orjson.OPT_APPEND_NEWLINE))
+        out.write(orjson.dumps(chunk_answer(data, offset, size), option=NEWLINE))
         out.flush()
 
 
