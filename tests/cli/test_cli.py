@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
+from tests.support.cli import run_cli as cli
 from tests.support.env import server_env
 from tests.support.ports import refusing_port
+from tests.support.processes import lines_until
 from tests.support.servers import MODULE, analysis_server_http
 from tests.support.terminal import ask_at_the_terminal
 
@@ -31,28 +33,8 @@ ROOTS_SERVER = [
 NOTICE = "jupyter-fsbroker: roots-test-server asked where the shared folders are (roots/list) and got only"
 
 
-@pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "sales.csv").write_text("region,revenue\nnorth,120\nsouth,95\neast,\n")
-    monkeypatch.chdir(tmp_path)
-    # The trash of these processes stays inside the test's folder (their lock files go to the
-    # account's lock folder, which no environment variable moves).
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
-    return tmp_path
-
-
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **server_env()},
-    )
+    return cli("connect", *args, timeout=timeout)
 
 
 def test_call_over_stdio_prints_the_result(workdir: Path) -> None:
@@ -187,18 +169,11 @@ def test_serving_says_at_once_why_a_server_got_the_roots_names_only(workdir: Pat
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        text=True,
         env={**os.environ, **server_env()},
     )
     try:
         assert proc.stderr is not None
-        seen: list[str] = []
-        while not any(line.startswith(NOTICE) for line in seen):
-            ready, _, _ = select.select([proc.stderr], [], [], 30)
-            assert ready, f"no notice on stderr: {seen}"
-            line = proc.stderr.readline()
-            assert line, f"stderr ended without the notice: {seen}"
-            seen.append(line)
+        lines_until(proc.stderr.fileno(), lambda line: line.startswith(NOTICE))
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
     finally:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.support.cli import run_cli as cli
 
 CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
 ANALYSIS = [sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"]
@@ -17,20 +17,8 @@ ROOTS_SERVER = [
 ]
 
 
-@pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "sales.csv").write_text("region,revenue\nnorth,120\nsouth,95\n")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
-    return tmp_path
-
-
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
-    )
+    return cli("connect", *args)
 
 
 def test_the_default_name_is_the_servers_own(workdir: Path) -> None:

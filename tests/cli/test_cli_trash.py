@@ -8,42 +8,18 @@ it deleted, as a user in a terminal would.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.env import REPO, server_env
+from tests.support.cli import SALES
+from tests.support.cli import run_cli as cli
+from tests.support.env import REPO
 
 APP = str(REPO / "tests" / "reliability" / "servers" / "app.py")
 CLI = [sys.executable, "-m", "jupyter_fsbroker"]
-
-
-@pytest.fixture
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "sales.csv").write_text("region,revenue\nnorth,120\n")
-    monkeypatch.chdir(tmp_path)
-    # Lock files and trash of these processes stay inside the test's folder.
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
-    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    return tmp_path
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **server_env()},
-    )
 
 
 def server_request(method: str, params: dict[str, Any], *options: str) -> dict[str, Any]:
@@ -77,20 +53,20 @@ def test_list_restore_and_empty_what_a_server_deleted(workdir: Path) -> None:
 
     listed = cli("trash", "list")
     assert listed.returncode == 0
-    assert "Trash: 1 entry, 25 B" in listed.stdout and "data/sales.csv" in listed.stdout
+    assert f"Trash: 1 entry, {len(SALES)} B" in listed.stdout and "data/sales.csv" in listed.stdout
     assert str(workdir / "data" / "sales.csv") in listed.stdout  # where it was, for the user's eyes
     [entry] = [json.loads(line) for line in cli("trash", "list", "--json").stdout.splitlines()]
     assert (entry["root"], entry["path"], entry["size"], entry["server"]) == (
         "data",
         "data/sales.csv",
-        25,
+        len(SALES),
         "cleaner",
     )
 
     restored = cli("trash", "restore", entry["id"][-8:], "--audit", "audit.jsonl")
     assert restored.returncode == 0, restored.stderr
     assert f"restored data/sales.csv to {workdir / 'data' / 'sales.csv'}" in restored.stderr
-    assert (workdir / "data" / "sales.csv").read_text() == "region,revenue\nnorth,120\n"
+    assert (workdir / "data" / "sales.csv").read_text() == SALES
     [record] = [json.loads(line) for line in (workdir / "audit.jsonl").read_text().splitlines()]
     assert (record["method"], record["actor"], record["server"], record["path"]) == (
         "trash/restore",
@@ -107,7 +83,7 @@ def test_list_restore_and_empty_what_a_server_deleted(workdir: Path) -> None:
     assert refused.returncode == 2 and "something is at" in refused.stderr
     assert (workdir / "data" / "sales.csv").read_text() == "newer\n"
     assert cli("trash", "restore", entry["id"], "--to", "old-sales.csv").returncode == 0
-    assert (workdir / "old-sales.csv").read_text() == "region,revenue\nnorth,120\n"
+    assert (workdir / "old-sales.csv").read_text() == SALES
 
     server_request("files/delete", {"path": "data/sales.csv"})
     kept = cli("trash", "empty", "--older-than", "1")

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,3 +92,24 @@ def stop_process(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def lines_until(fd: int, done: Callable[[str], bool], timeout: float = 30.0) -> list[str]:
+    """The lines read from the pipe *fd* until one of them is *done*; fails after *timeout* seconds.
+
+    Reads the descriptor itself, not a buffered file object over it: ``select`` on a file whose
+    buffer already holds the next line would wait for bytes that have arrived long ago.
+    """
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    pending = b""
+    while not any(done(line) for line in seen):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise AssertionError(f"no such line within {timeout} s: {seen}")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise AssertionError(f"the pipe ended first: {seen}")
+        *complete, pending = (pending + chunk).split(b"\n")
+        seen += [line.decode("utf-8", "replace") + "\n" for line in complete]
+    return seen
