@@ -15,14 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..wire.caps import DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES, MiB
 from .errors import ConfigError, RateLimited
 
 __all__ = ["MAX_CHUNK_BYTES", "Limits", "MiB", "RateLimiter"]
-
-MiB = 1024 * 1024
-
-#: The wire's cap on one request's content (PROTOCOL.md): every message must stay under 4 MiB.
-MAX_CHUNK_BYTES = 2 * MiB
 
 _INT_FIELDS = frozenset(
     {
@@ -115,8 +111,8 @@ class Limits:
     RATE_LIMITED with ``retryAfterMs`` by them.
     """
 
-    max_chunk_bytes: int = 2 * MiB
-    default_read_bytes: int = 1 * MiB
+    max_chunk_bytes: int = MAX_CHUNK_BYTES
+    default_read_bytes: int = DEFAULT_CHUNK_BYTES
     max_list_entries: int = 10_000
     max_watches: int = 64
     max_uploads: int = 16
