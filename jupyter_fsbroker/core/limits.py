@@ -30,6 +30,7 @@ _INT_FIELDS = frozenset(
         "ops_burst",
         "bytes_burst",
         "memory_budget",
+        "max_in_flight",
     }
 )
 
@@ -78,6 +79,9 @@ class Limits:
         when too many wait, are answered RATE_LIMITED with ``retryAfterMs``).
         A connection holds at most about twice this (answers, and requests
         waiting), whatever a server sends; one request always proceeds alone.
+    max_in_flight
+        Most ``files/*`` requests of one connection being answered at once;
+        the rest wait their turn in arrival order.
 
     Raises
     ------
@@ -124,6 +128,7 @@ class Limits:
     bytes_burst: int = 64 * MiB
     consent_timeout: float = 120.0
     memory_budget: int = 32 * MiB
+    max_in_flight: int = 16
 
     def __post_init__(self) -> None:
         """Validate every field; see the class's *Raises* section."""

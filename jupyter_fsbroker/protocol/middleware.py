@@ -96,6 +96,7 @@ from mcp_types import (
 from ..core.buffers import BufferPool
 from ..core.errors import FilesError, InternalError, RateLimited, to_jsonrpc_error
 from ..core.hop import post
+from ..core.limits import Limits
 from ..wire.brokering import BROKERING_FEATURES, PER_PATH_CONSENT, roots_capability
 from ..wire.methods import CHANGED_NOTIFICATION, FILES_PREFIX
 from .budget import MemoryBudget, Reservation, answer_estimate, held_by
@@ -158,7 +159,7 @@ class BytesWriter(Protocol):
 
 
 #: How many ``files/*`` requests of one connection are handled at once, by default.
-DEFAULT_MAX_IN_FLIGHT = 16
+DEFAULT_MAX_IN_FLIGHT = Limits.max_in_flight
 
 #: The default memory budget of one connection's answers, in bytes (see :mod:`.budget`).
 DEFAULT_MEMORY_BUDGET = 32 * 1024 * 1024
