@@ -111,6 +111,15 @@ def test_kind_of_reads_the_name_then_a_message_that_is_a_name_then_the_code() ->
     assert kind_of(-32099, "odd", None) is None
 
 
+def test_the_kits_own_failures_use_no_code_of_the_catalogue() -> None:
+    """A timeout and a closed connection are mcp's codes; a catalogue code there would be misread."""
+    codes = {kind.code for kind in catalogue.KINDS}
+    for cls in (kit.RequestTimeoutError, kit.ClientDisconnectedError):
+        assert cls.kind is None and cls.default_code not in codes, cls.__name__
+        assert type(kit.error_from_jsonrpc(cls.default_code, "no answer")) is cls
+    assert type(kit.error_from_jsonrpc(-32099, "odd")) is kit.FilesRequestError
+
+
 def _core_error_calls() -> dict[str, set[str]]:
     """``{core error class name: the reasons written where the package raises it}``."""
     names = {cls.__name__ for classes in CORE_CLASSES.values() for cls in classes}
