@@ -1,8 +1,10 @@
-"""The layers of docs/design.md ("Layers"), enforced: the core imports neither Jupyter nor ``mcp``."""
+"""The layers of docs/design.md ("Layers"), enforced: the core imports neither Jupyter nor ``mcp``,
+the wire only the standard library, the server kit nothing of the package but the wire."""
 
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -69,20 +71,58 @@ def test_only_the_client_and_the_kit_import_mcp() -> None:
     assert offenders == []
 
 
-def test_the_server_helper_stands_alone() -> None:
-    """Server authors need only the ``serverkit/`` folder and ``mcp``."""
-    helper = "jupyter_fsbroker.serverkit"
+def test_the_server_kit_imports_only_the_wire_of_the_package() -> None:
+    """Server authors need only the ``serverkit/`` and ``wire/`` folders and ``mcp``."""
+    kit, wire = "jupyter_fsbroker.serverkit", "jupyter_fsbroker.wire"
     files = _module_files("serverkit")
-    assert files, "the server helper's folder is missing"
+    assert files, "the server kit's folder is missing"
     offenders = {
         str(path.relative_to(PACKAGE)): sorted(
             m
             for m in _all_imports(path)
-            if m.startswith("jupyter_fsbroker") and m != helper and not m.startswith(helper + ".")
+            if m.startswith("jupyter_fsbroker")
+            and not any(m == p or m.startswith(p + ".") for p in (kit, wire))
         )
         for path in files
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_wire_imports_only_the_standard_library() -> None:
+    """``wire/`` is the contract both ends import: nothing outside the standard library and itself."""
+    files = _module_files("wire")
+    assert files, "the wire's folder is missing"
+    offenders = {
+        str(path.relative_to(PACKAGE)): sorted(
+            m
+            for m in _all_imports(path)
+            if not m.startswith("jupyter_fsbroker.wire") and m.split(".")[0] not in sys.stdlib_module_names
+        )
+        for path in files
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_importing_the_wire_loads_only_the_standard_library() -> None:
+    """At run time too. The package's root ``__init__`` is left out (a bare package object stands in
+    for it): what is measured is what ``wire`` itself loads."""
+    code = (
+        "import json, sys, types\n"
+        f"root = types.ModuleType('jupyter_fsbroker'); root.__path__ = [{str(PACKAGE)!r}]\n"
+        "sys.modules['jupyter_fsbroker'] = root\n"
+        "before = set(sys.modules)\n"
+        "import jupyter_fsbroker.wire\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout)
+    assert "jupyter_fsbroker.wire.catalogue" in loaded
+    others = [
+        m
+        for m in loaded
+        if not m.startswith("jupyter_fsbroker.wire") and m.split(".")[0] not in sys.stdlib_module_names
+    ]
+    assert others == []
 
 
 def test_views_decide_nothing_and_speak_no_protocol() -> None:

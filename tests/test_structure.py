@@ -14,7 +14,6 @@ import re
 import tokenize
 from collections import defaultdict
 from dataclasses import dataclass
-from fnmatch import fnmatch
 from pathlib import Path
 
 from tests.support.env import REPO
@@ -176,34 +175,6 @@ def test_no_module_over_800_lines() -> None:
 #: Module stems that every package may have.
 PACKAGE_FILES = frozenset({"__init__", "__main__"})
 
-#: The one exemption from "no two classes share a name", and a temporary one: the error classes of
-#: the wire's catalogue and the change event exist twice, once in the core (a ``BrokerError``, for
-#: the broker) and once in the server kit (an mcp ``ToolError``, for tool authors, who must not need
-#: the core). Step S2 of issue 19 builds both trees from one catalogue in ``wire/`` and makes one
-#: ``ChangeEvent``; it removes this exemption or narrows it to classes that are shells of one kind.
-SHARED_WITH_THE_KIT = (
-    (f"{NAME}/core/errors.py", f"{NAME}/serverkit/exceptions.py"),
-    (f"{NAME}/core/changes.py", f"{NAME}/serverkit/answers.py"),
-)
-EXEMPT_CLASSES = frozenset(
-    {
-        "FilesError",
-        "FileLocked",
-        "PermissionDenied",
-        "NotFound",
-        "AlreadyExists",
-        "PreconditionFailed",
-        "WrongType",
-        "TooLarge",
-        "RateLimited",
-        "EncodingError",
-        "InvalidParams",
-        "MethodNotFound",
-        "InternalError",
-        "ChangeEvent",
-    }
-)
-
 
 def module_stems() -> dict[str, list[str]]:
     """``{file stem: the modules of that stem}``, packages' own files aside."""
@@ -224,11 +195,6 @@ def class_definitions() -> dict[str, list[str]]:
     return found
 
 
-def _exempt(name: str, places: list[str]) -> bool:
-    files = tuple(sorted(place.rpartition(":")[0] for place in places))
-    return name in EXEMPT_CLASSES and any(files == tuple(sorted(pair)) for pair in SHARED_WITH_THE_KIT)
-
-
 def test_no_two_modules_share_a_name() -> None:
     """Two modules of one name say two things with one word (which ``connection.py``?).
 
@@ -239,71 +205,22 @@ def test_no_two_modules_share_a_name() -> None:
 
 
 def test_no_two_classes_share_a_name() -> None:
-    """A class name means one class in the package: public and private ones, nested ones too.
-
-    The only exemption is :data:`EXEMPT_CLASSES`, each defined exactly once in each module of one
-    pair of :data:`SHARED_WITH_THE_KIT` (temporary: see there).
-    """
-    shared = {
-        name: places
-        for name, places in sorted(class_definitions().items())
-        if len(places) > 1 and not _exempt(name, places)
-    }
+    """A class name means one class in the package: public and private ones, nested ones too."""
+    shared = {name: places for name, places in sorted(class_definitions().items()) if len(places) > 1}
     assert shared == {}, "class names used twice:\n" + "\n".join(f"{n}: {p}" for n, p in shared.items())
 
 
 def test_the_name_checks_find_what_they_look_for() -> None:
     assert module_stems()["broker"] == [f"{NAME}/core/broker.py"]
     assert len(class_definitions()["Broker"]) == 1
-    errors, kit = SHARED_WITH_THE_KIT[0]
-    assert _exempt("NotFound", [f"{errors}:1", f"{kit}:2"])
-    assert not _exempt("NotFound", [f"{errors}:1", f"{kit}:2", f"{NAME}/protocol/x.py:3"])
-    assert not _exempt("NotFound", [f"{errors}:1", f"{NAME}/kernel/x.py:2"])
-    assert not _exempt("Broker", [f"{errors}:1", f"{kit}:2"])
+    (kit_error,) = class_definitions()["NotFoundError"]
+    assert kit_error.startswith(f"{NAME}/serverkit/exceptions.py:")
 
 
 # -- duplicated blocks -----------------------------------------------------------------------------
 
 #: Consecutive lines that make a duplicated block.
 BLOCK = 6
-
-#: The documented copies of the contract. The server kit (``serverkit/``) imports
-#: nothing of this package, so that a server author needs only it and ``mcp``: it carries its
-#: own copy of the error names and codes, the operations, the chunk caps and the change-event
-#: shape (PROTOCOL.md), and a test asserts that the copies equal the core's. A duplicated block
-#: is allowed when, on both sides, every line of it lies inside one of these top-level
-#: definitions (classes, functions, constants), in files matching these patterns.
-CONTRACT_COPIES: tuple[tuple[str, str, frozenset[str]], ...] = (
-    (
-        f"{NAME}/serverkit/*",
-        f"{NAME}/core/*",
-        frozenset(
-            {
-                # the error tree of PROTOCOL.md (core/errors.py)
-                "FilesError",
-                "FileLocked",
-                "PermissionDenied",
-                "NotFound",
-                "AlreadyExists",
-                "PreconditionFailed",
-                "WrongType",
-                "TooLarge",
-                "RateLimited",
-                "EncodingError",
-                "InvalidParams",
-                "MethodNotFound",
-                "InternalError",
-                # the operations and the limits on the wire
-                "OPERATIONS",
-                "MAX_CHUNK",
-                "MAX_READ_LENGTH",
-                "MAX_WRITE_BYTES",
-                # the change event of notifications/files/changed (core/watch.py)
-                "ChangeEvent",
-            }
-        ),
-    ),
-)
 
 _TRIVIAL = re.compile(r"^[\s()\[\]{},:]*$|^(else|try|finally|pass|return|continue|break|\.\.\.):?$")
 
@@ -427,19 +344,6 @@ def find_duplicates(paths: list[Path], size: int = BLOCK) -> list[Duplicate]:
     return duplicates
 
 
-def _allowed(duplicate: Duplicate) -> bool:
-    for pattern_a, pattern_b, names in CONTRACT_COPIES:
-        for one, other in ((duplicate.first, duplicate.second), (duplicate.second, duplicate.first)):
-            if (
-                fnmatch(one[0].path, pattern_a)
-                and fnmatch(other[0].path, pattern_b)
-                and all(line.owner in names for line in one)
-                and all(line.owner in names for line in other)
-            ):
-                return True
-    return False
-
-
 def test_the_duplicate_finder_finds_a_copied_block(tmp_path: Path) -> None:
     body = "\n".join(f"    total = total + {i} * scale" for i in range(7))
     one = tmp_path / "one.py"
@@ -452,24 +356,13 @@ def test_the_duplicate_finder_finds_a_copied_block(tmp_path: Path) -> None:
     assert [line.number for line in found.second] == list(range(4, 12))
 
 
-def test_only_the_contract_copies_are_allowed() -> None:
-    def block(path: str, owner: str) -> tuple[_Line, ...]:
-        return tuple(_Line(path, n, f"line {n}", False, owner) for n in range(BLOCK))
-
-    helper, core = f"{NAME}/serverkit/exceptions.py", f"{NAME}/core/errors.py"
-    assert _allowed(Duplicate(block(core, "FileLocked"), block(helper, "FileLocked")))
-    assert not _allowed(Duplicate(block(core, "read_chunk"), block(helper, "read_chunk")))
-    assert not _allowed(Duplicate(block(f"{NAME}/kernel/api.py", "FileLocked"), block(core, "FileLocked")))
-
-
 def test_no_duplicated_block_of_six_lines() -> None:
-    """No block of six or more code lines appears twice in the package, except the contract copies.
+    """No block of six or more code lines appears twice in the package.
 
     Lines are compared stripped, without blank lines, comments and docstrings; blocks made
-    only of imports, ``__all__`` entries and bracket or keyword lines do not count. The
-    copies the server helper keeps of the contract are listed in :data:`CONTRACT_COPIES`.
+    only of imports, ``__all__`` entries and bracket or keyword lines do not count.
     """
-    duplicates = [d for d in find_duplicates(list(MODULES.values())) if not _allowed(d)]
+    duplicates = find_duplicates(list(MODULES.values()))
     assert duplicates == [], "duplicated blocks:\n" + "\n".join(d.describe() for d in duplicates)
 
 

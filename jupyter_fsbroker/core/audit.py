@@ -43,11 +43,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..wire.timestamps import iso_utc
 from .errors import ConfigError
 from .listeners import Listeners
 from .resource import Closeable
 from .rootpath import RootPath
-from .timestamps import iso_utc
 
 __all__ = ["BROKER_ACTOR", "USER_ACTOR", "AuditLog", "AuditNote", "AuditRecord", "new_audit_id"]
 

@@ -1,6 +1,7 @@
 """Change events: what ``notifications/files/changed`` carries, and how a burst on one path coalesces.
 
-:class:`ChangeEvent` is the value a watch delivers. :class:`Pending` is a change
+:class:`ChangeEvent` is the value a watch delivers, the wire's own
+(:mod:`jupyter_fsbroker.wire.events`). :class:`Pending` is a change
 not delivered yet, and :func:`merge` the coalescing rule of a burst on one
 path: the last state wins, except that ``modified`` after ``created`` (or after
 ``moved``) keeps the first kind (a file written right after it appeared is
@@ -16,68 +17,17 @@ Nothing here touches the file system or knows about threads.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from .timestamps import iso_utc
+from ..wire.events import ChangeEvent
+from ..wire.methods import WATCH_EVENTS
 
 __all__ = ["EVENTS", "ChangeEvent", "Parts", "Pending", "merge"]
 
 #: The event kinds of ``notifications/files/changed``.
-EVENTS: frozenset[str] = frozenset({"created", "modified", "deleted", "moved"})
+EVENTS: frozenset[str] = frozenset(WATCH_EVENTS)
 
 #: Components of a path below its root, as on disk.
 Parts = tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ChangeEvent:
-    """One coalesced change, as sent in ``notifications/files/changed``.
-
-    Attributes
-    ----------
-    watch_id
-        The watch that reports it.
-    path
-        Root-relative path of the changed entry (``data/sub/x.csv``).
-    event
-        ``created``, ``modified``, ``deleted`` or ``moved``.
-    timestamp
-        ``time.time()`` of the last raw event coalesced into this one.
-    old_path
-        For ``moved``: the root-relative path the entry had before.
-    undecodable_name
-        ``path`` (or ``old_path``) names something whose name is not valid
-        UTF-8 on disk, spelled readable: each undecodable byte as U+FFFD.
-    """
-
-    watch_id: str
-    path: str
-    event: str
-    timestamp: float
-    old_path: str | None = None
-    undecodable_name: bool = False
-
-    def to_params(self) -> dict[str, Any]:
-        """Return the ``params`` of the ``notifications/files/changed`` notification.
-
-        Returns
-        -------
-        dict
-            ``watchId``, ``path``, ``event``, ``timestamp`` (ISO 8601 UTC with
-            milliseconds, e.g. ``2026-11-29T12:30:00.123Z``) and, when set,
-            ``oldPath`` and ``undecodableName``.
-        """
-        params: dict[str, Any] = {
-            "watchId": self.watch_id,
-            "path": self.path,
-            "event": self.event,
-            "timestamp": iso_utc(round(self.timestamp, 3)),  # the nearest millisecond
-        }
-        if self.old_path is not None:
-            params["oldPath"] = self.old_path
-        if self.undecodable_name:
-            params["undecodableName"] = True
-        return params
 
 
 @dataclass

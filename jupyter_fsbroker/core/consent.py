@@ -38,6 +38,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..wire.timestamps import iso_utc
 from .access import Access
 from .audit import AuditNote
 from .errors import ConfigError, FilesError, InvalidParams
@@ -46,7 +47,6 @@ from .params import Params
 from .paths import parse, resolve
 from .refusals import CONSENT_DENIED, CONSENT_FAILED, CONSENT_NARROWED, CONSENT_TIMEOUT, CONSENT_WITHDRAWN
 from .rootpath import RootPath
-from .timestamps import iso_utc
 
 __all__ = [
     "TIMEOUT_SLACK",

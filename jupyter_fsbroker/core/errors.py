@@ -3,9 +3,11 @@
 Two families share one base class, :class:`BrokerError`:
 
 * :class:`FilesError` and its subclasses are answers to a ``files/*`` request.
-  Each carries the name, the JSON-RPC code and the ``data`` that PROTOCOL.md
-  specifies; :func:`to_jsonrpc_error` is the one place that turns them into a
-  JSON-RPC error object.
+  Each is a shell of one kind of the wire's error catalogue
+  (:mod:`jupyter_fsbroker.wire.catalogue`), which holds its name, JSON-RPC code and
+  reasons; :func:`to_jsonrpc_error` turns one into a JSON-RPC error object with the
+  catalogue's one encoder, and :func:`to_files_error` turns any exception met while
+  serving a request into the answer it gets.
 * :class:`ConfigError` and :class:`ClosedError` are for the notebook user
   (a root that cannot be added, an object used after ``close()``); they never
   go on the wire.
@@ -17,6 +19,9 @@ path outside the roots: ``data.path`` is always the path as the request wrote it
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+from ..wire import catalogue
+from ..wire.catalogue import ErrorKind, error_object
 
 __all__ = [
     "AlreadyExists",
@@ -36,6 +41,7 @@ __all__ = [
     "TooLarge",
     "WrongType",
     "from_os_error",
+    "to_files_error",
     "to_jsonrpc_error",
 ]
 
@@ -55,6 +61,10 @@ class ClosedError(BrokerError, RuntimeError):
 class FilesError(BrokerError):
     """An error answer to a ``files/*`` request.
 
+    Each subclass binds one kind of :mod:`jupyter_fsbroker.wire.catalogue`
+    (``class NotFound(FilesError, kind=catalogue.NOT_FOUND)``), whose name, code and
+    default reason it reads; this base class answers as the ``INTERNAL_ERROR`` kind.
+
     Parameters
     ----------
     message
@@ -69,12 +79,19 @@ class FilesError(BrokerError):
         ``expectedOffset`` ...), already in their wire spelling.
     """
 
+    #: The kind of answer, from the wire's catalogue.
+    kind: ClassVar[ErrorKind] = catalogue.INTERNAL_ERROR
     #: The PROTOCOL.md name, sent as ``data.error``; ``None`` for plain JSON-RPC errors.
-    name: ClassVar[str | None] = None
+    name: ClassVar[str | None] = kind.name
     #: The JSON-RPC error code.
-    code: ClassVar[int] = -32603
+    code: ClassVar[int] = kind.code
     #: The reason used when none is given.
-    default_reason: ClassVar[str] = "error"
+    default_reason: ClassVar[str] = kind.default_reason
+
+    def __init_subclass__(cls, *, kind: ErrorKind | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if kind is not None:
+            cls.kind, cls.name, cls.code, cls.default_reason = kind, kind.name, kind.code, kind.default_reason
 
     def __init__(
         self,
@@ -94,114 +111,80 @@ class FilesError(BrokerError):
         return f"{type(self).__name__}({self.message!r}, reason={self.reason!r}, path={self.path!r})"
 
 
-class FileLocked(FilesError):
+class FileLocked(FilesError, kind=catalogue.FILE_LOCKED):
     """Another connection or process holds a conflicting lock."""
 
-    name = "FILE_LOCKED"
-    code = -32100
-    default_reason = "locked"
 
-
-class PermissionDenied(FilesError):
+class PermissionDenied(FilesError, kind=catalogue.PERMISSION_DENIED):
     """Outside the roots, not granted, read-only, sensitive, special, escaping."""
 
-    name = "PERMISSION_DENIED"
-    code = -32101
-    default_reason = "not_granted"
 
-
-class NotFound(FilesError):
+class NotFound(FilesError, kind=catalogue.NOT_FOUND):
     """No such file inside a granted path, or an unknown lockId or watchId."""
 
-    name = "NOT_FOUND"
-    code = -32102
-    default_reason = "not_found"
 
-
-class AlreadyExists(FilesError):
+class AlreadyExists(FilesError, kind=catalogue.ALREADY_EXISTS):
     """Exclusive create or write, or rename onto an existing path without ``overwrite``."""
 
-    name = "ALREADY_EXISTS"
-    code = -32103
-    default_reason = "exists"
 
-
-class PreconditionFailed(FilesError):
+class PreconditionFailed(FilesError, kind=catalogue.PRECONDITION_FAILED):
     """``ifMatch`` does not match the current etag."""
 
-    name = "PRECONDITION_FAILED"
-    code = -32104
-    default_reason = "etag_mismatch"
 
-
-class WrongType(FilesError):
+class WrongType(FilesError, kind=catalogue.WRONG_TYPE):
     """A directory where a file is needed, or the reverse."""
 
-    name = "WRONG_TYPE"
-    code = -32105
-    default_reason = "wrong_type"
 
-
-class TooLarge(FilesError):
+class TooLarge(FilesError, kind=catalogue.TOO_LARGE):
     """A single request over the limits (``data.maxBytes``)."""
 
-    name = "TOO_LARGE"
-    code = -32106
-    default_reason = "too_large"
 
-
-class RateLimited(FilesError):
+class RateLimited(FilesError, kind=catalogue.RATE_LIMITED):
     """Over the connection's operation or byte rate (``data.retryAfterMs``)."""
 
-    name = "RATE_LIMITED"
-    code = -32107
-    default_reason = "rate_limited"
 
-
-class EncodingError(FilesError):
+class EncodingError(FilesError, kind=catalogue.ENCODING_ERROR):
     """Content that is not valid in the asked encoding."""
 
-    name = "ENCODING_ERROR"
-    code = -32108
-    default_reason = "invalid_content"
 
-
-class InvalidParams(FilesError):
+class InvalidParams(FilesError, kind=catalogue.INVALID_PARAMS):
     """Malformed params: a missing or mistyped field, a bad offset (JSON-RPC -32602)."""
 
-    code = -32602
-    default_reason = "invalid_params"
 
-
-class MethodNotFound(FilesError):
+class MethodNotFound(FilesError, kind=catalogue.METHOD_NOT_FOUND):
     """An unknown ``files/*`` method (JSON-RPC -32601)."""
 
-    code = -32601
-    default_reason = "unknown_method"
 
-
-class InternalError(FilesError):
+class InternalError(FilesError, kind=catalogue.INTERNAL_ERROR):
     """Anything unexpected (JSON-RPC -32603); the details stay in the local log."""
-
-    code = -32603
-    default_reason = "internal_error"
 
 
 def to_jsonrpc_error(error: FilesError) -> dict[str, Any]:
-    """Return the JSON-RPC ``error`` object for *error*.
+    """Return the JSON-RPC ``error`` object for *error* (:func:`~jupyter_fsbroker.wire.error_object`).
 
     The result is ``{"code": ..., "message": ..., "data": {...}}`` with
     ``data.error`` (the PROTOCOL.md name, for named errors), ``data.reason``,
     ``data.path`` (when known) and the error's further data members.
     """
-    data: dict[str, Any] = {}
-    if error.name is not None:
-        data["error"] = error.name
-    data["reason"] = error.reason
-    if error.path is not None:
-        data["path"] = error.path
-    data.update(error.data)
-    return {"code": error.code, "message": error.message, "data": data}
+    return error_object(error.kind, error.message, reason=error.reason, path=error.path, **error.data)
+
+
+def to_files_error(exc: BaseException, path: str | None = None) -> FilesError:
+    """The error answer for *exc*, raised while serving a request for *path*: the one mapping.
+
+    A :class:`FilesError` is answered as it is; a :class:`ClosedError` (the broker or
+    the connection closed under the request) is PERMISSION_DENIED with reason
+    ``connection_closed``; an :class:`OSError` is translated by :func:`from_os_error`;
+    anything else is an :class:`InternalError` whose message names no detail (the
+    details belong in the local log).
+    """
+    if isinstance(exc, FilesError):
+        return exc
+    if isinstance(exc, ClosedError):
+        return PermissionDenied("the connection is closed", reason=catalogue.CONNECTION_CLOSED, path=path)
+    if isinstance(exc, OSError):
+        return from_os_error(exc, path)
+    return InternalError("the request failed unexpectedly", path=path)
 
 
 def from_os_error(exc: OSError, path: str | None = None) -> FilesError:

@@ -28,15 +28,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ..wire.methods import OPERATIONS
 from .errors import ConfigError, NotFound
 from .listeners import Listeners
 from .rootpath import RootPath
 from .roots import Root
 
 __all__ = ["OPERATIONS", "Grant", "GrantTable", "LostGrant", "normalize_operations"]
-
-#: The four operations of PROTOCOL.md, in their canonical order.
-OPERATIONS: tuple[str, ...] = ("read", "write", "delete", "watch")
 
 
 def normalize_operations(ops: Iterable[str]) -> tuple[str, ...]:

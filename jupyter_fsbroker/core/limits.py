@@ -15,14 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..wire.caps import DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES, MiB
 from .errors import ConfigError, RateLimited
 
 __all__ = ["MAX_CHUNK_BYTES", "Limits", "MiB", "RateLimiter"]
-
-MiB = 1024 * 1024
-
-#: The wire's cap on one request's content (PROTOCOL.md): every message must stay under 4 MiB.
-MAX_CHUNK_BYTES = 2 * MiB
 
 _INT_FIELDS = frozenset(
     {
@@ -34,6 +30,7 @@ _INT_FIELDS = frozenset(
         "ops_burst",
         "bytes_burst",
         "memory_budget",
+        "max_in_flight",
     }
 )
 
@@ -82,6 +79,9 @@ class Limits:
         when too many wait, are answered RATE_LIMITED with ``retryAfterMs``).
         A connection holds at most about twice this (answers, and requests
         waiting), whatever a server sends; one request always proceeds alone.
+    max_in_flight
+        Most ``files/*`` requests of one connection being answered at once;
+        the rest wait their turn in arrival order.
 
     Raises
     ------
@@ -115,8 +115,8 @@ class Limits:
     RATE_LIMITED with ``retryAfterMs`` by them.
     """
 
-    max_chunk_bytes: int = 2 * MiB
-    default_read_bytes: int = 1 * MiB
+    max_chunk_bytes: int = MAX_CHUNK_BYTES
+    default_read_bytes: int = DEFAULT_CHUNK_BYTES
     max_list_entries: int = 10_000
     max_watches: int = 64
     max_uploads: int = 16
@@ -128,6 +128,7 @@ class Limits:
     bytes_burst: int = 64 * MiB
     consent_timeout: float = 120.0
     memory_budget: int = 32 * MiB
+    max_in_flight: int = 16
 
     def __post_init__(self) -> None:
         """Validate every field; see the class's *Raises* section."""

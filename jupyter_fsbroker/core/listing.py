@@ -47,13 +47,13 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..wire.timestamps import iso_utc_ns
 from .descent import OpenDirs
 from .names import is_wire_safe, readable, readable_parts
 from .posix import DIR_READ_FLAGS
 from .rootpath import RootPath
 from .sensitive import SensitiveNames
 from .tempfiles import is_temp_name
-from .timestamps import iso_utc_ns
 
 __all__ = ["OPEN_DIRS", "Accept", "Walk"]
 

@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover - a declared dependency; the standard li
         return b64encode(s).decode("ascii")
 
 
+from ..wire.timestamps import iso_utc
 from .buffers import POOLED_MIN, BufferPool
 from .errors import (
     AlreadyExists,
@@ -45,7 +46,6 @@ from .paths import Resolved
 from .posix import DIR_READ_FLAGS, UMASK, fsync_dir, rename_noreplace
 from .tempfiles import discard_temp, new_temp
 from .textcodec import text_codec
-from .timestamps import iso_utc
 
 __all__ = [
     "Chunk",

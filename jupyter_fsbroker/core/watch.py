@@ -63,6 +63,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
+from ..wire.timestamps import iso_utc
 from .changes import EVENTS, ChangeEvent, Parts, Pending, merge
 from .errors import (
     ClosedError,
@@ -185,7 +186,8 @@ class _Watch:
         """The event *kind* of *parts* (moved from *src*), names that are not valid UTF-8 made readable."""
         lossy = not all(is_wire_safe(p) for p in (*parts, *(src or ())))
         old = None if src is None else self.rel_of(src)
-        return ChangeEvent(self.id, self.rel_of(parts), kind, timestamp, old, lossy)
+        # The wire spells times to the millisecond: the nearest one.
+        return ChangeEvent(self.id, self.rel_of(parts), kind, iso_utc(round(timestamp, 3)), old, lossy)
 
     def quiet(self, parts: Parts, now: float) -> bool:
         """Whether a change of *parts* at monotonic time *now* starts a new burst (sent at once)."""

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..console.status import ConnectionView, grant_holder, kept_locks, sandbox_text
-from ..core.timestamps import iso_utc
+from ..wire.timestamps import iso_utc
 
 if TYPE_CHECKING:
     from ..core.audit import AuditRecord

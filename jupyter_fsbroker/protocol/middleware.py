@@ -96,6 +96,9 @@ from mcp_types import (
 from ..core.buffers import BufferPool
 from ..core.errors import FilesError, InternalError, RateLimited, to_jsonrpc_error
 from ..core.hop import post
+from ..core.limits import Limits
+from ..wire.brokering import BROKERING_FEATURES, PER_PATH_CONSENT, roots_capability
+from ..wire.methods import CHANGED_NOTIFICATION, FILES_PREFIX
 from .budget import MemoryBudget, Reservation, answer_estimate, held_by
 from .framing import LentMessage, MalformedMessage, encode_message, encode_response, release
 from .roots_gate import RootsGate
@@ -117,24 +120,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The prefix of the server→client methods answered through the core.
-FILES_PREFIX = "files/"
-
-#: The client→server notification that carries a watch event (PROTOCOL.md).
-CHANGED_NOTIFICATION = "notifications/files/changed"
-
-#: The key of ``capabilities.roots`` listing the optional parts of PROTOCOL.md a client implements.
-BROKERING_FEATURES = "filesystemBrokeringFeatures"
-
-#: The feature of a client that takes per-path items in ``files/consent`` (the core does).
-PER_PATH_CONSENT = "perPathConsent"
-
 #: What ``capabilities.roots`` of the outgoing ``initialize`` carries (PROTOCOL.md).
-ROOTS_CAPABILITY: dict[str, Any] = {
-    "listChanged": True,
-    "filesystemBrokering": True,
-    BROKERING_FEATURES: [PER_PATH_CONSENT],
-}
+ROOTS_CAPABILITY: dict[str, Any] = roots_capability()
 
 #: Answers one ``files/*`` request: ``(method, params) -> result``, raising ``FilesError``.
 FilesHandler = Callable[[str, Any], Awaitable[dict[str, Any]]]
@@ -172,7 +159,7 @@ class BytesWriter(Protocol):
 
 
 #: How many ``files/*`` requests of one connection are handled at once, by default.
-DEFAULT_MAX_IN_FLIGHT = 16
+DEFAULT_MAX_IN_FLIGHT = Limits.max_in_flight
 
 #: The default memory budget of one connection's answers, in bytes (see :mod:`.budget`).
 DEFAULT_MEMORY_BUDGET = 32 * 1024 * 1024

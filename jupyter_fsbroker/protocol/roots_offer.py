@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..core.broker import Broker
 from ..core.listeners import Listeners
 from ..core.roots import Root
+from ..wire.brokering import ROOTS_META
 
 if TYPE_CHECKING:
     from ..sandbox import SandboxStatus
@@ -51,7 +52,7 @@ __all__ = ["BROKERING_META", "RootsNotice", "RootsOffer", "hands_over_locations"
 log = logging.getLogger(__name__)
 
 #: The key of the ``roots/list`` result's ``_meta`` that carries the roots' names (PROTOCOL.md).
-BROKERING_META = "filesystemBrokering"
+BROKERING_META = ROOTS_META
 
 _ASKED = "roots/list"
 

@@ -436,6 +436,7 @@ class ServerConnection:
                 on_transport_closed=self._transport_closed,
                 label=f"connection {self.name!r}",
                 memory_budget=lambda: self.broker.config.limits.memory_budget,
+                max_in_flight=self.broker.config.limits.max_in_flight,
                 read_sizes=self._read_sizes,
                 roots_gate=self._gate,
                 on_initialize_result=self._on_initialize_result,

@@ -19,11 +19,12 @@ A server author needs a few lines::
     if __name__ == "__main__":
         run_stdio(server)                     # or server.run("streamable-http", ...)
 
-This package imports only :mod:`mcp` and the standard library (and nothing of
-:mod:`jupyter_fsbroker` outside this folder; ``pybase64`` where it is installed,
-for base64 many times faster), so a server can copy or vendor it without the rest
-of the project. The wire contract it speaks is ``PROTOCOL.md``;
-the facts of it the helper relies on are copies, kept in :mod:`.contract`.
+This package imports only :mod:`mcp`, the standard library and, of
+:mod:`jupyter_fsbroker`, nothing but :mod:`jupyter_fsbroker.wire` (``pybase64``
+where it is installed, for base64 many times faster), so a server needs neither
+the broker nor Jupyter. The wire contract it speaks is ``PROTOCOL.md``; its facts
+(names, sizes, the capability, the change event, the error catalogue) are
+:mod:`jupyter_fsbroker.wire`'s, the same objects the client's core uses.
 
 How it hooks into mcp 2.3, module by module
 -------------------------------------------
@@ -50,6 +51,9 @@ from __future__ import annotations
 
 import warnings
 
+from ..wire.brokering import MISSING_CAPABILITY_MESSAGE, advertises_brokering, brokering_features
+from ..wire.caps import DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES
+from ..wire.methods import CHANGED_NOTIFICATION, OPERATIONS, WATCH_EVENTS
 from .answers import (
     ChangeEvent,
     ConsentResult,
@@ -62,41 +66,26 @@ from .answers import (
     RootEntry,
     WriteResult,
 )
-from .capability import (
-    FilesMiddleware,
-    advertises_brokering,
-    brokering_features,
-    client_brokers_files,
-    enable_files,
-    files,
-)
+from .capability import FilesMiddleware, client_brokers_files, enable_files, files
 from .chunks import ChunkStream
-from .contract import (
-    CHANGED_NOTIFICATION,
-    DEFAULT_CHUNK_BYTES,
-    MAX_CHUNK_BYTES,
-    MISSING_CAPABILITY_MESSAGE,
-    OPERATIONS,
-    WATCH_EVENTS,
-)
 from .exceptions import (
-    AlreadyExists,
-    ConnectionClosed,
-    EncodingError,
-    FileLocked,
-    FilesError,
-    FilesUnavailable,
+    AlreadyExistsError,
+    ClientDisconnectedError,
+    ClientInternalError,
+    ContentEncodingError,
+    FileLockedError,
+    FilesRequestError,
+    FilesUnavailableError,
     IntegrityError,
-    InternalError,
-    InvalidParams,
-    MethodNotFound,
-    NotFound,
-    PermissionDenied,
-    PreconditionFailed,
-    RateLimited,
-    RequestTimeout,
-    TooLarge,
-    WrongType,
+    InvalidParamsError,
+    MethodNotFoundError,
+    NotFoundError,
+    PermissionDeniedError,
+    PreconditionFailedError,
+    RateLimitedError,
+    RequestTimeoutError,
+    TooLargeError,
+    WrongTypeError,
     error_from_jsonrpc,
 )
 from .files_client import FilesClient
@@ -111,39 +100,39 @@ __all__ = [
     "MISSING_CAPABILITY_MESSAGE",
     "OPERATIONS",
     "WATCH_EVENTS",
-    "AlreadyExists",
+    "AlreadyExistsError",
     "ChangeEvent",
     "ChunkStream",
-    "ConnectionClosed",
+    "ClientDisconnectedError",
+    "ClientInternalError",
     "ConsentResult",
+    "ContentEncodingError",
     "Created",
     "Deleted",
-    "EncodingError",
     "Entry",
-    "FileLocked",
+    "FileLockedError",
     "FileStat",
     "FilesClient",
-    "FilesError",
     "FilesMiddleware",
-    "FilesUnavailable",
+    "FilesRequestError",
+    "FilesUnavailableError",
     "IntegrityError",
-    "InternalError",
-    "InvalidParams",
-    "MethodNotFound",
-    "NotFound",
+    "InvalidParamsError",
+    "MethodNotFoundError",
+    "NotFoundError",
     "PathConsentResult",
-    "PermissionDenied",
-    "PreconditionFailed",
-    "RateLimited",
+    "PermissionDeniedError",
+    "PreconditionFailedError",
+    "RateLimitedError",
     "ReadChunk",
-    "RequestTimeout",
+    "RequestTimeoutError",
     "RetryPolicy",
     "RootEntry",
     "Timeouts",
-    "TooLarge",
+    "TooLargeError",
     "Watch",
     "WriteResult",
-    "WrongType",
+    "WrongTypeError",
     "advertises_brokering",
     "brokering_features",
     "client_brokers_files",

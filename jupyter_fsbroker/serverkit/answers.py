@@ -1,9 +1,8 @@
 """The answers of ``files/*`` requests as frozen values, read leniently from the raw results.
 
 Each value is built by one ``from_result`` (or ``from_params``) from the client's
-raw JSON; nothing here sends anything. :class:`ChangeEvent` mirrors the wire
-shape of ``notifications/files/changed`` (a copy of the contract; a test keeps
-it equal to the core's).
+raw JSON; nothing here sends anything. :class:`ChangeEvent` is the wire's own
+(:mod:`jupyter_fsbroker.wire.events`), the value the client's core sends.
 
 Lenient in what is missing, strict about what is there: clients that follow the
 SEP-1708 draft's examples rather than PROTOCOL.md leave members out (a consent
@@ -22,7 +21,9 @@ from datetime import datetime
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
-from .contract import OPERATIONS, ROOTS_META
+from ..wire.brokering import ROOTS_META
+from ..wire.events import ChangeEvent
+from ..wire.methods import OPERATIONS
 from .exceptions import IntegrityError
 from .lenient import byte_length, decode_base64, get_int, get_opt_str, get_str, get_strs
 
@@ -367,41 +368,6 @@ class Deleted:
 
     path: str
     trashed: bool
-
-
-@dataclass(frozen=True)
-class ChangeEvent:
-    """One ``notifications/files/changed`` event.
-
-    Attributes
-    ----------
-    watch_id
-        The watch that reports it.
-    path
-        The changed entry, root-relative.
-    event
-        ``created``, ``modified``, ``deleted`` or ``moved``.
-    timestamp
-        ISO 8601 UTC time of the change.
-    old_path
-        For ``moved``: the previous path.
-    """
-
-    watch_id: str
-    path: str
-    event: str
-    timestamp: str
-    old_path: str | None = None
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any] | None) -> ChangeEvent | None:
-        """Parse notification params; ``None`` if they are malformed."""
-        if params is None:
-            return None
-        watch_id, path, event = params.get("watchId"), params.get("path"), params.get("event")
-        if not (isinstance(watch_id, str) and isinstance(path, str) and isinstance(event, str)):
-            return None
-        return cls(watch_id, path, event, get_str(params, "timestamp"), get_opt_str(params, "oldPath"))
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,10 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from .answers import ChangeEvent
-from .contract import (
-    BROKERING_CAPABILITY,
-    BROKERING_FEATURES,
-    CHANGED_NOTIFICATION,
-    MISSING_CAPABILITY_MESSAGE,
-)
-from .exceptions import FilesUnavailable
+from ..wire.brokering import MISSING_CAPABILITY_MESSAGE, advertises_brokering, brokering_features
+from ..wire.events import ChangeEvent
+from ..wire.methods import CHANGED_NOTIFICATION
+from .exceptions import FilesUnavailableError
 from .files_client import FilesClient
 from .mcp_internals import connection_state
 from .peers import ConnectionFiles
@@ -40,8 +36,6 @@ from .retry import RetryPolicy, Timeouts
 
 __all__ = [
     "FilesMiddleware",
-    "advertises_brokering",
-    "brokering_features",
     "client_brokers_files",
     "enable_files",
     "files",
@@ -50,30 +44,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _STATE_KEY = "jupyter_fsbroker.files"
-
-
-def _roots_capability(initialize_params: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    capabilities = (initialize_params or {}).get("capabilities")
-    roots = capabilities.get("roots") if isinstance(capabilities, Mapping) else None
-    return cast("Mapping[str, Any]", roots) if isinstance(roots, Mapping) else {}
-
-
-def advertises_brokering(initialize_params: Mapping[str, Any] | None) -> bool:
-    """Whether raw ``initialize`` params carry ``capabilities.roots.filesystemBrokering: true``."""
-    return _roots_capability(initialize_params).get(BROKERING_CAPABILITY) is True
-
-
-def brokering_features(initialize_params: Mapping[str, Any] | None) -> frozenset[str]:
-    """The optional parts of PROTOCOL.md a client implements, from raw ``initialize`` params.
-
-    The strings of ``capabilities.roots.filesystemBrokeringFeatures`` (today
-    PROTOCOL.md names one, ``perPathConsent``); a missing key, or one that is
-    not a list, means none, and entries that are not strings are skipped.
-    """
-    listed = _roots_capability(initialize_params).get(BROKERING_FEATURES)
-    if not isinstance(listed, list):
-        return frozenset()
-    return frozenset(item for item in listed if isinstance(item, str))
 
 
 class FilesMiddleware:
@@ -100,7 +70,7 @@ class FilesMiddleware:
         if ctx.method == "initialize" and ctx.request_id is not None:
             advertised = advertises_brokering(ctx.params)
             if self.require and not advertised:
-                raise FilesUnavailable()
+                raise FilesUnavailableError()
             result = await call_next(ctx)
             state = connection_state(ctx.session)
             if state is None:
@@ -221,7 +191,7 @@ def files(
 
     Raises
     ------
-    FilesUnavailable
+    FilesUnavailableError
         The client did not advertise ``filesystemBrokering`` (JSON-RPC -32603
         with SEP-1708's message), it speaks a protocol version of the modern
         era (2026-07-28), which has no server-to-client requests (the message
@@ -232,11 +202,11 @@ def files(
     """
     rc, conn = _connection_files(ctx)
     if conn is None or not conn.brokering:
-        raise FilesUnavailable(_unavailable_message(rc.session.protocol_version))
+        raise FilesUnavailableError(_unavailable_message(rc.session.protocol_version))
     if rc.request_id is None:
         raise RuntimeError("files(ctx) needs the context of a request being handled")
     if not rc.session.can_send_request:
-        raise FilesUnavailable(
+        raise FilesUnavailableError(
             f"{MISSING_CAPABILITY_MESSAGE}: this transport cannot carry server-to-client requests"
         )
     return FilesClient(

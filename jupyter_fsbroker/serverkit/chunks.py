@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from .answers import ReadBytes, ReadChunk
-from .exceptions import EncodingError, InternalError, PreconditionFailed, TooLarge
+from .exceptions import ClientInternalError, ContentEncodingError, PreconditionFailedError, TooLargeError
 from .lenient import CHUNK_SAFE_CODECS
 
 __all__ = ["ChunkStream"]
@@ -56,7 +56,7 @@ class ChunkStream(Generic[T]):
     etag
         The file's etag, once the first chunk arrived.
     max_size
-        If set before iterating: raise :class:`TooLarge` when the file is larger.
+        If set before iterating: raise :class:`TooLargeError` when the file is larger.
     requests
         ``files/read`` requests sent so far.
     """
@@ -155,7 +155,7 @@ class ChunkStream(Generic[T]):
 
     def _check(self, chunk: ReadChunk | ReadBytes) -> None:
         if chunk.etag != self.etag or chunk.size != self.size:
-            raise PreconditionFailed(
+            raise PreconditionFailedError(
                 f"{self.path} changed while it was read",
                 data={"error": "PRECONDITION_FAILED", "reason": "changed_during_read", "path": self.path},
                 method="files/read",
@@ -171,7 +171,7 @@ class ChunkStream(Generic[T]):
         try:
             return decoder.decode(payload, final)
         except UnicodeDecodeError:
-            raise EncodingError(
+            raise ContentEncodingError(
                 f"{self.path} is not valid {self.encoding}; ask for base64",
                 data={"error": "ENCODING_ERROR", "reason": "invalid_content", "path": self.path},
                 method="files/read",
@@ -201,7 +201,7 @@ class ChunkStream(Generic[T]):
         first, payload = await self._fetch(0, step, wire)
         self.size, self.etag = first.size, first.etag
         if self.max_size is not None and first.size > self.max_size:
-            raise TooLarge(
+            raise TooLargeError(
                 f"{self.path} has {first.size} bytes, more than {self.max_size}",
                 data={"error": "TOO_LARGE", "reason": "file_too_large", "path": self.path},
                 method="files/read",
@@ -236,7 +236,9 @@ class ChunkStream(Generic[T]):
                 chunk, payload = await task
                 self._check(chunk)
                 if chunk.bytes_read <= 0 and not chunk.eof:
-                    raise InternalError(f"files/read of {self.path} made no progress", method="files/read")
+                    raise ClientInternalError(
+                        f"files/read of {self.path} made no progress", method="files/read"
+                    )
                 pos = chunk.offset + chunk.bytes_read
                 done = chunk.eof or pos >= size
                 payload = self._decode(decoder, payload, done)

@@ -16,10 +16,10 @@ integers mcp's session gives its requests), and the pipe's reader hands every
 answer carrying such an id back to it (:meth:`DirectChannel.route`) before mcp
 parses anything. What the wire carries is the same JSON-RPC request, and the
 caller sees what the session would have given it: the raw result, or the
-error answer as an ``MCPError``-equivalent :class:`~.exceptions.FilesError`, a
-timeout as :class:`~.exceptions.RequestTimeout` after a
+error answer as an ``MCPError``-equivalent :class:`~.exceptions.FilesRequestError`, a
+timeout as :class:`~.exceptions.RequestTimeoutError` after a
 ``notifications/cancelled``, a cancelled caller likewise announced, and
-:class:`~.exceptions.ConnectionClosed` when the pipe ends. Over any other
+:class:`~.exceptions.ClientDisconnectedError` when the pipe ends. Over any other
 transport (Streamable HTTP, mcp's own stdio) requests go through the session
 as before: :func:`current_channel` is ``None`` there.
 
@@ -106,11 +106,11 @@ class DirectChannel:
 
         Raises
         ------
-        FilesError
+        FilesRequestError
             The client answered with an error (the class :func:`~.exceptions.error_from_jsonrpc`
             picks), did not answer within *timeout* seconds
-            (:class:`~.exceptions.RequestTimeout`), or the pipe ended
-            (:class:`~.exceptions.ConnectionClosed`).
+            (:class:`~.exceptions.RequestTimeoutError`), or the pipe ended
+            (:class:`~.exceptions.ClientDisconnectedError`).
         """
         if self._closed:
             raise error_from_jsonrpc(CONNECTION_CLOSED, "Connection closed", method=method)
@@ -170,7 +170,7 @@ class DirectChannel:
         return True
 
     def close(self) -> None:
-        """The pipe ended: every request still waiting fails with ``ConnectionClosed``."""
+        """The pipe ended: every request still waiting fails with ``ClientDisconnectedError``."""
         self._closed = True
         for answer in self._pending.values():
             if not answer.done():

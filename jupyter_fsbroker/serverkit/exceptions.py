@@ -3,28 +3,33 @@
 ::
 
     ToolError (mcp)
-    └── FilesError                   any error answer, or no answer
-        ├── FileLocked               FILE_LOCKED          -32100
-        ├── PermissionDenied         PERMISSION_DENIED    -32101
-        ├── NotFound                 NOT_FOUND            -32102
-        ├── AlreadyExists            ALREADY_EXISTS       -32103
-        ├── PreconditionFailed       PRECONDITION_FAILED  -32104
-        ├── WrongType                WRONG_TYPE           -32105
-        ├── TooLarge                 TOO_LARGE            -32106
-        ├── RateLimited              RATE_LIMITED         -32107
-        ├── EncodingError            ENCODING_ERROR       -32108
-        ├── InvalidParams            JSON-RPC             -32602
-        ├── MethodNotFound           JSON-RPC             -32601
-        ├── InternalError            JSON-RPC             -32603
-        │   └── IntegrityError       the answer contradicts itself or the request
-        ├── RequestTimeout           mcp                  -32001
-        └── ConnectionClosed         mcp                  -32000
+    └── FilesRequestError                any error answer, or no answer
+        ├── FileLockedError              FILE_LOCKED          -32100
+        ├── PermissionDeniedError        PERMISSION_DENIED    -32101  also a PermissionError
+        ├── NotFoundError                NOT_FOUND            -32102  also a FileNotFoundError
+        ├── AlreadyExistsError           ALREADY_EXISTS       -32103  also a FileExistsError
+        ├── PreconditionFailedError      PRECONDITION_FAILED  -32104
+        ├── WrongTypeError               WRONG_TYPE           -32105
+        ├── TooLargeError                TOO_LARGE            -32106
+        ├── RateLimitedError             RATE_LIMITED         -32107
+        ├── ContentEncodingError         ENCODING_ERROR       -32108  also a ValueError
+        ├── InvalidParamsError           JSON-RPC             -32602  also a ValueError
+        ├── MethodNotFoundError          JSON-RPC             -32601  also a NotImplementedError
+        ├── ClientInternalError          JSON-RPC             -32603
+        │   └── IntegrityError           the answer contradicts itself or the request
+        ├── RequestTimeoutError          mcp                  -32001  also a TimeoutError
+        └── ClientDisconnectedError      mcp                  -32000  also a ConnectionError
     MCPError (mcp)
-    └── FilesUnavailable             the client does not broker files (-32603)
+    └── FilesUnavailableError            the client does not broker files (-32603)
 
-The names and codes are copies of PROTOCOL.md's (the core's error tree is the
-other side; a test keeps the two equal). :func:`error_from_jsonrpc` is the one
-place that turns a JSON-RPC error answer into one of these classes.
+The kinds, their names and codes are the wire's catalogue
+(:mod:`jupyter_fsbroker.wire.catalogue`): each class here binds one kind, as the
+core's error classes do on the client's side. Every class is an mcp ``ToolError``,
+because mcp shows the model the text of a ``ToolError`` that escapes a tool and
+withholds that of any other exception; where Python has a builtin for the same
+failure, the class is that builtin too, so ``except FileNotFoundError`` catches a
+file missing on the client as it catches one missing here. :func:`error_from_jsonrpc`
+is the one place that turns a JSON-RPC error answer into one of these classes.
 
 :class:`IntegrityError` is raised here, not answered: a client whose answer
 cannot be true (a ``bytesRead`` that is not the content's length, a chunk from
@@ -41,31 +46,33 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT
 
-from .contract import MISSING_CAPABILITY_MESSAGE
+from ..wire import catalogue
+from ..wire.brokering import MISSING_CAPABILITY_MESSAGE
+from ..wire.catalogue import ErrorKind
 
 __all__ = [
-    "AlreadyExists",
-    "ConnectionClosed",
-    "EncodingError",
-    "FileLocked",
-    "FilesError",
-    "FilesUnavailable",
+    "AlreadyExistsError",
+    "ClientDisconnectedError",
+    "ClientInternalError",
+    "ContentEncodingError",
+    "FileLockedError",
+    "FilesRequestError",
+    "FilesUnavailableError",
     "IntegrityError",
-    "InternalError",
-    "InvalidParams",
-    "MethodNotFound",
-    "NotFound",
-    "PermissionDenied",
-    "PreconditionFailed",
-    "RateLimited",
-    "RequestTimeout",
-    "TooLarge",
-    "WrongType",
+    "InvalidParamsError",
+    "MethodNotFoundError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "PreconditionFailedError",
+    "RateLimitedError",
+    "RequestTimeoutError",
+    "TooLargeError",
+    "WrongTypeError",
     "error_from_jsonrpc",
 ]
 
 
-class FilesError(ToolError):
+class FilesRequestError(ToolError):
     """An error answer to a ``files/*`` request (or a failure to get one).
 
     It is a :class:`~mcp.server.mcpserver.exceptions.ToolError`: one that
@@ -99,8 +106,15 @@ class FilesError(ToolError):
         The method that failed.
     """
 
+    #: The catalogue's kind of the class; ``None`` for a failure the contract does not name.
+    kind: ClassVar[ErrorKind | None] = None
     default_code: ClassVar[int] = INTERNAL_ERROR
     default_name: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, *, kind: ErrorKind | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if kind is not None:
+            cls.kind, cls.default_code, cls.default_name = kind, kind.code, kind.name
 
     def __init__(
         self,
@@ -137,88 +151,55 @@ class FilesError(ToolError):
         return f"{type(self).__name__}({self.message!r}, code={self.code}, reason={self.reason!r})"
 
 
-class FileLocked(FilesError):
-    """FILE_LOCKED (-32100): another connection or process holds the lock."""
-
-    default_code = -32100
-    default_name = "FILE_LOCKED"
+class FileLockedError(FilesRequestError, kind=catalogue.FILE_LOCKED):
+    """FILE_LOCKED: another connection or process holds the lock."""
 
 
-class PermissionDenied(FilesError):
-    """PERMISSION_DENIED (-32101): outside the roots, not granted, read-only, sensitive ..."""
-
-    default_code = -32101
-    default_name = "PERMISSION_DENIED"
+class PermissionDeniedError(FilesRequestError, PermissionError, kind=catalogue.PERMISSION_DENIED):
+    """PERMISSION_DENIED: outside the roots, not granted, read-only, sensitive ..."""
 
 
-class NotFound(FilesError):
-    """NOT_FOUND (-32102): no such file inside a granted path, or an unknown lockId/watchId."""
-
-    default_code = -32102
-    default_name = "NOT_FOUND"
+class NotFoundError(FilesRequestError, FileNotFoundError, kind=catalogue.NOT_FOUND):
+    """NOT_FOUND: no such file inside a granted path, or an unknown lockId/watchId."""
 
 
-class AlreadyExists(FilesError):
-    """ALREADY_EXISTS (-32103): exclusive create or write, rename without overwrite."""
-
-    default_code = -32103
-    default_name = "ALREADY_EXISTS"
+class AlreadyExistsError(FilesRequestError, FileExistsError, kind=catalogue.ALREADY_EXISTS):
+    """ALREADY_EXISTS: exclusive create or write, rename without overwrite."""
 
 
-class PreconditionFailed(FilesError):
-    """PRECONDITION_FAILED (-32104): ``ifMatch`` does not match (or the file changed while read)."""
-
-    default_code = -32104
-    default_name = "PRECONDITION_FAILED"
+class PreconditionFailedError(FilesRequestError, kind=catalogue.PRECONDITION_FAILED):
+    """PRECONDITION_FAILED: ``ifMatch`` does not match (or the file changed while read)."""
 
 
-class WrongType(FilesError):
-    """WRONG_TYPE (-32105): a directory where a file is needed, or the reverse."""
-
-    default_code = -32105
-    default_name = "WRONG_TYPE"
+class WrongTypeError(FilesRequestError, kind=catalogue.WRONG_TYPE):
+    """WRONG_TYPE: a directory where a file is needed, or the reverse."""
 
 
-class TooLarge(FilesError):
-    """TOO_LARGE (-32106): one request over the client's limits (``data.maxBytes``)."""
-
-    default_code = -32106
-    default_name = "TOO_LARGE"
+class TooLargeError(FilesRequestError, kind=catalogue.TOO_LARGE):
+    """TOO_LARGE: one request over the client's limits (``data.maxBytes``)."""
 
 
-class RateLimited(FilesError):
-    """RATE_LIMITED (-32107): over the connection's rate (``data.retryAfterMs``)."""
-
-    default_code = -32107
-    default_name = "RATE_LIMITED"
+class RateLimitedError(FilesRequestError, kind=catalogue.RATE_LIMITED):
+    """RATE_LIMITED: over the connection's rate (``data.retryAfterMs``)."""
 
 
-class EncodingError(FilesError):
-    """ENCODING_ERROR (-32108): content not valid in the asked encoding."""
-
-    default_code = -32108
-    default_name = "ENCODING_ERROR"
+class ContentEncodingError(FilesRequestError, ValueError, kind=catalogue.ENCODING_ERROR):
+    """ENCODING_ERROR: content not valid in the asked encoding."""
 
 
-class InvalidParams(FilesError):
-    """JSON-RPC -32602: malformed params (``data.expectedOffset`` for a bad chunk offset)."""
-
-    default_code = -32602
+class InvalidParamsError(FilesRequestError, ValueError, kind=catalogue.INVALID_PARAMS):
+    """JSON-RPC invalid params: malformed params (``data.expectedOffset`` for a bad chunk offset)."""
 
 
-class MethodNotFound(FilesError):
-    """JSON-RPC -32601: the client does not know the method."""
-
-    default_code = -32601
+class MethodNotFoundError(FilesRequestError, NotImplementedError, kind=catalogue.METHOD_NOT_FOUND):
+    """JSON-RPC method not found: the client does not know the method."""
 
 
-class InternalError(FilesError):
-    """JSON-RPC -32603: the client failed unexpectedly."""
-
-    default_code = INTERNAL_ERROR
+class ClientInternalError(FilesRequestError, kind=catalogue.INTERNAL_ERROR):
+    """JSON-RPC internal error: the client failed unexpectedly."""
 
 
-class IntegrityError(InternalError):
+class IntegrityError(ClientInternalError):
     """The client's answer contradicts itself or the request; its data cannot be trusted.
 
     Raised by the helper (never sent by a client): for instance a ``files/read``
@@ -230,59 +211,57 @@ class IntegrityError(InternalError):
         return f"the client's answer cannot be trusted: {self.message}"
 
 
-class RequestTimeout(FilesError):
+class RequestTimeoutError(FilesRequestError, TimeoutError):
     """No answer within the request's timeout (mcp's -32001); a cancellation was sent."""
 
     default_code = REQUEST_TIMEOUT
 
 
-class ConnectionClosed(FilesError):
+class ClientDisconnectedError(FilesRequestError, ConnectionError):
     """The connection closed before the answer arrived (mcp's -32000)."""
 
     default_code = CONNECTION_CLOSED
 
 
-class FilesUnavailable(MCPError):
+class FilesUnavailableError(MCPError):
     """The client does not broker files: -32603 with the message SEP-1708 prescribes.
 
-    An :class:`~mcp.shared.exceptions.MCPError`, so raised from a tool (or from
-    the ``initialize`` middleware) it reaches the client as that JSON-RPC error,
-    not as a tool result.
+    An :class:`~mcp.shared.exceptions.MCPError`, not a ``ToolError``: raised from a
+    tool (or from the ``initialize`` middleware) it reaches the client as that
+    JSON-RPC error, not as a tool result.
     """
 
     def __init__(self, message: str = MISSING_CAPABILITY_MESSAGE) -> None:
         super().__init__(code=INTERNAL_ERROR, message=message)
 
 
-_NAMED: tuple[type[FilesError], ...] = (
-    FileLocked,
-    PermissionDenied,
-    NotFound,
-    AlreadyExists,
-    PreconditionFailed,
-    WrongType,
-    TooLarge,
-    RateLimited,
-    EncodingError,
-)
-_BY_NAME: dict[str, type[FilesError]] = {cls.default_name: cls for cls in _NAMED if cls.default_name}
-_UNNAMED: tuple[type[FilesError], ...] = (
-    InvalidParams,
-    MethodNotFound,
-    InternalError,
-    RequestTimeout,
-    ConnectionClosed,
-)
-_BY_CODE: dict[int, type[FilesError]] = {cls.default_code: cls for cls in (*_NAMED, *_UNNAMED)}
+def _classes() -> dict[ErrorKind, type[FilesRequestError]]:
+    """The class of each kind (the one that binds it; subclasses such as IntegrityError inherit)."""
+    found: dict[ErrorKind, type[FilesRequestError]] = {}
+    pending: list[type[FilesRequestError]] = [FilesRequestError]
+    while pending:
+        cls = pending.pop()
+        if cls.kind is not None and "kind" in vars(cls):
+            found[cls.kind] = cls
+        pending.extend(cls.__subclasses__())
+    return found
 
 
-def error_from_jsonrpc(code: int, message: str, data: Any = None, *, method: str | None = None) -> FilesError:
+_BY_KIND = _classes()
+_BY_CODE: dict[int, type[FilesRequestError]] = {
+    cls.default_code: cls for cls in (RequestTimeoutError, ClientDisconnectedError)
+}
+
+
+def error_from_jsonrpc(
+    code: int, message: str, data: Any = None, *, method: str | None = None
+) -> FilesRequestError:
     """Return the typed exception for a JSON-RPC error answer.
 
-    ``data.error`` (the PROTOCOL.md name) decides the class; without it, a
-    message that is exactly such a name does (SEP-1708's reference client
-    answers ``{"code": -32602, "message": "PERMISSION_DENIED"}``); otherwise
-    the code decides. Unknown codes give a plain :class:`FilesError`.
+    The catalogue reads the kind (:func:`~jupyter_fsbroker.wire.kind_of`: ``data.error``,
+    else a message that is exactly a PROTOCOL.md name, else the code); mcp's own codes
+    for a timeout and a closed connection give :class:`RequestTimeoutError` and
+    :class:`ClientDisconnectedError`; other codes give a plain :class:`FilesRequestError`.
 
     Parameters
     ----------
@@ -292,10 +271,6 @@ def error_from_jsonrpc(code: int, message: str, data: Any = None, *, method: str
         The ``files/*`` method that was answered.
     """
     mapping = cast("Mapping[str, Any]", data) if isinstance(data, Mapping) else {}
-    name = mapping.get("error")
-    cls = _BY_NAME.get(name) if isinstance(name, str) else None
-    if cls is None and not isinstance(name, str):
-        cls = _BY_NAME.get(message.strip()) if isinstance(message, str) else None
-    if cls is None:
-        cls = _BY_CODE.get(code, FilesError)
+    kind = catalogue.kind_of(code, message, mapping)
+    cls = _BY_KIND[kind] if kind is not None else _BY_CODE.get(code, FilesRequestError)
     return cls(message, code=code, data=mapping, method=method)

@@ -18,6 +18,9 @@ from typing import Any, Literal, TypedDict, Unpack, cast, overload
 import mcp_types
 from mcp.server.session import ServerSession
 
+from ..wire.brokering import PER_PATH_CONSENT
+from ..wire.caps import DEFAULT_CHUNK_BYTES
+from ..wire.methods import OPERATIONS, WATCH_EVENTS
 from .answers import (
     ConsentResult,
     Created,
@@ -30,8 +33,7 @@ from .answers import (
     WriteResult,
 )
 from .chunks import ChunkStream
-from .contract import DEFAULT_CHUNK_BYTES, OPERATIONS, PER_PATH_CONSENT, WATCH_EVENTS
-from .exceptions import NotFound, PermissionDenied
+from .exceptions import NotFoundError, PermissionDeniedError
 from .lenient import compact_params, get_opt_str, get_str
 from .locking import hold_lock, unlock
 from .peers import ConnectionFiles
@@ -67,7 +69,7 @@ class FilesClient:
 
     Paths are as PROTOCOL.md allows: root-relative (``data/sales.csv``),
     absolute inside a root, or ``file://`` URIs. Every method raises the
-    :class:`FilesError` subclass matching the client's answer, after
+    :class:`FilesRequestError` subclass matching the client's answer, after
     repeating FILE_LOCKED and RATE_LIMITED refusals per the retry policy.
 
     Use it as an async context manager (``async with files(ctx) as fs``) to
@@ -152,7 +154,7 @@ class FilesClient:
 
         Raises
         ------
-        FilesError
+        FilesRequestError
             The typed error of the answer (after retries).
         """
         return await self._requester.request(method, params, nbytes=nbytes, timeout=timeout, retry=retry)
@@ -211,10 +213,10 @@ class FilesClient:
     async def require_consent(
         self, message: str, paths: ConsentPaths, operations: Sequence[str] | None = None
     ) -> ConsentResult:
-        """:meth:`consent`, raising :class:`PermissionDenied` (``consent_refused``) on a refusal."""
+        """:meth:`consent`, raising :class:`PermissionDeniedError` (``consent_refused``) on a refusal."""
         answer = await self.consent(message, paths, operations)
         if not answer.granted:
-            raise PermissionDenied(
+            raise PermissionDeniedError(
                 "the user did not grant access",
                 data={"error": "PERMISSION_DENIED", "reason": "consent_refused"},
                 method="files/consent",
@@ -314,7 +316,7 @@ class FilesClient:
 
         Raises
         ------
-        PreconditionFailed
+        PreconditionFailedError
             ``reason="changed_during_read"``: the file's etag changed between chunks.
         """
         if concurrency < 1:
@@ -351,7 +353,7 @@ class FilesClient:
 
         Raises
         ------
-        TooLarge
+        TooLargeError
             The file is larger than *max_size* bytes (checked on the first chunk).
         """
         stream = self.iter_chunks(path, chunk_size=chunk_size, concurrency=concurrency, lock_id=lock_id)
@@ -371,9 +373,9 @@ class FilesClient:
 
         Raises
         ------
-        EncodingError
+        ContentEncodingError
             The content is not valid in *encoding*.
-        TooLarge
+        TooLargeError
             The file is larger than *max_size* bytes.
         """
         if encoding == "base64":
@@ -429,7 +431,7 @@ class FilesClient:
 
         Raises
         ------
-        EncodingError
+        ContentEncodingError
             *text* cannot be encoded in *encoding*.
         """
         write, chunk_size = self._atomic_write(path, options)
@@ -502,7 +504,7 @@ class FilesClient:
         """Whether *path* exists (a ``files/stat`` that may answer NOT_FOUND)."""
         try:
             await self.stat(path)
-        except NotFound:
+        except NotFoundError:
             return False
         return True
 
@@ -522,7 +524,7 @@ class FilesClient:
 
         Raises
         ------
-        AlreadyExists
+        AlreadyExistsError
             Something exists at *path*.
         """
         if isinstance(content, bytes):
@@ -581,7 +583,7 @@ class FilesClient:
 
         Raises
         ------
-        FileLocked
+        FileLockedError
             Still locked by someone else after *wait* seconds.
         """
         return hold_lock(self._requester, self._conn.local_locks, path, create=create, wait=wait)
@@ -591,7 +593,7 @@ class FilesClient:
 
         Raises
         ------
-        NotFound
+        NotFoundError
             No such lock of this connection (released already, or force-released by the user).
         """
         await unlock(self._requester, lock_id)

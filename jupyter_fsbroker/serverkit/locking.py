@@ -17,13 +17,13 @@ from collections.abc import AsyncIterator
 import anyio
 
 from .exceptions import (
-    AlreadyExists,
-    ConnectionClosed,
-    FileLocked,
-    FilesError,
-    InternalError,
-    NotFound,
-    RateLimited,
+    AlreadyExistsError,
+    ClientDisconnectedError,
+    ClientInternalError,
+    FileLockedError,
+    FilesRequestError,
+    NotFoundError,
+    RateLimitedError,
 )
 from .lenient import get_opt_str
 from .peers import LocalLocks
@@ -45,7 +45,7 @@ async def hold_lock(
         try:
             yield lock_id
         except BaseException:
-            with contextlib.suppress(FilesError):
+            with contextlib.suppress(FilesRequestError):
                 await _unlock_shielded(requester, lock_id)
             raise
         await _unlock_shielded(requester, lock_id)
@@ -66,21 +66,21 @@ async def _acquire(requester: Requester, path: str, *, create: bool, wait: float
             try:
                 result = await requester.op("files/read", read, op="read", paths=[path], retry=no_retry)
                 lock_id = get_opt_str(result, "lockId")
-            except NotFound:
+            except NotFoundError:
                 if not create:
                     raise
                 made = {"path": path, "type": "file", "keepLocked": True}
                 result = await requester.op("files/create", made, op="write", paths=[path], retry=no_retry)
                 lock_id = get_opt_str(result, "lockId")
             if lock_id is None:
-                raise InternalError("the client kept no lock", method="files/read")
+                raise ClientInternalError("the client kept no lock", method="files/read")
             return lock_id
-        except (FileLocked, RateLimited, AlreadyExists) as exc:
-            # AlreadyExists: someone created the file meanwhile; lock it as it is.
+        except (FileLockedError, RateLimitedError, AlreadyExistsError) as exc:
+            # AlreadyExistsError: someone created the file meanwhile; lock it as it is.
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise
-            delay = 0.0 if isinstance(exc, AlreadyExists) else requester.retry.delay(attempt, exc)
+            delay = 0.0 if isinstance(exc, AlreadyExistsError) else requester.retry.delay(attempt, exc)
             attempt += 1
             await anyio.sleep(min(delay, remaining))
 
@@ -89,7 +89,7 @@ async def _unlock_shielded(requester: Requester, lock_id: str) -> None:
     with anyio.CancelScope(shield=True), anyio.move_on_after(requester.timeouts.base):
         try:
             await unlock(requester, lock_id)
-        except NotFound:
+        except NotFoundError:
             log.warning("lock %s was already released (force-released by the user?)", lock_id[:9])
-        except ConnectionClosed:
+        except ClientDisconnectedError:
             pass  # the client released every lock of the connection

@@ -6,7 +6,7 @@ a more specific reason, and a bare ``-32602`` without a reason (SEP-1708's
 reference client answers a path that is not granted that way). Each is cured
 by one ``files/consent`` per paths and operation and one repetition; a
 refusal that comes back after that is raised as it is (a real ``-32602`` for
-bad params stays :class:`~.exceptions.InvalidParams`).
+bad params stays :class:`~.exceptions.InvalidParamsError`).
 
 A consent that names different operations for different paths is sent in
 PROTOCOL.md's per-path form only to a client that lists ``perPathConsent``;
@@ -37,10 +37,10 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import RootModel
 
+from ..wire.catalogue import NOT_GRANTED
 from .answers import ConsentResult, PathConsentResult, RootEntry, roots_from_result
-from .contract import NOT_GRANTED
 from .direct import current_channel
-from .exceptions import FilesError, InvalidParams, PermissionDenied, error_from_jsonrpc
+from .exceptions import FilesRequestError, InvalidParamsError, PermissionDeniedError, error_from_jsonrpc
 from .lenient import compact_params
 from .retry import RetryPolicy, Timeouts
 
@@ -58,7 +58,7 @@ class _RawResult(RootModel[dict[str, Any]]):
     """A result taken as it came: a JSON object."""
 
 
-def consent_may_cure(error: FilesError) -> bool:
+def consent_may_cure(error: FilesRequestError) -> bool:
     """Whether *error* is a refusal that a ``files/consent`` may cure.
 
     PERMISSION_DENIED with reason ``not_granted`` or with no reason at all, and
@@ -67,9 +67,9 @@ def consent_may_cure(error: FilesError) -> bool:
     code sends for a path not granted. Every other reason (``outside_roots``,
     ``read_only``, ``sensitive`` ...) is final.
     """
-    if isinstance(error, PermissionDenied):
+    if isinstance(error, PermissionDeniedError):
         return error.reason in (None, NOT_GRANTED)
-    if type(error) is InvalidParams:
+    if type(error) is InvalidParamsError:
         return error.reason is None and "expectedOffset" not in error.data
     return False
 
@@ -166,7 +166,7 @@ class Requester:
         while True:
             try:
                 return await self._send(method, params, timeout or self.timeouts.for_bytes(nbytes), binary)
-            except FilesError as exc:
+            except FilesRequestError as exc:
                 if attempt >= policy.retries or exc.code not in policy.codes:
                     raise
                 delay = policy.delay(attempt, exc)
@@ -196,7 +196,7 @@ class Requester:
         """
         try:
             return await self.request(method, params, nbytes=nbytes, retry=retry, binary=binary)
-        except FilesError as exc:
+        except FilesRequestError as exc:
             if self._consent_message is None or not consent_may_cure(exc):
                 raise
             # Granted or not, the request is repeated once: refused again, the answer now says why.

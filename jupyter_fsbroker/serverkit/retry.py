@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .contract import MiB
-from .exceptions import FileLocked, FilesError, RateLimited
+from ..wire.caps import MiB
+from .exceptions import FileLockedError, FilesRequestError, RateLimitedError
 
 __all__ = ["RetryPolicy", "Timeouts"]
 
@@ -37,9 +37,9 @@ class RetryPolicy:
     retries: int = 3
     backoff: float = 0.1
     max_delay: float = 5.0
-    codes: frozenset[int] = frozenset({FileLocked.default_code, RateLimited.default_code})
+    codes: frozenset[int] = frozenset({FileLockedError.default_code, RateLimitedError.default_code})
 
-    def delay(self, attempt: int, error: FilesError) -> float:
+    def delay(self, attempt: int, error: FilesRequestError) -> float:
         """Seconds to wait before repetition *attempt* (0-based) after *error*.
 
         ``data.retryAfterMs`` is honoured when present; a little jitter keeps

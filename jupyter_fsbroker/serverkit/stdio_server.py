@@ -24,7 +24,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
-from .contract import MiB
+from ..wire.caps import MiB
 from .direct import DirectChannel
 from .inbound import LineReader
 from .mcp_internals import lowlevel_server
@@ -127,7 +127,7 @@ async def _pipe_streams(reader: LineReader, writer: asyncio.StreamWriter) -> Asy
         try:
             await read_messages()
         finally:
-            direct.close()  # the requests still waiting for an answer get ConnectionClosed
+            direct.close()  # the requests still waiting for an answer get ClientDisconnectedError
 
     async def read_messages() -> None:
         async with inbound_send:

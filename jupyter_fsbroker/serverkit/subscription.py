@@ -17,7 +17,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .answers import ChangeEvent
-from .exceptions import ConnectionClosed, InternalError, NotFound
+from .exceptions import ClientDisconnectedError, ClientInternalError, NotFoundError
 from .lenient import compact_params, get_opt_str
 from .peers import ConnectionFiles
 from .requester import Requester
@@ -76,7 +76,7 @@ class Watch:
         result = await self._requester.op("files/watch", request, op="watch", paths=[self.path])
         watch_id = get_opt_str(result, "watchId")
         if watch_id is None:
-            raise InternalError("files/watch answered without a watchId", method="files/watch")
+            raise ClientInternalError("files/watch answered without a watchId", method="files/watch")
         self.watch_id = watch_id
         self._conn.subscribe(watch_id, self._send)
         return self
@@ -114,10 +114,11 @@ class Watch:
         self._receive.close()
         if watch_id is None:
             return
-        # NotFound / ConnectionClosed: gone already (closed by the client, or the connection ended).
+        # NotFoundError / ClientDisconnectedError: gone already (closed by the client, or the
+        # connection ended).
         with (
             anyio.CancelScope(shield=True),
             anyio.move_on_after(self._requester.timeouts.base),
-            contextlib.suppress(NotFound, ConnectionClosed),
+            contextlib.suppress(NotFoundError, ClientDisconnectedError),
         ):
             await self._requester.request("files/unwatch", {"watchId": watch_id})

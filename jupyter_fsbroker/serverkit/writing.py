@@ -20,9 +20,10 @@ from typing import Any
 
 import anyio.lowlevel
 
+from ..wire.caps import MAX_CHUNK_BYTES
+from ..wire.catalogue import REQUEST_TOO_LARGE
 from .answers import WriteResult
-from .contract import MAX_CHUNK_BYTES, REQUEST_TOO_LARGE
-from .exceptions import EncodingError, IntegrityError, TooLarge
+from .exceptions import ContentEncodingError, IntegrityError, TooLargeError
 from .lenient import byte_length
 from .requester import Requester
 
@@ -44,7 +45,7 @@ class ContentCap:
     def __init__(self) -> None:
         self.limit = MAX_CHUNK_BYTES
 
-    def learn(self, exc: TooLarge) -> bool:
+    def learn(self, exc: TooLargeError) -> bool:
         """Remember a smaller cap that *exc* announces; whether it announced one."""
         limit = exc.data.get("maxBytes")
         if exc.reason != REQUEST_TOO_LARGE or not isinstance(limit, int) or limit < 1:
@@ -110,7 +111,7 @@ class AtomicWrite:
             if len(view) <= size:
                 try:
                     return await self._single(bytes(view))
-                except TooLarge as exc:
+                except TooLargeError as exc:
                     if not self._cap.learn(exc):
                         raise
                     size = min(size, self._cap.limit)
@@ -125,7 +126,7 @@ class AtomicWrite:
         if len(text) * 4 <= size or len(self._encode(codec, text)) <= size:
             try:
                 return await self._single_text(text, encoding)
-            except TooLarge as exc:
+            except TooLargeError as exc:
                 if not self._cap.learn(exc):
                     raise
                 size = min(size, self._cap.limit)
@@ -199,7 +200,7 @@ class AtomicWrite:
         params["final"] = final
         try:
             return await self._send(params, len(data)), 1
-        except TooLarge as exc:
+        except TooLargeError as exc:
             # Refused before anything was staged: resend it in pieces the client takes.
             if not self._cap.learn(exc) or len(data) <= self._cap.limit:
                 raise
@@ -227,8 +228,8 @@ class AtomicWrite:
                 yield data
             await anyio.lowlevel.checkpoint()
 
-    def _encoding_error(self, codec: codecs.CodecInfo) -> EncodingError:
-        return EncodingError(
+    def _encoding_error(self, codec: codecs.CodecInfo) -> ContentEncodingError:
+        return ContentEncodingError(
             f"the content cannot be encoded as {codec.name}",
             data={"error": "ENCODING_ERROR", "reason": "invalid_content", "path": self._path},
             method="files/write",

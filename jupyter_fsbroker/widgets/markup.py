@@ -209,7 +209,7 @@ def changes_html(changes: Sequence[tuple[str, ChangeEvent]]) -> str:
         path = f"<code>{escape(ev.path)}</code>"
         if ev.old_path:
             path = f"<code>{escape(ev.old_path)}</code> → {path}"
-        rows.append((escape(clock_text(ev.timestamp)), escape(ev.event), path, escape(server)))
+        rows.append((escape(clock_text(ev.time)), escape(ev.event), path, escape(server)))
     return table(("time", "event", "path", "server"), rows)
 
 

@@ -25,7 +25,7 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from jupyter_fsbroker.serverkit import (
     FilesClient,
-    FilesError,
+    FilesRequestError,
     RetryPolicy,
     enable_files,
     files,
@@ -73,7 +73,7 @@ async def _attempt(
     shown = f"{method} {json.dumps(params, ensure_ascii=True)}"
     try:
         result = await fs.request(method, _expand(params, roots), retry=ONCE)
-    except FilesError as exc:
+    except FilesRequestError as exc:
         return {"request": shown, "outcome": "refused", "error": exc.name, "reason": exc.reason}
     got = result.get("content") if method == "files/read" else result.get("entries", result)
     if method == "files/list" and isinstance(got, list):
@@ -125,7 +125,7 @@ async def keep_reading(path: str, ctx: Context) -> dict[str, Any]:
         while True:
             try:
                 await fs.request("files/read", {"path": path, "length": 64}, retry=ONCE)
-            except FilesError as exc:
+            except FilesRequestError as exc:
                 return {"reads": reads, "stopped_by": exc.name, "reason": exc.reason}
             reads += 1
             await anyio.sleep(0.02)

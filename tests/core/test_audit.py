@@ -13,7 +13,7 @@ import pytest
 
 from jupyter_fsbroker.core.audit import USER_ACTOR, AuditLog, AuditRecord, new_audit_id
 from jupyter_fsbroker.core.errors import ConfigError
-from jupyter_fsbroker.core.timestamps import iso_utc as iso_utc_ms
+from jupyter_fsbroker.wire.timestamps import iso_utc as iso_utc_ms
 
 
 def rec(

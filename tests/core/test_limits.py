@@ -29,6 +29,7 @@ def test_defaults() -> None:
     assert limits.upload_idle_timeout == 300.0
     assert limits.lock_wait == 2.0
     assert limits.consent_timeout == 120.0
+    assert limits.max_in_flight == 16
 
 
 @pytest.mark.parametrize(
@@ -38,6 +39,8 @@ def test_defaults() -> None:
         ({"max_chunk_bytes": 1024}, "default_read_bytes"),
         ({"default_read_bytes": 3 * MiB}, "default_read_bytes"),
         ({"max_watches": 0}, "positive"),
+        ({"max_in_flight": 0}, "positive"),
+        ({"max_in_flight": 2.5}, "integer"),
         ({"lock_wait": -1.0}, "positive"),
         ({"ops_per_second": float("inf")}, "positive"),
         ({"bytes_per_second": float("nan")}, "positive"),

@@ -2,7 +2,7 @@
 
 The channel must give its callers exactly what mcp's session gives them: the
 raw result, typed errors, a timeout after a courtesy cancellation, a
-cancellation announced to the client, and ConnectionClosed when the pipe ends.
+cancellation announced to the client, and ClientDisconnectedError when the pipe ends.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 
 from jupyter_fsbroker.serverkit.direct import DirectChannel, current_channel
 from jupyter_fsbroker.serverkit.exceptions import (
-    ConnectionClosed,
-    FilesError,
-    PermissionDenied,
-    RequestTimeout,
+    ClientDisconnectedError,
+    FilesRequestError,
+    PermissionDeniedError,
+    RequestTimeoutError,
 )
 
 
@@ -92,7 +92,7 @@ def test_an_error_answer_is_the_typed_error() -> None:
             "data": {"error": "PERMISSION_DENIED", "reason": "outside_roots"},
         }
         channel.route({"jsonrpc": "2.0", "id": request["id"], "error": error})
-        with pytest.raises(PermissionDenied) as info:
+        with pytest.raises(PermissionDeniedError) as info:
             await call
         assert info.value.reason == "outside_roots" and info.value.method == "files/read"
 
@@ -113,7 +113,7 @@ def test_an_answer_that_is_not_json_rpc_fails_the_request_at_once(answer: dict[s
         call = asyncio.ensure_future(channel.request("files/read", {"path": "data/x"}, 5))
         request = await sent(pipe)
         assert channel.route({"jsonrpc": "2.0", "id": request["id"], **answer})
-        with pytest.raises(FilesError) as info:
+        with pytest.raises(FilesRequestError) as info:
             await call
         assert info.value.code == -32603
 
@@ -122,7 +122,7 @@ def test_an_answer_that_is_not_json_rpc_fails_the_request_at_once(answer: dict[s
 
 def test_a_timeout_cancels_the_request_and_a_late_answer_is_dropped() -> None:
     async def test(channel: DirectChannel, pipe: Pipe) -> None:
-        with pytest.raises(RequestTimeout):
+        with pytest.raises(RequestTimeoutError):
             await channel.request("files/read", {"path": "data/x"}, 0)
         request, cancel = pipe.lines
         assert cancel["method"] == "notifications/cancelled"
@@ -151,10 +151,10 @@ def test_requests_waiting_when_the_pipe_ends_get_connection_closed() -> None:
         call = asyncio.ensure_future(channel.request("files/read", {"path": "data/x"}, 5))
         await sent(pipe)
         channel.close()
-        with pytest.raises(ConnectionClosed):
+        with pytest.raises(ClientDisconnectedError):
             await call
         assert current_channel() is None  # later requests go through the session
-        with pytest.raises(ConnectionClosed):
+        with pytest.raises(ClientDisconnectedError):
             await channel.request("files/read", {"path": "data/x"}, 5)
 
     run(test)

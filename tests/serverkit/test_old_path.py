@@ -24,6 +24,8 @@ def python(code: str, *flags: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_old_path_warns_once_and_gives_the_kits_own_objects() -> None:
+    """The kit's old module names and its exceptions' old names resolve to the kit's objects; the
+    old exception names exist on the old path only."""
     code = (
         "import warnings\n"
         "with warnings.catch_warnings(record=True) as caught:\n"
@@ -37,8 +39,13 @@ def test_the_old_path_warns_once_and_gives_the_kits_own_objects() -> None:
         "print(sorted({(w.category.__name__, str(w.message)) for w in caught}))\n"
         "print(len(caught))\n"
         "print(old.FilesClient is kit.FilesClient is FilesClient is files_client.FilesClient)\n"
-        "print(old_errors is exceptions, old.errors is exceptions, old.NotFound is kit.NotFound)\n"
-        "print(sorted(old.__all__) == sorted(kit.__all__))\n"
+        "from jupyter_fsbroker.protocol.server.errors import NotFound, error_from_jsonrpc\n"
+        "print(old_errors is old.errors, NotFound is old.NotFound is kit.NotFoundError,\n"
+        "      error_from_jsonrpc is exceptions.error_from_jsonrpc,\n"
+        "      old.FilesError is kit.FilesRequestError)\n"
+        "print(sorted(set(old.__all__) - set(kit.__all__)) == sorted(old._RENAMED),\n"
+        "      all(getattr(old, a) is getattr(kit, b) for a, b in old._RENAMED.items()),\n"
+        "      not any(hasattr(kit, a) for a in old._RENAMED))\n"
     )
     out = python(code)
     assert out.returncode == 0, out.stderr
@@ -49,8 +56,8 @@ def test_the_old_path_warns_once_and_gives_the_kits_own_objects() -> None:
     )
     assert count == "1"
     assert same == "True"
-    assert modules == "True True True"
-    assert names == "True"
+    assert modules == "True True True True"
+    assert names == "True True True"
 
 
 def test_the_old_path_fails_where_deprecations_are_errors() -> None:

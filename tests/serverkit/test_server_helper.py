@@ -251,7 +251,7 @@ async def test_stateful_codecs_are_decoded_across_chunks(
     error = await err(
         client, "read_text", args={"path": rel(folder / "bad.txt", workdir), "chunk_size": 8192}
     )
-    assert (error["class"], error["reason"]) == ("EncodingError", "invalid_content")
+    assert (error["class"], error["reason"]) == ("ContentEncodingError", "invalid_content")
 
 
 async def test_iter_chunks_ascii_text_wastes_no_read(
@@ -295,13 +295,13 @@ async def test_iter_chunks_detects_a_file_changing_during_the_read(
 
     client.intercept = grow
     error = await err(client, "iter_chunks", args={"path": rel(target, workdir), "chunk_size": 256 * 1024})
-    assert (error["class"], error["reason"]) == ("PreconditionFailed", "changed_during_read")
+    assert (error["class"], error["reason"]) == ("PreconditionFailedError", "changed_during_read")
 
 
 async def test_read_with_max_size(client: StdioClient, folder: Path, workdir: Path) -> None:
     (folder / "m.bin").write_bytes(bytes(5000))
     error = await err(client, "read_bytes", args={"path": rel(folder / "m.bin", workdir), "max_size": 4000})
-    assert error["class"] == "TooLarge"
+    assert error["class"] == "TooLargeError"
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -436,32 +436,38 @@ async def test_typed_exceptions(client: StdioClient, folder: Path, workdir: Path
     (folder / "f.txt").write_text("x")
     (folder / "bad.txt").write_bytes(b"\xff\xfe\xfa")
     cases: list[tuple[str, dict[str, Any], str, int, str | None]] = [
-        ("read_text", {"path": f"{base}/missing.txt"}, "NotFound", -32102, "NOT_FOUND"),
-        ("read_text", {"path": str(workdir / "outside" / "secret.txt")}, "PermissionDenied", -32101, None),
-        ("read_text", {"path": f"{base}/../../outside/secret.txt"}, "PermissionDenied", -32101, None),
-        ("read_text", {"path": base}, "WrongType", -32105, "WRONG_TYPE"),
-        ("create", {"path": f"{base}/f.txt"}, "AlreadyExists", -32103, "ALREADY_EXISTS"),
+        ("read_text", {"path": f"{base}/missing.txt"}, "NotFoundError", -32102, "NOT_FOUND"),
+        (
+            "read_text",
+            {"path": str(workdir / "outside" / "secret.txt")},
+            "PermissionDeniedError",
+            -32101,
+            None,
+        ),
+        ("read_text", {"path": f"{base}/../../outside/secret.txt"}, "PermissionDeniedError", -32101, None),
+        ("read_text", {"path": base}, "WrongTypeError", -32105, "WRONG_TYPE"),
+        ("create", {"path": f"{base}/f.txt"}, "AlreadyExistsError", -32103, "ALREADY_EXISTS"),
         (
             "write_text",
             {"path": f"{base}/f.txt", "text": "y", "if_match": "nope"},
-            "PreconditionFailed",
+            "PreconditionFailedError",
             -32104,
             None,
         ),
-        ("read_text", {"path": f"{base}/bad.txt"}, "EncodingError", -32108, "ENCODING_ERROR"),
-        ("write_too_big", {"path": f"{base}/big"}, "TooLarge", -32106, "TOO_LARGE"),
+        ("read_text", {"path": f"{base}/bad.txt"}, "ContentEncodingError", -32108, "ENCODING_ERROR"),
+        ("write_too_big", {"path": f"{base}/big"}, "TooLargeError", -32106, "TOO_LARGE"),
         (
             "raw",
             {"method": "files/read", "params": {"path": f"{base}/f.txt", "offset": -1}},
-            "InvalidParams",
+            "InvalidParamsError",
             -32602,
             None,
         ),
-        ("raw", {"method": "files/frobnicate", "params": {}}, "MethodNotFound", -32601, None),
+        ("raw", {"method": "files/frobnicate", "params": {}}, "MethodNotFoundError", -32601, None),
         (
             "raw",
             {"method": "files/unlock", "params": {"lockId": "lock_" + "0" * 32}},
-            "NotFound",
+            "NotFoundError",
             -32102,
             None,
         ),
@@ -519,7 +525,7 @@ async def test_rate_limited_gives_up_after_three_retries(
 
     client.intercept = always_limited
     error = await err(client, "stat", args={"path": rel(folder / "f.txt", workdir)})
-    assert (error["class"], error["code"], error["reason"]) == ("RateLimited", -32107, "ops_rate")
+    assert (error["class"], error["code"], error["reason"]) == ("RateLimitedError", -32107, "ops_rate")
     assert error["data"]["retryAfterMs"] == 5
     assert len(client.requests("files/stat")) == 4
 
@@ -580,7 +586,7 @@ async def test_not_granted_asks_consent_once_then_retries(
     error = await err(
         client, "read_text", args={"path": "data/ungranted/denied.txt"}, consent_message="Read it"
     )
-    assert (error["class"], error["reason"]) == ("PermissionDenied", "not_granted")
+    assert (error["class"], error["reason"]) == ("PermissionDeniedError", "not_granted")
 
 
 # -- locks -----------------------------------------------------------------------------------------
@@ -712,7 +718,7 @@ async def test_unknown_operations_and_events_are_refused_before_anything_is_sent
 def test_error_mapping_and_policies() -> None:
     data = {"error": "FILE_LOCKED", "reason": "locked", "path": "data/x", "retryAfterMs": 250}
     exc = helper.error_from_jsonrpc(-32100, "locked", data, method="files/read")
-    assert isinstance(exc, helper.FileLocked) and isinstance(exc, helper.FilesError)
+    assert isinstance(exc, helper.FileLockedError) and isinstance(exc, helper.FilesRequestError)
     assert (exc.code, exc.name, exc.reason, exc.path, exc.retry_after) == (
         -32100,
         "FILE_LOCKED",
@@ -721,8 +727,8 @@ def test_error_mapping_and_policies() -> None:
         0.25,
     )
     assert str(exc) == "FILE_LOCKED: locked"
-    assert type(helper.error_from_jsonrpc(-32001, "timed out")) is helper.RequestTimeout
-    assert type(helper.error_from_jsonrpc(-32099, "odd")) is helper.FilesError
+    assert type(helper.error_from_jsonrpc(-32001, "timed out")) is helper.RequestTimeoutError
+    assert type(helper.error_from_jsonrpc(-32099, "odd")) is helper.FilesRequestError
     assert 0.25 <= helper.RetryPolicy().delay(0, exc) <= 0.275
     plain = helper.error_from_jsonrpc(-32107, "slow")
     assert 0.4 <= helper.RetryPolicy(backoff=0.1).delay(2, plain) <= 0.44
@@ -739,7 +745,7 @@ def test_error_mapping_and_policies() -> None:
         helper.RootEntry("file:///srv/x", None, "/srv/x", False),
     )
     assert roots_from_result({"roots": "nonsense", "_meta": {"filesystemBrokering": []}}) == ()
-    unavailable = helper.FilesUnavailable()
+    unavailable = helper.FilesUnavailableError()
     assert (unavailable.code, unavailable.message) == (-32603, SEP_MESSAGE)
 
 

@@ -24,7 +24,7 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from jupyter_fsbroker.serverkit import (
     FilesClient,
-    FilesError,
+    FilesRequestError,
     client_brokers_files,
     enable_files,
     files,
@@ -191,7 +191,7 @@ OPS: dict[str, Callable[..., Awaitable[Any]]] = {
 }
 
 
-def describe(exc: FilesError) -> dict[str, Any]:
+def describe(exc: FilesRequestError) -> dict[str, Any]:
     return {
         "class": type(exc).__name__,
         "code": exc.code,
@@ -236,7 +236,7 @@ def build_server(*, require: bool = False) -> MCPServer[Any]:
         ) as fs:
             try:
                 return {"ok": await OPS[op](fs, **(args or {}))}
-            except FilesError as exc:
+            except FilesRequestError as exc:
                 return {"error": describe(exc)}
 
     @server.tool()
@@ -250,7 +250,7 @@ def build_server(*, require: bool = False) -> MCPServer[Any]:
 
     @server.tool()
     async def uncaught(path: str, ctx: Context) -> str:
-        """Lets a FilesError escape: it becomes the tool's isError result."""
+        """Lets a FilesRequestError escape: it becomes the tool's isError result."""
         return await files(ctx).read_text(path)
 
     return server

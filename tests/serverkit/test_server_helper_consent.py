@@ -231,7 +231,7 @@ async def test_an_empty_request_is_one_request_to_either_client(
         client.reset()
         answer = await call(client, "consent", args={"message": "m", "paths": {}})
         assert wire_consents(client) == [{"message": "m", "requestedPaths": []}]
-        assert (answer["error"]["class"], answer["error"]["reason"]) == ("InvalidParams", "bad_value")
+        assert (answer["error"]["class"], answer["error"]["reason"]) == ("InvalidParamsError", "bad_value")
 
 
 async def test_a_client_that_lists_per_path_consent_gets_one_request_with_per_path_items(

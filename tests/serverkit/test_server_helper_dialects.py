@@ -161,7 +161,7 @@ async def test_a_real_bad_params_error_asks_consent_once_then_is_raised(
     client.intercept = always_bad
     before = len(consents.requests)
     result = await call(client, "read_text", args={"path": path}, consent_message="Read it")
-    assert result["error"]["class"] == "InvalidParams"
+    assert result["error"]["class"] == "InvalidParamsError"
     assert [a.method for a in client.answered] == ["files/read", "files/consent", "files/read"]
     assert len(consents.requests) == before + 1
 
@@ -172,7 +172,7 @@ async def test_reasons_that_consent_cannot_cure_ask_nothing(
     (workdir / "ref" / "r.txt").write_text("read-only")
     client.intercept = None
     result = await call(client, "write_text", args={"path": "ref/r.txt", "text": "x"}, consent_message="m")
-    assert (result["error"]["class"], result["error"]["reason"]) == ("PermissionDenied", "read_only")
+    assert (result["error"]["class"], result["error"]["reason"]) == ("PermissionDeniedError", "read_only")
     assert [a.method for a in client.answered] == ["files/write"]  # no consent asked
     assert (workdir / "ref" / "r.txt").read_text() == "read-only"
 

@@ -16,6 +16,7 @@ from jupyter_fsbroker.core.errors import FileLocked, PermissionDenied
 from jupyter_fsbroker.core.watch import ChangeEvent
 from jupyter_fsbroker.widgets.consent_prompt import ConsentPrompt
 from jupyter_fsbroker.widgets.dashboard import Dashboard
+from jupyter_fsbroker.wire.timestamps import iso_utc
 
 from .conftest import ALL_OPS, WAIT, FakeView, join_all, make_request
 
@@ -221,7 +222,7 @@ def test_change_feed_is_capped_and_newest_first(broker: Broker) -> None:
     dash = _dashboard(broker, max_changes=3)
     conn = broker.connect("w")
     for i in range(5):
-        dash._on_change(ChangeEvent("w_1", f"data/f{i}.csv", "modified", 1000.0 + i), conn)
+        dash._on_change(ChangeEvent("w_1", f"data/f{i}.csv", "modified", iso_utc(1000.0 + i)), conn)
     assert dash.flush(WAIT)
     html = dash.changes_html.value
     assert "data/f0.csv" not in html and "data/f1.csv" not in html

@@ -24,8 +24,8 @@ from ...console.consent_text import TIMED_OUT, WITHDRAWN, ending
 from ...console.status import decision_text, follow_broker
 from ...core.connection import Connection
 from ...core.consent import ConsentDecision, ConsentRequest
-from ...core.timestamps import iso_utc
 from ...core.watch import ChangeEvent
+from ...wire.timestamps import iso_utc
 from .. import ipykernel_compat as ipk
 from ..prompting import Ask, KernelConsenter
 from ..snapshot import state_snapshot
@@ -169,7 +169,7 @@ class PanelState:
             outcomes=[outcome.to_json() for outcome in outcomes],
             changes=[
                 {
-                    "at": iso_utc(event.timestamp),
+                    "at": event.timestamp,
                     "server": server,
                     "path": event.path,
                     "event": event.event,

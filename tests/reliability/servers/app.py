@@ -41,9 +41,9 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
 from jupyter_fsbroker.serverkit import (
-    FileLocked,
+    FileLockedError,
     FilesClient,
-    FilesError,
+    FilesRequestError,
     RetryPolicy,
     files,
 )
@@ -54,7 +54,7 @@ from tests.support.handover import run_files_server
 ONCE = RetryPolicy(retries=0)
 
 
-def error_of(exc: FilesError) -> dict[str, Any]:
+def error_of(exc: FilesRequestError) -> dict[str, Any]:
     return {
         "code": exc.code,
         "name": exc.name,
@@ -83,7 +83,7 @@ async def locked_increment(send: Counted, path: str, rng: random.Random) -> int:
         try:
             read = await send("files/read", {"path": path, "keepLocked": True})
             break
-        except FileLocked:
+        except FileLockedError:
             conflicts += 1
             await anyio.sleep(rng.uniform(0, 0.003))
     lock_id = read["lockId"]
@@ -147,7 +147,7 @@ class Soak:
             self.counts[op.__name__] += 1
             try:
                 await op()
-            except FilesError as exc:
+            except FilesRequestError as exc:
                 self.unexpected.append(f"{op.__name__}: {exc!r}")
         return {
             "requests": self.send.sent,
@@ -257,7 +257,7 @@ def build_server() -> MCPServer[Any]:
         async with files(ctx) as fs:
             try:
                 return {"result": await fs.request(method, params or {}, retry=ONCE)}
-            except FilesError as exc:
+            except FilesRequestError as exc:
                 return {"error": error_of(exc)}
 
     @server.tool()
@@ -266,7 +266,7 @@ def build_server() -> MCPServer[Any]:
         async with files(ctx) as fs:
             try:
                 result = await fs.write_bytes(path, new_content(size, chunk_size), chunk_size=chunk_size)
-            except FilesError as exc:
+            except FilesRequestError as exc:
                 return {"error": error_of(exc)}
         return {"bytes": result.bytes_written}
 

@@ -3,6 +3,7 @@
 Times outside what the format can spell (years before 1 or after 9999: a file
 whose modification time is set to something absurd) are clamped to its first
 or last moment, so an odd file never turns a listing into an error.
+:func:`parse_iso` reads the format back (and any ISO 8601 time a client sends).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import functools
 import time
 from datetime import UTC, datetime
 
-__all__ = ["iso_utc", "iso_utc_ns"]
+__all__ = ["iso_utc", "iso_utc_ns", "parse_iso"]
 
 # The first and last whole seconds ISO 8601 with four-digit years can spell.
 _FIRST_SECOND = -62_135_596_800  # 0001-01-01T00:00:00Z
@@ -42,6 +43,22 @@ def iso_utc_ns(ns: int) -> str:
     elif second > _LAST_SECOND:
         second, rest = _LAST_SECOND, _NS - 1
     return f"{_second(second)}.{rest // 1_000_000:03d}Z"
+
+
+def parse_iso(text: str) -> float:
+    """The ``time.time()`` value of an ISO 8601 time (``2026-11-29T12:30:00.123Z``).
+
+    A time without an offset is taken as UTC, the wire's zone.
+
+    Raises
+    ------
+    ValueError
+        *text* is not an ISO 8601 time.
+    """
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 @functools.lru_cache(maxsize=4096)
