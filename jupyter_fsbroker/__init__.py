@@ -5,40 +5,59 @@ the shared folders (roots), the grants, locks, watches and audit log, and
 answers the ``files/*`` requests of each server connection.
 
 In a notebook: ``%load_ext jupyter_fsbroker`` (or ``broker = jupyter_fsbroker.get_broker()``).
-The kernel entry points below import IPython, ``ipywidgets`` and the MCP client
-only when called, so ``import jupyter_fsbroker`` stays light.
+Every name is imported on first use: the core's on first access, the kernel entry points
+below (IPython, ``ipywidgets``, the MCP client) only when called. So ``import
+jupyter_fsbroker`` loads nothing but this module and :mod:`._lazy`, and a process that uses
+one layer (the server kit, the sandbox's launcher) loads no other.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 from typing import TYPE_CHECKING, Any
 
-from .core import (
-    Broker,
-    BrokerConfig,
-    BrokerError,
-    CallbackConsenter,
-    ChangeEvent,
-    ConfigError,
-    ConsentDecision,
-    Consenter,
-    ConsentRequest,
-    FilesError,
-    Grant,
-    Limits,
-    Root,
-    SensitiveNames,
-)
+from . import _lazy
 
 if TYPE_CHECKING:
+    from ._version import __version__
+    from .core import (
+        Broker,
+        BrokerConfig,
+        BrokerError,
+        CallbackConsenter,
+        ChangeEvent,
+        ConfigError,
+        ConsentDecision,
+        Consenter,
+        ConsentRequest,
+        FilesError,
+        Grant,
+        Limits,
+        Root,
+        SensitiveNames,
+    )
     from .kernel import NotebookBroker
 
-try:
-    # pyproject.toml is the one place the version is written; the installed metadata carries it.
-    __version__: str = importlib.metadata.version("jupyter_fsbroker")
-except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
-    __version__ = "0+unknown"
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    globals(),
+    {
+        "Broker": ".core",
+        "BrokerConfig": ".core",
+        "BrokerError": ".core",
+        "CallbackConsenter": ".core",
+        "ChangeEvent": ".core",
+        "ConfigError": ".core",
+        "ConsentDecision": ".core",
+        "ConsentRequest": ".core",
+        "Consenter": ".core",
+        "FilesError": ".core",
+        "Grant": ".core",
+        "Limits": ".core",
+        "Root": ".core",
+        "SensitiveNames": ".core",
+        "__version__": "._version",
+    },
+)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -3,15 +3,16 @@
 # missing (scripts/system-packages.sh: Chromium for the browser tests, Node and npm for the
 # JupyterLab extension, which the install builds from labextension/ with the packages of its
 # package-lock.json, and for the interop tests, which install their pinned npm packages
-# themselves), the package with its test extra, then lint, format check and type check (Python
-# and TypeScript), the extension's jest tests, and pytest.
+# themselves), the server kit and the package with its test extra, then lint, format check and
+# type check (Python and TypeScript), the extension's jest tests, and pytest.
 # Under CI=true a missing browser or npm package fails the tests instead of skipping them.
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/system-packages.sh
-python -m pip install -q -e ".[test]"  # builds the JupyterLab extension (npm install + build)
+# The server kit too: the package requires it, and it is built from this repository (packaging/).
+python -m pip install -q -e ./packaging/serverkit -e ".[test]"  # builds the JupyterLab extension (npm install + build)
 ruff check .
 ruff format --check .
 mypy

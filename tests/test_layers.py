@@ -1,13 +1,24 @@
 """The layers of docs/design.md ("Layers"), enforced: the core imports neither Jupyter nor ``mcp``,
-the wire only the standard library, the server kit nothing of the package but the wire."""
+the wire only the standard library, the server kit nothing of the package but the wire.
+
+Statically, from the sources; and at run time, each import in a fresh interpreter, since what a
+process loads is what a user pays for (a server author installs the kit alone, the sandbox's
+launcher starts every confined server).
+"""
 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from tests.support.env import server_env
 
 PACKAGE = Path(__file__).resolve().parents[1] / "jupyter_fsbroker"
 FORBIDDEN_IN_CORE = (
@@ -141,3 +152,120 @@ def test_importing_the_core_loads_no_jupyter_and_no_mcp() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+# -- at run time: what one import loads, in a fresh interpreter ---------------------------------
+
+#: What every import of the package may load of it: the root (lazy) and its two helpers.
+ROOT = ("jupyter_fsbroker", "jupyter_fsbroker._lazy", "jupyter_fsbroker._version")
+KIT = (*ROOT, "jupyter_fsbroker.serverkit", "jupyter_fsbroker.serverkit.*", "jupyter_fsbroker.wire*")
+#: What the kit must not load. Not uvicorn: mcp 2.3 loads it itself, on ``import mcp`` (through
+#: ``mcp.server.streamable_http`` and sse_starlette); what the kit adds to mcp is checked below.
+NOT_IN_THE_KIT = (
+    "watchdog",
+    "portalocker",
+    "platformdirs",
+    "IPython",
+    "ipykernel",
+    "ipywidgets",
+    "traitlets",
+    "zmq",
+    "jupyter_client",
+    "comm",
+)
+
+#: ``(import, the package modules it may load, the top-level modules it must not load)``.
+RUNTIME = [
+    ("jupyter_fsbroker", ROOT, ("mcp", "watchdog", "portalocker", "platformdirs", "IPython")),
+    ("jupyter_fsbroker.serverkit", KIT, NOT_IN_THE_KIT),
+    # The kit's old path, for one release: the kit and the (lazy) protocol package, nothing more.
+    (
+        "jupyter_fsbroker.protocol.server",
+        (*KIT, "jupyter_fsbroker.protocol", "jupyter_fsbroker.protocol.server"),
+        NOT_IN_THE_KIT,
+    ),
+    (
+        "jupyter_fsbroker.core.broker",
+        (*ROOT, "jupyter_fsbroker.core*", "jupyter_fsbroker.wire*"),
+        FORBIDDEN_IN_CORE,
+    ),
+    # The launcher of every confined server: the sandbox, and nothing else of the package.
+    (
+        "jupyter_fsbroker.sandbox.run",
+        (*ROOT, "jupyter_fsbroker.sandbox*", "jupyter_fsbroker.wire*"),
+        ("mcp", "watchdog"),
+    ),
+]
+
+
+def loaded_by(statement: str) -> set[str]:
+    """The modules a fresh interpreter has loaded after *statement*, by their own names: an alias
+    in :data:`sys.modules` (the kit's old module names) is the module it points at."""
+    code = (
+        "import json, sys, warnings\n"
+        "warnings.simplefilter('ignore', DeprecationWarning)\n"
+        f"{statement}\n"
+        "print(json.dumps(sorted({getattr(m, '__name__', k) for k, m in list(sys.modules.items())})))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **server_env()},
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return set(json.loads(out.stdout))
+
+
+def _package_modules(modules: set[str]) -> set[str]:
+    return {m for m in modules if m == "jupyter_fsbroker" or m.startswith("jupyter_fsbroker.")}
+
+
+@pytest.mark.parametrize(("module", "allowed", "forbidden"), RUNTIME, ids=[m for m, _, _ in RUNTIME])
+def test_an_import_loads_only_its_own_layer(
+    module: str, allowed: tuple[str, ...], forbidden: tuple[str, ...]
+) -> None:
+    loaded = loaded_by(f"import {module}")
+    package = _package_modules(loaded)
+    assert module in package
+    assert sorted(m for m in package if not any(fnmatch.fnmatchcase(m, p) for p in allowed)) == []
+    assert sorted({m.split(".")[0] for m in loaded} & set(forbidden)) == []
+
+
+def _third_party(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules} - set(sys.stdlib_module_names) - {"jupyter_fsbroker"}
+
+
+def test_the_root_loads_nothing_outside_the_standard_library() -> None:
+    assert sorted(_third_party(loaded_by("import jupyter_fsbroker")) - _third_party(loaded_by("pass"))) == []
+
+
+def test_the_kit_loads_nothing_its_requirements_do_not_load_themselves() -> None:
+    """What ``import jupyter_fsbroker.serverkit`` costs beyond mcp, anyio and pybase64: nothing."""
+    requirements = loaded_by("import anyio, mcp, mcp_types, pybase64, pydantic, pydantic_core")
+    assert (
+        sorted(_third_party(loaded_by("import jupyter_fsbroker.serverkit")) - _third_party(requirements))
+        == []
+    )
+
+
+def test_a_public_name_of_the_root_loads_its_layer_on_first_use() -> None:
+    code = (
+        "import sys, jupyter_fsbroker\n"
+        "before = 'jupyter_fsbroker.core.broker' in sys.modules\n"
+        "from jupyter_fsbroker import Broker\n"
+        "from jupyter_fsbroker.core.broker import Broker as Engine\n"
+        "from jupyter_fsbroker._version import __version__\n"
+        "print(before, Broker is Engine, jupyter_fsbroker.__version__ is __version__)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **server_env()},
+        check=True,
+    )
+    assert out.stdout.split() == ["False", "True", "True"]

@@ -114,7 +114,8 @@ def test_the_first_screen_is_one_sentence_two_commands_and_the_consent_screensho
     # A virtual environment first (system Pythons refuse pip install), then the quickstart notebook.
     steps = [step.strip() for step in try_it.split("&&")]
     assert steps[0] == "python3 -m venv .venv" and steps[1] == ". .venv/bin/activate"
-    assert steps[2].startswith("pip install -e . ")
+    # Both distributions of this repository, editable: the server kit and the package that requires it.
+    assert steps[2].startswith("pip install -e ./packaging/serverkit -e . ")
     assert steps[3] == "jupyter lab notebooks/01_quickstart.ipynb"
     assert (REPO / "notebooks" / "01_quickstart.ipynb").is_file()
     # The JupyterLab it installs is one the test extra (which the browser tests use) allows.
@@ -128,7 +129,9 @@ def test_the_first_screen_is_one_sentence_two_commands_and_the_consent_screensho
     ci = _ci_run(tmp_path, README, "--print")
     assert ci.returncode == 0, ci.stderr
     assert ci.stdout.splitlines() == [" && ".join(steps[:-1]), test_it]
-    assert 'pip install -q -e ".[test]"' in (REPO / "scripts" / "test.sh").read_text()
+    assert (
+        'pip install -q -e ./packaging/serverkit -e ".[test]"' in (REPO / "scripts" / "test.sh").read_text()
+    )
     # The consent screenshot: the per-path one, in both themes.
     images = re.findall(r'(?:src|srcset)="([^"]+)"', first_screen)
     assert sorted(images) == ["docs/images/consent-dark.png", "docs/images/consent-light.png"]
@@ -214,9 +217,22 @@ def test_the_notebook_example_runs_in_a_fresh_kernel(tmp_path: Path) -> None:
     assert printed == f"{SALES.count(chr(10)) - 1} rows\n"
 
 
+def test_server_authors_install_the_kits_own_distribution() -> None:
+    install, _ = _blocks_in("For server authors", "bash")
+    [command] = _commands(install)
+    kit = REPO / "packaging" / "serverkit"
+    name = tomllib.loads((kit / "pyproject.toml").read_text())["project"]["name"]
+    assert command == f"pip install {name}"
+    # From a clone, the same distribution built from its folder.
+    assert "# From a clone of this repository: pip install ./packaging/serverkit\n" in install
+    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert name in {Requirement(r).name for r in dependencies}  # and a notebook install has it
+
+
 def test_the_server_authors_example_answers_the_command_shown_with_it(tmp_path: Path) -> None:
     [server] = _blocks_in("For server authors", "python")
-    [command] = _commands("\n".join(_blocks_in("For server authors", "bash")))
+    _, example = _blocks_in("For server authors", "bash")
+    [command] = _commands(example)
     assert command.endswith("-- python line_counter.py")
     (_data(tmp_path) / "line_counter.py").write_text(server)
     assert len([line for line in server.splitlines() if line.strip()]) <= 16  # "a ~15-line server"

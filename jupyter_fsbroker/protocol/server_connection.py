@@ -54,7 +54,7 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT, UNSUP
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
-from .. import __version__
+from .._version import __version__
 from ..core.broker import Broker
 from ..core.connection import Connection as CoreConnection
 from ..core.consent import Consenter

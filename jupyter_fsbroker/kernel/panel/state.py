@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ... import __version__
+from ..._version import __version__
 from ...console.consent_text import TIMED_OUT, WITHDRAWN, ending
 from ...console.status import decision_text, follow_broker
 from ...core.connection import Connection
