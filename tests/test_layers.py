@@ -178,10 +178,16 @@ NOT_IN_THE_KIT = (
 RUNTIME = [
     ("jupyter_fsbroker", ROOT, ("mcp", "watchdog", "portalocker", "platformdirs", "IPython")),
     ("jupyter_fsbroker.serverkit", KIT, NOT_IN_THE_KIT),
-    # The kit's old path, for one release: the kit and the (lazy) protocol package, nothing more.
+    # The kit's old path, for one release: the kit and the (lazy) protocol package, nothing more
+    # (``.errors`` is a module of its own there: the kit's exceptions under their old names).
     (
         "jupyter_fsbroker.protocol.server",
-        (*KIT, "jupyter_fsbroker.protocol", "jupyter_fsbroker.protocol.server"),
+        (
+            *KIT,
+            "jupyter_fsbroker.protocol",
+            "jupyter_fsbroker.protocol.server",
+            "jupyter_fsbroker.protocol.server.errors",
+        ),
         NOT_IN_THE_KIT,
     ),
     (
