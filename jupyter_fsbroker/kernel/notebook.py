@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -56,6 +57,7 @@ from .views import NotebookViews, widgets_available
 
 if TYPE_CHECKING:  # the MCP client is imported with the first connection (see .servers)
     from ..protocol.server_connection import ServerConnection
+    from ..widgets.view_thread import ViewThread
     from .trashbin import NotebookTrash
 
 __all__ = ["NotebookBroker"]
@@ -168,11 +170,13 @@ class NotebookBroker:
 
     def _default_consenter(self) -> Consenter:
         if self._kernel is not None:
-            make_prompt = _make_prompt if self._views.widgets else None
+            views = self._views.thread
+            make_prompt = functools.partial(_make_prompt, views=views) if self._views.widgets else None
             self._kernel_consenter = KernelConsenter(
                 make_prompt=make_prompt,
                 place_outside=self._views.place_outside,
                 ready=self._warm,
+                views=views,
             )
             self._kernel_consenter.subscribe(self._views.follow_consent)
             return self._kernel_consenter
@@ -519,6 +523,11 @@ class NotebookBroker:
 
     # -- views ---------------------------------------------------------------------------------
 
+    @property
+    def views_thread(self) -> ViewThread:
+        """The thread every view of this broker changes on (see :mod:`.views`); closed with it."""
+        return self._views.thread
+
     def dashboard(self) -> Any:
         """The dashboard widget: folders, connections (Disconnect), grants (Revoke), locks
         (Force release), changes, activity, and consent requests outside calls.
@@ -621,6 +630,7 @@ class NotebookBroker:
             stdin_mode=lambda: str(self.settings.stdin_fallback).lower(),
             show_progress=lambda: bool(self.settings.show_progress),
             place_outside=self._views.place_outside,
+            views=self._views.thread,
         )
 
     def _check_open(self) -> None:
@@ -671,8 +681,9 @@ class NotebookBroker:
             _finish(self._warm)  # requests still waiting for it go to their (closing) views now
         prompts = []
         if self._kernel_consenter is not None:
-            prompts = [ask.prompt for ask in self._kernel_consenter.asks() if ask.prompt is not None]
-            self._kernel_consenter.close()
+            asks = self._kernel_consenter.close()
+            self._views.thread.settle()  # a prompt being built meanwhile is among them once built
+            prompts = [ask.prompt for ask in asks if ask.prompt is not None]
         if not at_exit:
             for prompt in prompts:
                 try:
@@ -692,11 +703,13 @@ class NotebookBroker:
         self.close()
 
 
-def _make_prompt(request: ConsentRequest, future: concurrent.futures.Future[ConsentDecision]) -> Any:
+def _make_prompt(
+    request: ConsentRequest, future: concurrent.futures.Future[ConsentDecision], *, views: ViewThread
+) -> Any:
     """A consent prompt widget (``ipywidgets`` is imported with the first one, not at ``%load_ext``)."""
     from ..widgets.consent_prompt import ConsentPrompt
 
-    return ConsentPrompt(request, future)
+    return ConsentPrompt(request, future, views=views)
 
 
 def _finish(future: concurrent.futures.Future[None]) -> None:

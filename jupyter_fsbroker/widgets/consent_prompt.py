@@ -10,9 +10,12 @@ prompt then shows what happened.
 Threading: the prompt may be built, clicked and resolved on any thread (click
 handlers run on a kernel subshell's thread while a cell blocks; the broker
 cancels from its own threads). Its own state is guarded by a lock; the future
-guarantees that only the first answer counts. A small daemon thread per prompt
-updates the countdown until the future is done, the deadline passes or
-:meth:`ConsentPrompt.close` is called; ``close`` joins it.
+guarantees that only the first answer counts. Given a
+:class:`~.view_thread.ViewThread` (as the kernel's prompts are), the prompt is
+changed there only: the outcome of a timeout or of a click, and the countdown,
+which that thread's clock ticks for every prompt. Without one, a small daemon
+thread per prompt updates the countdown until the future is done, the deadline
+passes or :meth:`ConsentPrompt.close` is called; ``close`` joins it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import math
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
@@ -33,6 +36,9 @@ from ..console.status import decision_text
 from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest
 from .closing import close_parts
 from .style import ACCEPT, REJECT, style_html
+
+if TYPE_CHECKING:
+    from .view_thread import ViewThread
 
 __all__ = ["DURATION_CHOICES", "ConsentPrompt"]
 
@@ -62,6 +68,10 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         The duration selected at first: ``None`` (this connection), ``900`` or ``3600``.
     tick
         Seconds between countdown updates.
+    views
+        The thread that changes the prompt after it is built (see the module
+        docstring); ``None``: the thread that resolves the future, and a
+        countdown thread of its own.
 
     Attributes
     ----------
@@ -100,8 +110,10 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         *,
         default_duration: float | None = None,
         tick: float = 1.0,
+        views: ViewThread | None = None,
     ) -> None:
         super().__init__()
+        self._views = views
         self.request = request
         self.future = future
         self._tick = max(0.01, float(tick))
@@ -197,9 +209,13 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
             control.observe(self._selection_changed, names="value")
         self._selection_changed()
         self._show_countdown()
-        future.add_done_callback(self._on_done)  # runs at once if the future is done already
+        if views is not None:
+            future.add_done_callback(lambda done: views.post(self._on_done, done))
+            views.clock(self._next_tick, self._next_tick_in(self.request.deadline - time.time()))
+        else:
+            future.add_done_callback(self._on_done)  # runs at once if the future is done already
         with self._lock:
-            if not self._finished and not self._closed:
+            if views is None and not self._finished and not self._closed:
                 self._ticker = threading.Thread(
                     target=self._run_ticker, name=f"fsbroker-consent-countdown-{request.id}", daemon=True
                 )
@@ -326,7 +342,7 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
                 self.future.set_result(decision)
         finally:
             self._answering = None
-        if self.future.done():
+        if self.future.done() and self._views is None:  # with views, the posted callback shows it
             self._on_done(self.future)
 
     def _on_done(self, future: Future[ConsentDecision]) -> None:
@@ -391,15 +407,26 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
                     self.countdown.value = "&nbsp;time is up: refusing"
         return remaining
 
+    def _next_tick_in(self, remaining: float) -> float:
+        # Wake when the remaining time crosses a whole second, so the display never skips one.
+        fraction = remaining - math.floor(remaining)
+        return min(self._tick, remaining, fraction or self._tick)
+
+    def _next_tick(self) -> float | None:
+        """One tick of the views' clock: the seconds until the next, or ``None`` when counting is over."""
+        if self._stop.is_set():
+            return None
+        remaining = self._show_countdown()
+        if remaining <= 0:
+            return None  # the broker cancels the future at the deadline; nothing left to count
+        return self._next_tick_in(remaining)
+
     def _run_ticker(self) -> None:
         while True:
             remaining = self._show_countdown()
             if remaining <= 0:
                 return  # the broker cancels the future at the deadline; nothing left to count
-            # Wake when the remaining time crosses a whole second, so the display never skips one.
-            fraction = remaining - math.floor(remaining)
-            wait = min(self._tick, remaining, fraction or self._tick)
-            if self._stop.wait(wait):
+            if self._stop.wait(self._next_tick_in(remaining)):
                 return
 
     # -- lifetime ----------------------------------------------------------------------------

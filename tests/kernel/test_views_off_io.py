@@ -14,8 +14,6 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 
-import pytest
-
 from tests.support.env import REPO
 
 from .conftest import PROFILE_RAW, connect_stdio, load
@@ -58,10 +56,6 @@ _built_followed(TransferProgress, 'progress')
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="views change on the pipe's reading thread, the loop and a countdown thread of each prompt",
-)
 def test_every_view_update_runs_on_the_views_thread(start_kernel: Callable[..., Kernel]) -> None:
     kernel = start_kernel()
     load(kernel, consent_timeout=2)
