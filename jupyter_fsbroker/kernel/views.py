@@ -66,8 +66,8 @@ def widgets_available() -> bool:
 
 
 def _render_detached(dashboard: Any, render: Callable[[], None]) -> None:
-    # Rows are created while rendering, on the dashboard's timer thread: keep their comms
-    # unpinned so Disconnect works while a cell blocks (see ipykernel_compat).
+    # Rows are created while rendering, on the views' thread: keep their comms unpinned so
+    # Disconnect works while a cell blocks (see ipykernel_compat).
     ipk.run_detached(render)
     ipk.free_routing(dashboard)
 
@@ -199,7 +199,12 @@ class NotebookViews:
             from ..widgets.places import PromptShelf
 
             dash = ipk.run_detached(
-                Dashboard, self._core, self._connections, render_with=_render_detached, pending=self._pending
+                Dashboard,
+                self._core,
+                self._connections,
+                render_with=_render_detached,
+                pending=self._pending,
+                views=self.thread,
             )
             ipk.free_routing(dash)
             watch_comm_closed(dash, lambda: self._lost(dash, "the dashboard"))

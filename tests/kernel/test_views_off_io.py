@@ -2,8 +2,8 @@
 
 A real kernel, two real stdio servers built with the server kit (the example server, whose
 call asks for consent, and one that reads a file in chunks), and the views a user sees: the
-card of a connection, the consent prompt of a call (left to time out) and the transfer
-progress of a chunked read. Every trait
+card of a connection, the dashboard, the consent prompt of a call (left to time out) and
+the transfer progress of a chunked read. Every trait
 change of every widget of those views, from the moment each view is built, is
 recorded with the name of the thread it ran on.
 """
@@ -64,7 +64,9 @@ def test_every_view_update_runs_on_the_views_thread(start_kernel: Callable[..., 
         "open('data/big.bin', 'wb').write(b'\\x01' * (8 * 1024 * 1024))\n" + RECORDER
     )
     kernel.run(f"stream = broker.connect('stream', command={STREAM_SERVER})")
-    kernel.run("_follow('card', broker._views._cards[stream.id][0])")
+    kernel.run(
+        "_follow('card', broker._views._cards[stream.id][0])\n_follow('dashboard', broker.dashboard())"
+    )
     digest = "stream.call_tool('digest', {'path': 'data/big.bin', 'chunk_size': 65536, 'concurrency': 1}"
     # No grant: the server asks, nobody answers, the prompt times out and the call fails.
     connect_stdio(kernel)
@@ -81,7 +83,7 @@ def test_every_view_update_runs_on_the_views_thread(start_kernel: Callable[..., 
     )
     seen: list[tuple[str, str, str, str]] = [tuple(row) for row in kernel.value("seen")]
     views = {view for view, *_ in seen}
-    assert views == {"card", "prompt", "progress"}, views  # each view was built and changed
+    assert views == {"card", "dashboard", "prompt", "progress"}, views  # each view was built and changed
     assert any(view == "progress" and cls == "FloatProgress" for view, cls, *_ in seen), seen
     elsewhere = Counter((view, thread) for view, _, _, thread in seen if thread != "fsbroker-views")
     assert not elsewhere, f"view updates off the views' thread (view, thread: count): {dict(elsewhere)}"
