@@ -61,7 +61,7 @@ def test_every_view_update_runs_on_the_views_thread(start_kernel: Callable[..., 
     load(kernel, consent_timeout=2)
     kernel.run(
         "%config FSBroker.stdin_fallback = 'never'\n"
-        "open('data/big.bin', 'wb').write(b'\\x01' * (8 * 1024 * 1024))\n" + RECORDER
+        "open('data/big.bin', 'wb').write(b'\\x01' * (16 * 1024 * 1024))\n" + RECORDER
     )
     kernel.run(f"stream = broker.connect('stream', command={STREAM_SERVER})")
     kernel.run(
@@ -74,7 +74,7 @@ def test_every_view_update_runs_on_the_views_thread(start_kernel: Callable[..., 
     assert refused.stdout.strip() == "True", refused.stdout
     kernel.run("broker.allow('data', ops=('read',))")
     read = kernel.run(f"print({digest}).data['bytes'])")
-    assert read.stdout.strip() == str(8 * 1024 * 1024), read.stdout
+    assert read.stdout.strip() == str(16 * 1024 * 1024), read.stdout
     kernel.run("stream.close(); stream.wait_closed(10)")
     kernel.wait_for(
         lambda: kernel.value("any(v == 'card' and t == 'value' for v, _, t, _ in seen)"),
