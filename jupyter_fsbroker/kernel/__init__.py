@@ -3,6 +3,9 @@
 * :mod:`.current` — :func:`get_broker`: the one broker of this kernel (created on
   first use, closed at exit); the extension and the magics go through it.
 * :mod:`.notebook` — :class:`NotebookBroker`: roots, grants and connections, with their views.
+* :mod:`.connecting` — the notebook's connections by name: opened, replaced, watched, ended.
+* :mod:`.settings_link` — a running broker following its ``FSBroker`` settings.
+* :mod:`.warming` — the warm-up: what connections need, imported while the user goes on.
 * :mod:`.notebook_connection` — :class:`KernelConnection`: one server connection (calls,
   cancellation, grants, the kill switch).
 * :mod:`.tool_results` — :class:`ToolResult` (a tool's result), :class:`ToolError` (a failed tool),

@@ -116,6 +116,37 @@ class CallRunner:
             future.cancel()
             raise
 
+    def run_call(
+        self, connection_id: str, coro: Coroutine[Any, Any, T], *, cancelled: Callable[[], Exception]
+    ) -> T:
+        """Run the tool call *coro* of connection *connection_id* framed in a call (:meth:`call`), and wait.
+
+        The calling cell shows the call's consent requests and progress while it
+        waits; Ctrl-C cancels the call. A call cancelled under it (the broker
+        closing) raises ``cancelled()``.
+        """
+        with self.call(connection_id) as scope:
+            future = self.submit(coro)
+            try:
+                return scope.wait(future)
+            except concurrent.futures.CancelledError:
+                raise cancelled() from None
+
+    async def arun_call(
+        self, connection_id: str, coro: Coroutine[Any, Any, T], *, cancelled: Callable[[], Exception]
+    ) -> T:
+        """:meth:`run_call` for async cells: awaited on the caller's loop, which keeps handling clicks."""
+        with self.call(connection_id) as scope:
+            future = self.submit(coro)
+            try:
+                return await scope.wait_async(future)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if future.cancelled() and not (task is not None and task.cancelling()):
+                    # The broker was closed under the call, not this task cancelled.
+                    raise cancelled() from None
+                raise
+
     @contextlib.contextmanager
     def call(self, connection_id: str) -> Iterator[CallScope]:
         """Frame one tool call on connection *connection_id*: its consent requests come to this scope.

@@ -16,8 +16,9 @@
 
 It ties together a core :class:`~jupyter_fsbroker.core.broker.Broker` (roots,
 grants, locks, audit), the background loop its connections run on
-(:mod:`.loop`, reached through :mod:`.calls`), the servers it connects to
-(:mod:`.servers`), the ``FSBroker`` settings, who answers consent
+(:mod:`.loop`, reached through :mod:`.calls`), its connections by name
+(:mod:`.connecting`) and the servers they reach (:mod:`.servers`), the
+``FSBroker`` settings it follows (:mod:`.settings_link`), who answers consent
 (:mod:`.prompting`), and the views (:mod:`.views`). Its methods
 are thin, thread-safe entry points: the work happens on the loop or in the core,
 and policy is the core's. It never blocks the loop's thread, and closing it
@@ -26,51 +27,43 @@ leaves no thread, process, lock or temporary file behind.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core.broker import Broker
 from ..core.config import BrokerConfig
 from ..core.consent import ConsentDecision, Consenter, ConsentRequest, DenyingConsenter
-from ..core.errors import ClosedError, ConfigError
+from ..core.errors import ClosedError
 from ..core.grants import Grant
 from ..core.locks import LockInfo
 from ..core.roots import Root
-from ..core.specs import apply_specs
 from ..sandbox import Sandbox
 from . import ipykernel_compat as ipk
 from .calls import CallRunner
-from .loop import BackgroundLoop, LoopClosedError
+from .connecting import CLOSE_TIMEOUT, ConnectionRegistry
+from .loop import BackgroundLoop
 from .notebook_connection import KernelConnection
 from .prompting import CallScope, KernelConsenter
-from .servers import DEFAULT_CONNECT_TIMEOUT, ServerTarget, TargetOptions, warm_up
-from .settings import LIVE_TRAITS, FSBroker
+from .servers import DEFAULT_CONNECT_TIMEOUT, TargetOptions
+from .settings import FSBroker
+from .settings_link import SettingsLink
 from .views import NotebookViews, widgets_available
+from .warming import WarmUp
 
 if TYPE_CHECKING:  # the MCP client is imported with the first connection (see .servers)
-    from ..protocol.server_connection import ServerConnection
+    from ..widgets.view_thread import ViewThread
     from .trashbin import NotebookTrash
 
 __all__ = ["NotebookBroker"]
 
 log = logging.getLogger(__name__)
-
-#: Seconds :meth:`NotebookBroker.close` waits for the transports to come down.
-_CLOSE_TIMEOUT = 10.0
-#: Seconds a cell waits at most for the warm-up's imports to end (a few on a busy machine).
-_WARM_UP_WAIT = 60.0
-
-#: The settings that name roots and pre-approvals.
-_SPEC_TRAITS = ("roots", "read_only_roots", "allow")
-#: The settings of the audit file, which a running broker keeps.
-_AUDIT_TRAITS = ("audit_file", "audit_required")
 
 
 class NotebookBroker:
@@ -122,16 +115,13 @@ class NotebookBroker:
             widgets = self._kernel is not None and widgets_available()
         self._lock = threading.RLock()
         self._closed = False
-        self._connections: dict[str, KernelConnection] = {}
         self._terminal: Any | None = None
         self._base_config = config or BrokerConfig()
         self.core = Broker(self.settings.make_config(self._base_config))
         self._kernel_consenter: KernelConsenter | None = None
-        self._warm: concurrent.futures.Future[None] | None = None
-        self._warming = False
         self._views = NotebookViews(
             self.core,
-            self._connection_list,
+            lambda: self._registry.all(),
             widgets=widgets,
             closed=lambda: self._closed,
             pending=self.pending_consents,
@@ -142,37 +132,48 @@ class NotebookBroker:
         except BaseException:
             self.core.close()
             raise
-        if self._kernel is not None:
-            # %load_ext stays quick: the MCP client and jsonschema (which mcp imports when a tool's
-            # structured result is first checked: seconds) are imported on a worker thread of the loop
-            # once the loading cell is over (or at the first connect), while the user goes on; the
-            # first consent prompt is shown once that is done, so the answer never waits for an import.
-            self._warm = concurrent.futures.Future()
+        self._warm = WarmUp(self._loop, enabled=self._kernel is not None)
         self._consenter = consenter if consenter is not None else self._default_consenter()
         self._runner = CallRunner(
             self._loop, new_scope=self._new_scope, consenter=self._kernel_consenter, keep=self._views.keep
         )
-        self._apply_specs()
+        self._registry = ConnectionRegistry(
+            self,
+            self.core,
+            runner=self._runner,
+            views=self._views,
+            consenter=lambda: self._consenter,
+            default_sandbox=self.settings.default_sandbox,
+            before=self._warm.start,
+            closed=lambda: self._closed,
+        )
+        self._settings_link = SettingsLink(
+            self.settings,
+            target=self,
+            core=self.core,
+            base_config=self._base_config,
+            closed=lambda: self._closed,
+        )
+        self._settings_link.apply_specs()
         self._events = getattr(shell, "events", None)
         if self._events is not None:
             self._events.register("pre_run_cell", self._before_cell)
             self._events.register("post_run_cell", self._after_cell)
         else:
-            self._warm_up()
-        self.settings.observe(self._live_setting_changed, names=list(LIVE_TRAITS))
-        self.settings.observe(self._specs_changed, names=list(_SPEC_TRAITS))
-        self.settings.observe(self._audit_changed, names=list(_AUDIT_TRAITS))
+            self._warm.start()
 
     def _prepare_loop(self) -> None:
         ipk.detach(self._kernel)
 
     def _default_consenter(self) -> Consenter:
         if self._kernel is not None:
-            make_prompt = _make_prompt if self._views.widgets else None
+            views = self._views.thread
+            make_prompt = functools.partial(_make_prompt, views=views) if self._views.widgets else None
             self._kernel_consenter = KernelConsenter(
                 make_prompt=make_prompt,
                 place_outside=self._views.place_outside,
-                ready=self._warm,
+                ready=self._warm.ready,
+                views=views,
             )
             self._kernel_consenter.subscribe(self._views.follow_consent)
             return self._kernel_consenter
@@ -192,48 +193,8 @@ class NotebookBroker:
         state = "closed" if self._closed else "open"
         return (
             f"<NotebookBroker {state}: {len(self.core.roots.snapshot())} roots, "
-            f"{len(self._connections)} connections>"
+            f"{len(self._registry.all())} connections>"
         )
-
-    # -- settings ------------------------------------------------------------------------------
-
-    def _apply_specs(self) -> None:
-        problems = apply_specs(
-            self,
-            roots=self.settings.roots,
-            read_only_roots=self.settings.read_only_roots,
-            allow=self.settings.allow,
-            existing_roots={root.name for root in self.core.roots.snapshot()},
-        )
-        for problem in problems:
-            log.warning("FSBroker %s", problem)
-            print(f"jupyter_fsbroker: FSBroker {problem}", file=sys.stderr)
-
-    def _live_setting_changed(self, change: Any) -> None:
-        if self._closed:
-            return
-        try:
-            wanted = self.settings.make_config(self._base_config)
-            # Reaches every part of the broker that reads them (lock wait, rates of open connections ...).
-            self.core.configure(
-                limits=wanted.limits,
-                permanent_delete=wanted.permanent_delete,
-                trash_max_age=wanted.trash_max_age,
-                trash_max_bytes=wanted.trash_max_bytes,
-            )
-        except ConfigError as exc:
-            print(f"jupyter_fsbroker: FSBroker.{change['name']} not applied: {exc}", file=sys.stderr)
-
-    def _specs_changed(self, change: Any) -> None:
-        if not self._closed:
-            self._apply_specs()
-
-    def _audit_changed(self, change: Any) -> None:
-        if not self._closed:
-            print(
-                f"jupyter_fsbroker: FSBroker.{change['name']} takes effect at the next %reload_ext",
-                file=sys.stderr,
-            )
 
     # -- roots and grants ----------------------------------------------------------------------
 
@@ -350,12 +311,7 @@ class NotebookBroker:
     @property
     def connections(self) -> dict[str, KernelConnection]:
         """The connections by name (closed ones stay listed until replaced)."""
-        with self._lock:
-            return dict(self._connections)
-
-    def _connection_list(self) -> tuple[KernelConnection, ...]:
-        with self._lock:
-            return tuple(self._connections.values())
+        return self._registry.by_name()
 
     def connection(self, name: str) -> KernelConnection:
         """The connection called *name*.
@@ -365,13 +321,7 @@ class NotebookBroker:
         ConfigError
             No connection has that name.
         """
-        with self._lock:
-            conn = self._connections.get(name)
-            names = sorted(self._connections)
-        if conn is None:
-            known = ", ".join(names) or "none"
-            raise ConfigError(f"no connection named {name!r} (connections: {known})")
-        return conn
+        return self._registry.get(name)
 
     def __getitem__(self, name: str) -> KernelConnection:
         return self.connection(name)
@@ -442,9 +392,7 @@ class NotebookBroker:
         SandboxError
             The sandbox cannot be set up as asked (a path that contains a root ...).
         """
-        self._runner.check_thread()
-        self._warm_up()
-        target = self._target(
+        return self._registry.connect(
             name,
             url=url,
             headers=headers,
@@ -455,69 +403,21 @@ class NotebookBroker:
             sandbox=sandbox,
             advertise_roots=advertise_roots,
         )
-        return self._connected(self._runner.run(self._open(target)))
 
     async def aconnect(self, name: str, **options: Unpack[TargetOptions]) -> KernelConnection:
         """:meth:`connect` for async cells: ``conn = await broker.aconnect(...)``; the same arguments."""
-        self._runner.check_thread()
-        self._warm_up()
-        target = self._target(name, **options)
-        return self._connected(await self._runner.run_async(self._open(target)))
+        return await self._registry.aconnect(name, **options)
 
-    def _target(self, name: str, **options: Unpack[TargetOptions]) -> ServerTarget:
-        """Check the arguments of :meth:`connect`; close a connection of the same name."""
-        self._check_open()
-        target = ServerTarget.check(name, default_sandbox=self.settings.default_sandbox(), **options)
-        with self._lock:
-            old = self._connections.get(name)
-        if old is not None and not old.closed:
-            log.info("connection %r replaced", name)
-            old.server.close("replaced by a new connection with the same name")
-        return target
-
-    async def _open(self, target: ServerTarget) -> ServerConnection:
-        """On the loop: wait for a replaced connection to end, then connect."""
-        with self._lock:
-            old = self._connections.get(target.name)
-        if old is not None:
-            try:
-                await asyncio.wait_for(old.server.wait_closed(), _CLOSE_TIMEOUT)
-            except TimeoutError:
-                log.warning("the old connection %r did not close in time", target.name)
-        return await target.open(self.core, self._consenter)
-
-    def _connected(self, server: ServerConnection) -> KernelConnection:
-        conn = KernelConnection(
-            server, broker=self, runner=self._runner, on_change=self._views.connection_changed
-        )
-        with self._lock:
-            if self._closed:
-                server.close("the broker was closed")
-                raise ClosedError("the broker is closed")
-            self._connections[server.name] = conn
-        # Followed before the card shows: a notice that comes meanwhile is on it either way.
-        unfollow = server.roots_offer.follow(lambda _notice: self._views.connection_changed(conn))
-        self._views.show_card(conn)
-        with contextlib.suppress(ClosedError):  # closing: close() ends the connection
-            self._runner.submit(self._watch(conn, unfollow))
-        self._views.refresh()
-        return conn
-
-    async def _watch(self, conn: KernelConnection, unfollow: Callable[[], None]) -> None:
-        """On the loop, until the transport is down: then show the change."""
-        try:
-            await conn.server.wait_closed()
-        finally:
-            unfollow()
-        self._views.connection_changed(conn)
-
-    def disconnect(self, name: str, *, timeout: float = _CLOSE_TIMEOUT) -> None:
+    def disconnect(self, name: str, *, timeout: float = CLOSE_TIMEOUT) -> None:
         """Close the connection *name* and wait (at most *timeout* seconds) until it is down."""
-        conn = self.connection(name)
-        conn.close()
-        conn.wait_closed(timeout)
+        self._registry.disconnect(name, timeout=timeout)
 
     # -- views ---------------------------------------------------------------------------------
+
+    @property
+    def views_thread(self) -> ViewThread:
+        """The thread every view of this broker changes on (see :mod:`.views`); closed with it."""
+        return self._views.thread
 
     def dashboard(self) -> Any:
         """The dashboard widget: folders, connections (Disconnect), grants (Revoke), locks
@@ -583,34 +483,14 @@ class NotebookBroker:
         return consenter.answer(request_id, decision)
 
     def _before_cell(self, *args: object) -> None:
-        """Before each cell: let an import of the warm-up end first (see :meth:`_warm_up`)."""
-        warm = self._warm
-        if warm is not None and self._warming and not warm.done():
-            # Two threads importing one package whose modules import each other (mcp, pydantic)
-            # can meet in Python's deadlock detection, and one of them then gets a module half
-            # made ("cannot import name ... from partially initialized module"): the user's code
-            # must never run beside the warm-up's imports. Once per kernel, at most the rest of it.
-            concurrent.futures.wait([warm], timeout=_WARM_UP_WAIT)
+        """Before each cell: let an import of the warm-up end first (see :mod:`.warming`)."""
+        self._warm.wait()
 
     def _after_cell(self, *args: object) -> None:
         """After each cell: start the warm-up (once), print what the views noticed meanwhile."""
-        self._warm_up()
+        self._warm.start()
         for notice in self._views.take_notices():
             print(notice, file=sys.stderr)
-
-    def _warm_up(self) -> None:
-        """Import what connections and answers need, on a worker thread of the loop (once)."""
-        warm = self._warm
-        with self._lock:
-            if warm is None or self._warming or self._closed:
-                return
-            self._warming = True
-        try:
-            done = self._loop.submit(asyncio.to_thread(warm_up))
-        except LoopClosedError:
-            _finish(warm)
-            return
-        done.add_done_callback(lambda _done: _finish(warm))
 
     def _new_scope(self, connection_id: str) -> CallScope:
         return CallScope(
@@ -621,6 +501,7 @@ class NotebookBroker:
             stdin_mode=lambda: str(self.settings.stdin_fallback).lower(),
             show_progress=lambda: bool(self.settings.show_progress),
             place_outside=self._views.place_outside,
+            views=self._views.thread,
         )
 
     def _check_open(self) -> None:
@@ -651,28 +532,18 @@ class NotebookBroker:
             if self._closed:
                 return
             self._closed = True
-            conns = list(self._connections.values())
         if self._events is not None:
             for event, callback in (("pre_run_cell", self._before_cell), ("post_run_cell", self._after_cell)):
                 with contextlib.suppress(ValueError):  # never registered, or unregistered already
                     self._events.unregister(event, callback)
-        self.settings.unobserve(self._live_setting_changed, names=list(LIVE_TRAITS))
-        self.settings.unobserve(self._specs_changed, names=list(_SPEC_TRAITS))
-        self.settings.unobserve(self._audit_changed, names=list(_AUDIT_TRAITS))
-        for conn in conns:
-            conn.server.close("the notebook's broker was closed")
-        if conns and self._loop.running:
-            try:
-                waiter = self._loop.submit(_wait_all([c.server for c in conns], _CLOSE_TIMEOUT))
-                waiter.result(_CLOSE_TIMEOUT + 1.0)
-            except (LoopClosedError, concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
-                log.warning("some connections did not close in time")
-        if self._warm is not None:
-            _finish(self._warm)  # requests still waiting for it go to their (closing) views now
+        self._settings_link.close()
+        self._registry.close()
+        self._warm.finish()  # requests still waiting for it go to their (closing) views now
         prompts = []
         if self._kernel_consenter is not None:
-            prompts = [ask.prompt for ask in self._kernel_consenter.asks() if ask.prompt is not None]
-            self._kernel_consenter.close()
+            asks = self._kernel_consenter.close()
+            self._views.thread.settle()  # a prompt being built meanwhile is among them once built
+            prompts = [ask.prompt for ask in asks if ask.prompt is not None]
         if not at_exit:
             for prompt in prompts:
                 try:
@@ -692,17 +563,10 @@ class NotebookBroker:
         self.close()
 
 
-def _make_prompt(request: ConsentRequest, future: concurrent.futures.Future[ConsentDecision]) -> Any:
+def _make_prompt(
+    request: ConsentRequest, future: concurrent.futures.Future[ConsentDecision], *, views: ViewThread
+) -> Any:
     """A consent prompt widget (``ipywidgets`` is imported with the first one, not at ``%load_ext``)."""
     from ..widgets.consent_prompt import ConsentPrompt
 
-    return ConsentPrompt(request, future)
-
-
-def _finish(future: concurrent.futures.Future[None]) -> None:
-    with contextlib.suppress(concurrent.futures.InvalidStateError):  # finished by the other side already
-        future.set_result(None)
-
-
-async def _wait_all(servers: list[ServerConnection], timeout: float) -> None:
-    await asyncio.wait_for(asyncio.gather(*(s.wait_closed() for s in servers)), timeout)
+    return ConsentPrompt(request, future, views=views)

@@ -11,7 +11,6 @@ nothing here decides what a server may do (the core does).
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
@@ -44,6 +43,12 @@ class KernelConnection:
 
     Returned by :meth:`NotebookBroker.connect <jupyter_fsbroker.kernel.notebook.NotebookBroker.connect>`;
     not created directly. Thread-safe.
+
+    One class on purpose, like ``httpx.Client``: it is what a notebook user
+    holds and tab-completes, so everything about the connection is found on it.
+    It holds no state of its own: its properties are one-line reads of the
+    protocol connection, and the work is done elsewhere (tool calls framed and
+    waited for in :mod:`.calls`, results in :mod:`.tool_results`, grants in the core).
 
     Parameters
     ----------
@@ -250,12 +255,11 @@ class KernelConnection:
         KeyboardInterrupt
             The call was interrupted (and cancelled).
         """
-        with self._runner.call(self.id) as scope:
-            future = self._runner.submit(self._server.call_tool(tool, arguments, timeout=timeout))
-            try:
-                result: dict[str, Any] = scope.wait(future)
-            except concurrent.futures.CancelledError:
-                raise self._cancelled(tool) from None
+        result: dict[str, Any] = self._runner.run_call(
+            self.id,
+            self._server.call_tool(tool, arguments, timeout=timeout),
+            cancelled=lambda: self._cancelled(tool),
+        )
         return self._result(tool, result, raise_on_error)
 
     async def acall_tool(
@@ -268,18 +272,11 @@ class KernelConnection:
         :meth:`call_tool` and raises the same errors (cancelling the awaiting
         task cancels the call).
         """
-        with self._runner.call(self.id) as scope:
-            future = self._runner.submit(
-                self._server.call_tool(tool, arguments, timeout=options.get("timeout"))
-            )
-            try:
-                result: dict[str, Any] = await scope.wait_async(future)
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if future.cancelled() and not (task is not None and task.cancelling()):
-                    # The broker was closed under the call, not this task cancelled.
-                    raise self._cancelled(tool) from None
-                raise
+        result: dict[str, Any] = await self._runner.arun_call(
+            self.id,
+            self._server.call_tool(tool, arguments, timeout=options.get("timeout")),
+            cancelled=lambda: self._cancelled(tool),
+        )
         return self._result(tool, result, options.get("raise_on_error", True))
 
     def _result(self, tool: str, raw: dict[str, Any], raise_on_error: bool) -> ToolResult:

@@ -37,13 +37,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..console.consent_text import outcome_text, parse_answer, question_text
 from ..core.broker import Broker
 from ..core.consent import ConsentDecision, ConsentRequest
 from ..core.transfers import Transfer
 from . import ipykernel_compat as ipk
+
+if TYPE_CHECKING:
+    from ..widgets.view_thread import ViewThread
 
 __all__ = ["Ask", "CallScope", "KernelConsenter"]
 
@@ -61,6 +64,7 @@ class Ask:
     request: ConsentRequest
     future: Future[ConsentDecision]
     prompt: Any | None = None  # the ConsentPrompt widget, when widgets are shown
+    built: bool = False  # whether the prompt (if any) was made: until then it may still come
 
 
 def _resolve(future: Future[ConsentDecision], decision: ConsentDecision) -> bool:
@@ -95,6 +99,9 @@ class CallScope:
         Returns whether to show transfer progress.
     place_outside
         Where a request goes that arrives after the call ended.
+    views
+        The views' thread: the call's transfer progress is built, changed and
+        closed there. ``None``: on the calling thread.
     """
 
     def __init__(
@@ -107,8 +114,10 @@ class CallScope:
         stdin_mode: Callable[[], str],
         show_progress: Callable[[], bool],
         place_outside: Callable[[Ask], None],
+        views: ViewThread | None = None,
     ) -> None:
         self.connection_id = connection_id
+        self._views = views
         self._broker = broker
         self._kernel = kernel
         self._stdin_mode = stdin_mode
@@ -229,7 +238,14 @@ class CallScope:
         if progress:
             from ..widgets.progress import TransferProgress
 
-            self.progress = TransferProgress(self._broker, connection_id=self.connection_id)
+            views = self._views
+            if views is None:
+                self.progress = TransferProgress(self._broker, connection_id=self.connection_id)
+            else:  # built where it changes: the views' thread (the cell only displays it)
+                broker, connection_id = self._broker, self.connection_id
+                self.progress = views.call(
+                    lambda: TransferProgress(broker, connection_id=connection_id, views=views)
+                )
             new.append(self.progress)
         new += [ask.prompt for ask in prompts]
         if self.panel is None:
@@ -320,6 +336,9 @@ class KernelConsenter:
         Done once what answering needs is imported (see
         :func:`~.servers.warm_up`); a request that arrives before is shown when
         it is done, so the user's answer never waits for an import.
+    views
+        The views' thread: the prompt is built and routed there, and the broker's
+        thread that asked only posts it. ``None``: on the asking thread.
     """
 
     def __init__(
@@ -328,8 +347,11 @@ class KernelConsenter:
         make_prompt: Callable[[ConsentRequest, Future[ConsentDecision]], Any] | None,
         place_outside: Callable[[Ask], None],
         ready: Future[Any] | None = None,
+        views: ViewThread | None = None,
     ) -> None:
         self._ready = ready
+        self._views = views
+        self._closed = False
         self._make_prompt = make_prompt
         self._place_outside = place_outside
         self._lock = threading.Lock()
@@ -338,20 +360,32 @@ class KernelConsenter:
         self._listeners: list[Callable[[Ask], object]] = []
 
     def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
-        """Show *request* (see the module docstring); the future resolves with the answer."""
+        """Show *request* (see the module docstring); the future resolves with the answer.
+
+        Returns at once: with a views' thread, the prompt is built and shown there.
+        """
         future: Future[ConsentDecision] = Future()
-        prompt = None
-        if self._make_prompt is not None:
+        ask = Ask(request, future)
+        with self._lock:
+            self._asks = [a for a in self._asks if not (a.built and a.future.done() and _gone(a.prompt))]
+            self._asks.append(ask)
+        views = self._views
+        if views is None or not views.post(self._show, ask):
+            self._show(ask)
+        return future
+
+    def _show(self, ask: Ask) -> None:
+        """Build *ask*'s prompt, tell the listeners, and route it (when what answering needs is ready)."""
+        request, future = ask.request, ask.future
+        if self._make_prompt is not None and not future.done() and not self._closed:
             try:
-                prompt = ipk.run_detached(self._make_prompt, request, future)
-                ipk.free_routing(prompt)
+                ask.prompt = ipk.run_detached(self._make_prompt, request, future)
+                ipk.free_routing(ask.prompt)
             except Exception:
                 log.exception("could not build the consent prompt")
-                prompt = None
-        ask = Ask(request, future, prompt)
+                ask.prompt = None
+        ask.built = True
         with self._lock:
-            self._asks = [a for a in self._asks if not (a.future.done() and _gone(a.prompt))]
-            self._asks.append(ask)
             scopes = list(self._scopes.get(request.connection_id, ()))
             listeners = list(self._listeners)
         for listener in listeners:  # views outside the prompt (the dashboard, the JupyterLab panel)
@@ -363,8 +397,12 @@ class KernelConsenter:
         if ready is None or ready.done():
             self._route(ask, scopes)
         else:
-            ready.add_done_callback(lambda _ready: self._route(ask, scopes))
-        return future
+            ready.add_done_callback(lambda _ready: self._route_later(ask, scopes))
+
+    def _route_later(self, ask: Ask, scopes: list[CallScope]) -> None:
+        views = self._views
+        if views is None or not views.post(self._route, ask, scopes):
+            self._route(ask, scopes)
 
     def _route(self, ask: Ask, scopes: list[CallScope]) -> None:
         for scope in reversed(scopes):  # the most recent call of the connection
@@ -425,13 +463,15 @@ class KernelConsenter:
             found = [ask for ask in self._asks if ask.request.id == request_id]
         return bool(found) and _resolve(found[0].future, decision)
 
-    def close(self) -> None:
-        """Withdraw every open request."""
+    def close(self) -> list[Ask]:
+        """Withdraw every open request; the requests seen, whose prompts may need closing."""
         with self._lock:
+            self._closed = True
             asks, self._asks = self._asks, []
             self._scopes.clear()
         for ask in asks:
             ask.future.cancel()
+        return asks
 
 
 def _gone(prompt: Any | None) -> bool:

@@ -22,6 +22,11 @@ The dashboard and its rows are built in a context detached from the running
 cell, with their comm routing freed (:mod:`.ipykernel_compat`), so that its
 buttons work while a cell blocks (consent prompts are built so by the
 consenter). This module never decides what a server may do, and never blocks.
+
+Every change of a view that an event causes runs on the views' own thread
+(:attr:`NotebookViews.thread`, a :class:`~jupyter_fsbroker.widgets.view_thread.ViewThread`
+detached from the cells), never on the thread that reported the event: the pipe's
+reading thread, a worker, the background loop. Those pay a queue ``put``.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from ..console.status import TextView, status_text
 from ..core.broker import Broker
 from ..core.consent import ConsentRequest
 from ..core.errors import ClosedError
+from ..widgets.view_thread import ViewThread
 from . import ipykernel_compat as ipk
 from .notebook_connection import KernelConnection
 from .prompting import Ask
@@ -60,8 +66,8 @@ def widgets_available() -> bool:
 
 
 def _render_detached(dashboard: Any, render: Callable[[], None]) -> None:
-    # Rows are created while rendering, on the dashboard's timer thread: keep their comms
-    # unpinned so Disconnect works while a cell blocks (see ipykernel_compat).
+    # Rows are created while rendering, on the views' thread: keep their comms unpinned so
+    # Disconnect works while a cell blocks (see ipykernel_compat).
     ipk.run_detached(render)
     ipk.free_routing(dashboard)
 
@@ -82,6 +88,11 @@ class NotebookViews:
     pending
         Returns the consent requests waiting for an answer (for the dashboard's
         summary line and the status).
+
+    Attributes
+    ----------
+    thread
+        The views' thread (see the module docstring), closed with the views.
     """
 
     def __init__(
@@ -105,6 +116,7 @@ class NotebookViews:
         self._dashboard_shown = False
         self._cards: dict[str, tuple[Any, PromptShelf]] = {}  # connection id: card and its shelf
         self._kept: list[Any] = []
+        self.thread = ViewThread(prepare=ipk.detach)
 
     # -- the dashboard -------------------------------------------------------------------------
 
@@ -187,7 +199,12 @@ class NotebookViews:
             from ..widgets.places import PromptShelf
 
             dash = ipk.run_detached(
-                Dashboard, self._core, self._connections, render_with=_render_detached, pending=self._pending
+                Dashboard,
+                self._core,
+                self._connections,
+                render_with=_render_detached,
+                pending=self._pending,
+                views=self.thread,
             )
             ipk.free_routing(dash)
             watch_comm_closed(dash, lambda: self._lost(dash, "the dashboard"))
@@ -238,7 +255,14 @@ class NotebookViews:
             log.exception("could not show the connection card")
 
     def connection_changed(self, conn: KernelConnection) -> None:
-        """Show a connection's new state (it opened, closed or ended): its card and the dashboard."""
+        """Show a connection's new state (it opened, closed or ended): its card and the dashboard.
+
+        Any thread; the card changes on the views' thread.
+        """
+        if not self.thread.post(self._show_connection, conn):
+            self._show_connection(conn)
+
+    def _show_connection(self, conn: KernelConnection) -> None:
         with self._lock:
             shown = self._cards.get(conn.id)
         if shown is not None:
@@ -292,7 +316,9 @@ class NotebookViews:
             cards, self._cards = [card for card, _ in self._cards.values()], {}
             kept, self._kept = self._kept, []
         if at_exit:
+            self.thread.close()
             return
+        self.thread.settle()  # what events posted runs before the views end
         for widget in kept:
             try:
                 widget.close()
@@ -303,3 +329,4 @@ class NotebookViews:
                 view.retire(why)
             except Exception:
                 log.debug("could not retire a view", exc_info=True)
+        self.thread.close()

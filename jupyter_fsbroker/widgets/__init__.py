@@ -1,12 +1,17 @@
 """The widget views of the broker: consent prompts, the dashboard, transfer progress.
 
-* :mod:`.consent_prompt` — :class:`ConsentPrompt`, one ``files/consent`` request as a widget.
+* :mod:`.consent_prompt` — :class:`ConsentPrompt`, one ``files/consent`` request as a widget;
+  :mod:`.consent_rows` — the rows and buttons it is made of.
 * :mod:`.dashboard` — :class:`Dashboard`, the live view with the kill switches;
+  :mod:`.dashboard_sections` — its sections with a button per row (Disconnect, Revoke,
+  Force release); :mod:`.dashboard_feeds` — its activity, change and server log feeds;
   :mod:`.markup` — its sections as escaped HTML; :mod:`.rows` — the rows its sections are
   made of; :mod:`.trashsection` — its Trash section (Restore, Empty).
 * :mod:`.progress` — :class:`TransferProgress`, bars for chunked transfers.
 * :mod:`.places` — where prompts show outside the dashboard: a call's panel, a
   connection's card, the shelf that keeps the last few decided.
+* :mod:`.view_thread` — :class:`~.view_thread.ViewThread`, the one thread every view of a
+  notebook changes on (and its clock).
 * :mod:`.closing` — closing a widget and everything it is made of.
 * :mod:`.style` — the views' style sheet, in JupyterLab's CSS variables.
 

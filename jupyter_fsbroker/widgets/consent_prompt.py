@@ -10,9 +10,13 @@ prompt then shows what happened.
 Threading: the prompt may be built, clicked and resolved on any thread (click
 handlers run on a kernel subshell's thread while a cell blocks; the broker
 cancels from its own threads). Its own state is guarded by a lock; the future
-guarantees that only the first answer counts. A small daemon thread per prompt
-updates the countdown until the future is done, the deadline passes or
-:meth:`ConsentPrompt.close` is called; ``close`` joins it.
+guarantees that only the first answer counts. The countdown ticks on a
+:class:`~.view_thread.ViewThread` clock: given one (as the kernel's prompts are,
+the views' thread, one clock for every prompt), the prompt is changed there only,
+the outcome of a timeout or of a click included. Without one, the prompt's own
+(a daemon thread ``fsbroker-consent-countdown-ID``) ticks until the future is
+done, the deadline passes or :meth:`ConsentPrompt.close` is called, which joins
+it, and the outcome shows on the thread that resolves the future.
 """
 
 from __future__ import annotations
@@ -27,17 +31,23 @@ from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
-from ..console.consent_text import TIMED_OUT, WITHDRAWN, ending, item_label
-from ..console.format import printable, reason_text
+from ..console.consent_text import TIMED_OUT, WITHDRAWN, ending
+from ..console.format import printable
 from ..console.status import decision_text
-from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest
+from ..core.consent import ConsentDecision, ConsentRequest
 from .closing import close_parts
-from .style import ACCEPT, REJECT, style_html
+from .consent_rows import (
+    DURATION_CHOICES,
+    all_paths_row,
+    already_note,
+    answer_buttons,
+    duration_toggle,
+    path_row,
+)
+from .style import style_html
+from .view_thread import ViewThread
 
 __all__ = ["DURATION_CHOICES", "ConsentPrompt"]
-
-#: The duration choices: label and seconds (``0`` stands for "as long as the connection lasts").
-DURATION_CHOICES: tuple[tuple[str, int], ...] = (("this connection", 0), ("15 min", 900), ("1 h", 3600))
 
 
 class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
@@ -62,6 +72,10 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         The duration selected at first: ``None`` (this connection), ``900`` or ``3600``.
     tick
         Seconds between countdown updates.
+    views
+        The thread that changes the prompt after it is built (see the module
+        docstring); ``None``: the thread that resolves the future, and a
+        countdown thread of its own.
 
     Attributes
     ----------
@@ -100,8 +114,10 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         *,
         default_duration: float | None = None,
         tick: float = 1.0,
+        views: ViewThread | None = None,
     ) -> None:
         super().__init__()
+        self._views = views
         self.request = request
         self.future = future
         self._tick = max(0.01, float(tick))
@@ -112,80 +128,35 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         self._syncing = False
         self._answering: int | None = None  # the thread resolving the future from a click
         self._outcome_plain = ""
-        self._ticker: threading.Thread | None = None
+        # The countdown's clock: the views' thread, or one of the prompt's own (closed when counting ends).
+        self._own_clock = views is None
+        self._clock = (
+            views if views is not None else ViewThread(name=f"fsbroker-consent-countdown-{request.id}")
+        )
 
         message = html.escape(printable(request.message)) if request.message else "<i>(no message)</i>"
         self.header = widgets.HTML(
             f"<b>{html.escape(printable(request.server))}</b> asks for access to your files: {message}"
         )
-        self.checkboxes: list[Any] = []
-        self.path_ops: list[dict[str, Any]] = []
-        path_rows: list[Any] = []
-        for item in request.items:
-            box = widgets.Checkbox(
-                value=item.approvable,
-                disabled=not item.approvable,
-                description=item_label(item),
-                indent=False,
-                layout=widgets.Layout(width="auto"),
-                style={"description_width": "initial"},
-            )
-            box.add_class("fsbroker-consent-path")
-            self.checkboxes.append(box)
-            asked = request.operations_of(item)
-            grantable = item.grantable(asked)
-            ops = {op: self._op_box(op, op in grantable) for op in asked}
-            self.path_ops.append(ops)
-            note = widgets.HTML(self._item_note(item, asked))
-            note.add_class("fsbroker-note")
-            row = widgets.HBox([box, note, *ops.values()])
-            row.add_class("fsbroker-consent-row")
-            path_rows.append(row)
-        self.op_toggles: dict[str, Any] = {op: self._op_box(op, True) for op in request.operations}
-        for op, toggle in self.op_toggles.items():
-            toggle.remove_class("fsbroker-consent-op")
-            toggle.add_class("fsbroker-consent-all-op")
-            toggle.tooltip = f"Allow {op} on every path (uncheck to refuse it)"
-        choices = {seconds for _, seconds in DURATION_CHOICES}
-        initial = 0 if default_duration is None else int(default_duration)
-        self.duration = widgets.ToggleButtons(
-            options=list(DURATION_CHOICES),
-            value=initial if initial in choices else 0,
-            style={"button_width": "auto"},
-        )
-        self.approve_button = widgets.Button(
-            description="Approve", icon="check", tooltip="Grant what is checked"
-        )
-        self.approve_button.add_class("fsbroker-approve")
-        self.approve_button.add_class(ACCEPT)
-        self.deny_button = widgets.Button(description="Deny", icon="times", tooltip="Grant nothing")
-        self.deny_button.add_class("fsbroker-deny")
-        self.deny_button.add_class(REJECT)
+        path_rows = [path_row(request, item) for item in request.items]
+        self.checkboxes: list[Any] = [row.checkbox for row in path_rows]
+        self.path_ops: list[dict[str, Any]] = [row.ops for row in path_rows]
+        ops_row, self.op_toggles = all_paths_row(request)
+        self.duration = duration_toggle(default_duration)
+        self.approve_button, self.deny_button = answer_buttons()
         self.countdown = widgets.HTML()
         self.countdown.add_class("fsbroker-countdown")
         self.outcome = widgets.HTML()
         self.outcome.add_class("fsbroker-consent-outcome")
-        approvable = sum(1 for item in request.items if item.approvable)
-        ops_row = widgets.HBox([widgets.HTML("All paths:&nbsp;"), *self.op_toggles.values()])
-        ops_row.add_class("fsbroker-consent-all")
-        if approvable < 2 or request.per_path:  # one path, or each its own operations: the rows say it all
-            ops_row.layout.display = "none"
-        duration_row = widgets.HBox([widgets.HTML("For:&nbsp;"), self.duration])
-        buttons_row = widgets.HBox([self.approve_button, self.deny_button, self.countdown])
-        already = ""
-        if request.already:
-            shown = ", ".join(html.escape(printable(i.rel or i.path)) for i in request.already)
-            already = f"Already granted (not asked again): {shown}"
-        self.already = widgets.HTML(already, layout=widgets.Layout(display=None if already else "none"))
-        self.already.add_class("fsbroker-note")
+        self.already = already_note(request)
         self._style = widgets.HTML(style_html(), layout=widgets.Layout(display="none"))
         self.children = (
             self.header,
-            *path_rows,
+            *(row.row for row in path_rows),
             ops_row,
             self.already,
-            duration_row,
-            buttons_row,
+            widgets.HBox([widgets.HTML("For:&nbsp;"), self.duration]),
+            widgets.HBox([self.approve_button, self.deny_button, self.countdown]),
             self.outcome,
             self._style,
         )
@@ -197,43 +168,17 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
             control.observe(self._selection_changed, names="value")
         self._selection_changed()
         self._show_countdown()
-        future.add_done_callback(self._on_done)  # runs at once if the future is done already
+        if views is not None:
+            future.add_done_callback(lambda done: views.post(self._on_done, done))
+        else:
+            future.add_done_callback(self._on_done)  # runs at once if the future is done already
         with self._lock:
             if not self._finished and not self._closed:
-                self._ticker = threading.Thread(
-                    target=self._run_ticker, name=f"fsbroker-consent-countdown-{request.id}", daemon=True
-                )
-                self._ticker.start()
+                self._clock.clock(self._next_tick, self._next_tick_in(request.deadline - time.time()))
         self.approve_button.on_click(self._approve_clicked)
         self.deny_button.on_click(self._deny_clicked)
 
     # -- what the user chose ---------------------------------------------------------------
-
-    @staticmethod
-    def _op_box(op: str, enabled: bool) -> Any:
-        box = widgets.Checkbox(
-            value=enabled,
-            disabled=not enabled,
-            description=op,
-            indent=False,
-            layout=widgets.Layout(width="auto"),
-            style={"description_width": "initial"},
-        )
-        box.add_class("fsbroker-consent-op")
-        box.add_class(f"fsbroker-op-{op}")
-        box.add_class("fsbroker-op")
-        return box
-
-    @staticmethod
-    def _item_note(item: ConsentItem, operations: tuple[str, ...]) -> str:
-        if not item.approvable:
-            return f"&nbsp;<i>cannot be approved: {html.escape(reason_text(item.reason))}</i>"
-        if item.read_only:
-            dropped = [op for op in operations if op in ("write", "delete")]
-            if dropped:
-                return f"&nbsp;<i>(read-only folder: {' and '.join(dropped)} will not be granted here)</i>"
-            return "&nbsp;<i>(read-only folder)</i>"
-        return ""
 
     def selected_decision(self) -> ConsentDecision:
         """The decision the checked paths, checked operations and duration stand for.
@@ -326,7 +271,7 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
                 self.future.set_result(decision)
         finally:
             self._answering = None
-        if self.future.done():
+        if self.future.done() and self._views is None:  # with views, the posted callback shows it
             self._on_done(self.future)
 
     def _on_done(self, future: Future[ConsentDecision]) -> None:
@@ -338,7 +283,13 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
                 return
             self._finished = True
             self._stop.set()
-            if self._closed:
+            closed = self._closed
+        if self._own_clock:
+            self._clock.close()  # outside the lock: a tick may be waiting for it
+        if closed:
+            return
+        with self._lock:
+            if self._closed:  # closed meanwhile
                 return
             for control in (
                 *self.checkboxes,
@@ -391,16 +342,24 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
                     self.countdown.value = "&nbsp;time is up: refusing"
         return remaining
 
-    def _run_ticker(self) -> None:
-        while True:
-            remaining = self._show_countdown()
-            if remaining <= 0:
-                return  # the broker cancels the future at the deadline; nothing left to count
-            # Wake when the remaining time crosses a whole second, so the display never skips one.
-            fraction = remaining - math.floor(remaining)
-            wait = min(self._tick, remaining, fraction or self._tick)
-            if self._stop.wait(wait):
-                return
+    def _next_tick_in(self, remaining: float) -> float:
+        # Wake when the remaining time crosses a whole second, so the display never skips one.
+        fraction = remaining - math.floor(remaining)
+        return min(self._tick, remaining, fraction or self._tick)
+
+    def _next_tick(self) -> float | None:
+        """One tick of the clock: the seconds until the next, or ``None`` when counting is over."""
+        remaining = 0.0 if self._stop.is_set() else self._show_countdown()
+        if remaining > 0:
+            return self._next_tick_in(remaining)
+        # Over (the broker cancels the future at the deadline): nothing left to count.
+        self._stop_clock()
+        return None
+
+    def _stop_clock(self) -> None:
+        self._stop.set()
+        if self._own_clock:
+            self._clock.close()  # joins its thread, unless called on it
 
     # -- lifetime ----------------------------------------------------------------------------
 
@@ -413,10 +372,7 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         with self._lock:
             already = self._closed
             self._closed = True
-            ticker = self._ticker
-        self._stop.set()
-        if ticker is not None and ticker is not threading.current_thread():
-            ticker.join(timeout=5)
+        self._stop_clock()
         if not already:
             close_parts(self)
         super().close()

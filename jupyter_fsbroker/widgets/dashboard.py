@@ -6,13 +6,19 @@ connection's ``close()`` (Disconnect, the kill switch), ``broker.grants.revoke``
 (Revoke), ``broker.force_unlock`` (Force release), and the trash's ``restore``
 and ``empty`` (:mod:`.trashsection`). It decides nothing.
 
+It is composed of parts that each hold one concept: the sections with a button
+per row (:mod:`.dashboard_sections`), the feeds (:mod:`.dashboard_feeds`), the
+Trash section (:mod:`.trashsection`), each inside a collapsible
+:class:`~.rows.Section`.
+
 Threading: the broker's listeners fire on arbitrary threads, and clicks may run
 on a kernel subshell's thread. Listeners only record what they must (new change
-events, new audit records) and schedule a refresh; refreshes are coalesced to at
-most one per ``refresh_interval`` by a short-lived timer thread, and rendering
-is serialised by a lock. A Disconnect (or Restore, or Empty) runs on a
-short-lived thread so a click handler never blocks. :meth:`Dashboard.close`
-unsubscribes everything and joins every thread it started.
+events, new audit records) and ask for a refresh; refreshes are coalesced on a
+:class:`~.view_thread.ViewThread` (the notebook's, or one of the dashboard's own)
+to at most one per ``refresh_interval``, and rendering is serialised by a lock.
+A Disconnect (or Restore, or Empty) runs on that thread too, so a click handler
+never blocks. The dashboard starts no thread of its own but that one;
+:meth:`Dashboard.close` unsubscribes everything and joins it.
 
 Look: one summary line, then collapsible sections in JupyterLab's style
 (:mod:`.style`), each titled with its count; a section opens when it gets its
@@ -24,64 +30,34 @@ buttons no longer reach the kernel; see :func:`.closing.watch_comm_closed`).
 
 from __future__ import annotations
 
-import collections
 import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
-from ..console.status import (
-    ENDED_STATES,
-    ConnectionView,
-    follow_broker,
-    grant_holder,
-    kept_locks,
-    sandbox_text,
-)
+from ..console.status import ConnectionView, follow_broker, kept_locks
 from ..core.audit import AuditRecord
 from ..core.broker import Broker
 from ..core.connection import Connection
 from ..core.consent import ConsentRequest
-from ..core.errors import BrokerError, FilesError
-from ..core.serverlog import LogEntry, ServerLog
 from ..core.trashentry import TrashEntry
 from ..core.watch import ChangeEvent
-from .closing import close_parts, close_tree
-from .markup import (
-    activity_html,
-    changes_html,
-    connection_html,
-    escape,
-    grant_html,
-    header_html,
-    lock_html,
-    muted,
-    plain,
-    roots_html,
-    server_log_html,
-    totals_html,
-)
-from .rows import Row, Section, button_row, set_value, sync_rows
-from .style import REJECT, WARN, style_html
+from .closing import close_parts
+from .dashboard_feeds import ActivityFeed, ChangesFeed, ServerLogFeed
+from .dashboard_sections import ConnectionsSection, GrantsSection, LocksSection
+from .markup import escape, header_html, plain, roots_html, totals_html
+from .rows import Section, set_value
+from .style import style_html
 from .trashsection import TrashSection
+from .view_thread import ViewThread
 
 __all__ = ["Dashboard"]
 
 log = logging.getLogger(__name__)
-
-#: How long :meth:`Dashboard.close` waits for a thread it started.
-_JOIN_TIMEOUT = 5.0
-
-
-@dataclass(frozen=True)
-class _Change:
-    server: str
-    event: ChangeEvent
 
 
 class Dashboard(widgets.VBox):  # type: ignore[misc]
@@ -94,8 +70,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
     connections
         Returns the kernel's connections (see :class:`ConnectionView`); called
         on every refresh, from the refreshing thread.
-    max_changes, max_activity
-        How many change events and audit records the feeds keep.
+    max_changes, max_activity, max_server_log
+        How many change events, audit records and server log entries the feeds keep.
     refresh_interval
         Seconds: refreshes caused by the broker's events are coalesced to at
         most one per interval.
@@ -110,6 +86,9 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         prompt is (a blocked cell's output too), so the summary line shows a
         forgotten prompt; default: those in :attr:`consent_area`. Call
         :meth:`schedule_refresh` when it changes.
+    views
+        The thread that refreshes and runs the buttons' actions (the
+        notebook's); ``None``: one of the dashboard's own, closed with it.
 
     Attributes
     ----------
@@ -124,9 +103,11 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         (see :meth:`add_prompt`).
     roots_html
         The shared folders.
+    connections, grants, locks
+        The sections with one row per connection, grant and kept lock, each
+        with its button (:mod:`.dashboard_sections`).
     connections_box, grants_box, locks_box
-        One row per connection, grant and kept lock, each with its button
-        (DOM classes ``fsbroker-disconnect``, ``fsbroker-revoke``, ``fsbroker-force-unlock``).
+        Their bodies.
     totals_html
         Bytes read and written per server.
     changes_html
@@ -160,6 +141,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         refresh_interval: float = 0.2,
         render_with: Callable[[Dashboard, Callable[[], None]], object] | None = None,
         pending: Callable[[], Sequence[ConsentRequest]] | None = None,
+        views: ViewThread | None = None,
     ) -> None:
         super().__init__()
         self.broker = broker
@@ -167,23 +149,15 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self._render_with = render_with
         self._connections: Callable[[], Sequence[ConnectionView]] = connections or tuple
         self._interval = max(0.0, float(refresh_interval))
+        self._own_thread = views is None
+        self._thread = views if views is not None else ViewThread()
         self._state = threading.Condition(threading.Lock())
         self._render_lock = threading.Lock()
-        self._changes: collections.deque[_Change] = collections.deque(maxlen=max(1, max_changes))
-        self._activity: collections.deque[AuditRecord] = collections.deque(maxlen=max(1, max_activity))
-        self._timer: threading.Timer | None = None
         self._dirty = False
         self._rendering = False
-        self._last_render = 0.0
         self._closed = False
-        self._workers: set[threading.Thread] = set()
-        self._disconnecting: set[int] = set()
-        self._conn_rows: dict[int, Row] = {}
-        self._conn_views: dict[int, ConnectionView] = {}
-        self._grant_rows: dict[str, Row] = {}
-        self._lock_rows: dict[str, Row] = {}
-        self._max_server_log = max(1, max_server_log)
-        self._followed: dict[int, tuple[ServerLog, Callable[[], None]]] = {}
+        self._retired = False
+        self.lost = False
         self.renders = 0
 
         self.header = widgets.HTML()
@@ -193,44 +167,34 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self.consent_area = widgets.VBox()
         self.consent_area.add_class("fsbroker-consent-area")
         self.roots_html = widgets.HTML()
-        self.connections_box = widgets.VBox()
-        self.grants_box = widgets.VBox()
-        self.locks_box = widgets.VBox()
         self.totals_html = widgets.HTML()
-        scroll = {"max_height": "16em", "overflow": "auto"}
-        self.changes_html = widgets.HTML(layout=widgets.Layout(**scroll))
-        self.changes_html.add_class("fsbroker-changes")
-        self.activity_html = widgets.HTML(layout=widgets.Layout(**scroll))
-        self.activity_html.add_class("fsbroker-activity")
-        self.server_log_html = widgets.HTML(layout=widgets.Layout(**scroll))
-        self.server_log_html.add_class("fsbroker-server-log")
-        self.lost = False
-        self._retired = False
-        self._empty = {
-            "connections": widgets.HTML(muted("No connections.")),
-            "grants": widgets.HTML(
-                muted("No grants: servers ask with files/consent, or pre-approve with %fsbroker allow.")
-            ),
-            "locks": widgets.HTML(muted("No kept locks.")),
-        }
+        self.connections = ConnectionsSection(act=self._act, changed=self.schedule_refresh)
+        self.grants = GrantsSection(broker, say=self._say, changed=self.schedule_refresh)
+        self.locks = LocksSection(broker, say=self._say, changed=self.schedule_refresh)
+        self.connections_box = self.connections.box
+        self.grants_box = self.grants.box
+        self.locks_box = self.locks.box
+        self._activity = ActivityFeed(max_activity)
+        self._changes = ChangesFeed(max_changes)
+        self._server_log = ServerLogFeed(max_server_log, self.schedule_refresh)
+        self.activity_html = self._activity.html
+        self.changes_html = self._changes.html
+        self.server_log_html = self._server_log.html
         self.trash = TrashSection(broker.trash, act=self._act)
-        bodies = {
-            "folders": ("Shared folders", self.roots_html),
-            "connections": ("Connections", self.connections_box),
-            "grants": ("Grants", self.grants_box),
-            "locks": ("Kept locks", self.locks_box),
-            "bytes": ("Bytes per server", self.totals_html),
-            "changes": ("Changes", self.changes_html),
-            "activity": ("Activity", self.activity_html),
-            "serverlog": ("Server log", self.server_log_html),
-            "trash": ("Trash", self.trash.body),
+        self._sections = {
+            key: Section.collapsible(key, title, body)
+            for key, title, body in (
+                ("folders", "Shared folders", self.roots_html),
+                ("connections", "Connections", self.connections_box),
+                ("grants", "Grants", self.grants_box),
+                ("locks", "Kept locks", self.locks_box),
+                ("bytes", "Bytes per server", self.totals_html),
+                ("changes", "Changes", self.changes_html),
+                ("activity", "Activity", self.activity_html),
+                ("serverlog", "Server log", self.server_log_html),
+                ("trash", "Trash", self.trash.body),
+            )
         }
-        self._sections: dict[str, Section] = {}
-        for key, (title, body) in bodies.items():
-            accordion = widgets.Accordion(children=[body], titles=(title,), selected_index=None)
-            accordion.add_class("fsbroker-section")
-            accordion.add_class(f"fsbroker-section-{key}")
-            self._sections[key] = Section(title, accordion)
         self._style = widgets.HTML(style_html(), layout=widgets.Layout(display="none"))
         self.children = (
             self._style,
@@ -240,18 +204,11 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             *(section.accordion for section in self._sections.values()),
         )
         self.add_class("fsbroker-dashboard")
-
         # Subscribe first, then read what is there: nothing appended in between is lost.
         self._unsubscribe = follow_broker(
             broker, self._on_event, audit=self._on_audit, change=self._on_change
         )
-        known = broker.audit.records(limit=self._activity.maxlen)
-        with self._state:
-            fresh = list(self._activity)
-            self._activity.clear()
-            self._activity.extend(known)
-            seen = {id(record) for record in known}
-            self._activity.extend(record for record in fresh if id(record) not in seen)
+        self._activity.seed(broker.audit.records(limit=self._activity.keep))
         self.refresh()
 
     # -- events (any thread) -----------------------------------------------------------------
@@ -261,18 +218,14 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self.schedule_refresh()
 
     def _on_audit(self, record: AuditRecord) -> None:
-        with self._state:
-            if self._closed:
-                return
-            self._activity.append(record)
-        self.schedule_refresh()
+        if not self._closed:
+            self._activity.add(record)
+            self.schedule_refresh()
 
     def _on_change(self, event: ChangeEvent, connection: Connection) -> None:
-        with self._state:
-            if self._closed:
-                return
-            self._changes.append(_Change(connection.server, event))
-        self.schedule_refresh()
+        if not self._closed:
+            self._changes.add(connection.server, event)
+            self.schedule_refresh()
 
     def __repr__(self) -> str:
         # What a view without widgets shows (GitHub, nbconvert): the summary line.
@@ -284,22 +237,12 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             if self._closed:
                 return
             self._dirty = True
-            if self._timer is not None:
-                return
-            delay = max(0.0, self._last_render + self._interval - time.monotonic())
-            timer = threading.Timer(delay, self._timer_fired)
-            timer.name = "fsbroker-dashboard-refresh"
-            timer.daemon = True
-            self._timer = timer
-            timer.start()
+        self._thread.coalesce(("dashboard", id(self)), self._refresh_scheduled, self._interval)
 
-    def _timer_fired(self) -> None:
-        with self._state:
-            if self._timer is threading.current_thread():
-                self._timer = None
+    def _refresh_scheduled(self) -> None:
         try:
             self.refresh()
-        except Exception:  # a broken view must never break the broker's threads
+        except Exception:  # a broken view must never break the others
             log.exception("the dashboard could not refresh")
 
     def flush(self, timeout: float = 5.0) -> bool:
@@ -311,13 +254,21 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             Seconds to wait at most.
         """
         deadline = time.monotonic() + timeout
-        with self._state:
-            while (self._dirty or self._timer or self._rendering or self._workers) and not self._closed:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+        settled_clean = False
+        while not settled_clean:
+            try:  # the actions posted so far have run (and asked for their refresh)
+                self._thread.call(lambda: None, timeout=max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                return False
+            with self._state:
+                clean = self._state.wait_for(
+                    lambda: self._closed or not (self._dirty or self._rendering),
+                    max(0.0, deadline - time.monotonic()),
+                )
+                if not clean:
                     return False
-                self._state.wait(remaining)
-            return True
+                settled_clean = self._closed or not self._dirty
+        return True
 
     # -- rendering ---------------------------------------------------------------------------
 
@@ -334,50 +285,47 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
                     return
                 self._dirty = False
                 self._rendering = True
-                changes = list(self._changes)
-                activity = list(self._activity)
             try:
                 if self._render_with is None:
-                    self._render(changes, activity)
+                    self._render()
                 else:
-                    self._render_with(self, functools.partial(self._render, changes, activity))
+                    self._render_with(self, self._render)
             finally:
                 with self._state:
                     self._rendering = False
-                    self._last_render = time.monotonic()
                     self.renders += 1
                     self._state.notify_all()
 
-    def _views(self) -> tuple[ConnectionView, ...]:
+    def _connection_views(self) -> tuple[ConnectionView, ...]:
         try:
             return tuple(self._connections())
         except Exception:
             log.exception("the dashboard could not list the connections")
             return ()
 
-    def _render(self, changes: list[_Change], activity: list[AuditRecord]) -> None:
+    def _waiting(self) -> tuple[int, ConsentRequest | None]:
+        """How many consent requests wait, and the one to be refused first."""
+        if self._pending is None:
+            return sum(1 for child in self.consent_area.children if not getattr(child, "done", True)), None
+        try:
+            asks = tuple(self._pending())
+        except Exception:
+            log.exception("the dashboard could not list the consent requests")
+            asks = ()
+        return len(asks), min(asks, key=lambda r: r.deadline, default=None)
+
+    def _render(self) -> None:
         broker = self.broker
         now = time.time()
         roots = broker.roots.snapshot()
-        views = self._views()
+        views = self._connection_views()
         grants = sorted(
             broker.grants.grants(),
             key=lambda g: (g.connection_id is not None, g.server, g.path, g.created_at),
         )
         locks = kept_locks(broker)
         totals = broker.audit.totals()
-        servers = {conn.id: conn.server for conn in broker.connections()}
-        waiting = sum(1 for child in self.consent_area.children if not getattr(child, "done", True))
-        oldest: ConsentRequest | None = None
-        if self._pending is not None:
-            try:
-                asks = tuple(self._pending())
-            except Exception:
-                log.exception("the dashboard could not list the consent requests")
-                asks = ()
-            waiting = len(asks)
-            oldest = min(asks, key=lambda r: r.deadline, default=None)
-
+        waiting, oldest = self._waiting()
         set_value(
             self.header,
             header_html(
@@ -392,26 +340,10 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             ),
         )
         set_value(self.roots_html, roots_html(roots))
-        self._sync_connections(views)
-        sync_rows(
-            self._grant_rows,
-            self.grants_box,
-            [(g.id, grant_html(g, servers, now), True) for g in grants],
-            self._make_grant_row,
-            self._empty["grants"],
-        )
-        sync_rows(
-            self._lock_rows,
-            self.locks_box,
-            [(info.lock_id or "", lock_html(info, now), True) for info in locks],
-            self._make_lock_row,
-            self._empty["locks"],
-        )
+        self.connections.sync(views)
+        self.grants.sync(grants, {conn.id: conn.server for conn in broker.connections()}, now)
+        self.locks.sync(locks, now)
         set_value(self.totals_html, totals_html(totals))
-        set_value(self.changes_html, changes_html([(c.server, c.event) for c in changes]))
-        set_value(self.activity_html, activity_html(activity))
-        log_entries = self._server_log(views)
-        set_value(self.server_log_html, server_log_html(log_entries))
         trash = self._trash_entries()
         self.trash.sync(trash, now, broker.trash.retention)
         counts = {
@@ -420,9 +352,9 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             "grants": len(grants),
             "locks": len(locks),
             "bytes": len(totals),
-            "changes": len(changes),
-            "activity": len(activity),
-            "serverlog": len(log_entries),
+            "changes": self._changes.render(),
+            "activity": self._activity.render(),
+            "serverlog": self._server_log.render(views),
             "trash": len(trash),
         }
         for key, section in self._sections.items():
@@ -435,138 +367,30 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             log.exception("the dashboard could not list the trash")
             return ()
 
-    def _server_log(self, views: tuple[ConnectionView, ...]) -> list[tuple[str, LogEntry]]:
-        """The last entries of every connection's log, merged in time order; follows new logs."""
-        merged: list[tuple[str, LogEntry]] = []
-        for view in views:
-            server_log = getattr(view, "log", None)
-            if not isinstance(server_log, ServerLog):
-                continue
-            key = id(server_log)
-            with self._state:
-                if not self._closed and key not in self._followed:
-                    self._followed[key] = (server_log, server_log.follow(self._on_event))
-            name = str(view.name)
-            merged.extend((name, entry) for entry in server_log.entries(self._max_server_log))
-        merged.sort(key=lambda item: item[1].time)
-        return merged[-self._max_server_log :]
-
-    # connections
-
-    def _sync_connections(self, views: tuple[ConnectionView, ...]) -> None:
-        items: list[tuple[Hashable, str, bool]] = []
-        with self._state:
-            disconnecting = set(self._disconnecting)
-        for view in views:
-            key = id(view)
-            self._conn_views[key] = view
-            try:
-                name, server, transport = view.name, view.server_name, view.transport
-                version, state, sandbox = view.protocol_version, view.state, sandbox_text(view)
-            except Exception:
-                log.exception("the dashboard could not read a connection")
-                continue
-            if key in disconnecting:
-                state = "disconnecting"
-            text = connection_html(name, server, transport, version, state, sandbox)
-            items.append((key, text, str(state).lower() not in ENDED_STATES and key not in disconnecting))
-        sync_rows(
-            self._conn_rows,
-            self.connections_box,
-            items,
-            self._make_connection_row,
-            self._empty["connections"],
-        )
-        for key in [key for key in self._conn_views if key not in self._conn_rows]:
-            del self._conn_views[key]
-
-    def _make_connection_row(self, key: int) -> Row:
-        view = self._conn_views[key]
-        row = button_row("", "Disconnect", "fsbroker-disconnect", WARN, "End this connection now")
-        row.button.on_click(lambda _button: self._disconnect(view))
-        return row
-
-    def _disconnect(self, view: ConnectionView) -> None:
-        key = id(view)
-        with self._state:
-            if self._closed or key in self._disconnecting:
-                return
-            self._disconnecting.add(key)
-        self._act("fsbroker-disconnect", functools.partial(self._run_disconnect, view))
-        self.schedule_refresh()
-
-    def _run_disconnect(self, view: ConnectionView) -> str:
-        name = "?"
-        try:
-            name = str(view.name)
-            view.close()
-        except Exception as exc:
-            log.exception("disconnecting %s failed", name)
-            return f"Could not disconnect {escape(name)}: {escape(exc)}"
-        finally:
-            with self._state:
-                self._disconnecting.discard(id(view))
-        return f"Disconnected {escape(name)}."
+    # -- actions -----------------------------------------------------------------------------
 
     def _act(self, name: str, work: Callable[[], str]) -> None:
-        """Run a button's *work* on a short-lived thread (a click never blocks); show what it returns."""
+        """Run a button's *work* on the views' thread (a click never blocks); show what it returns."""
+        del name  # the thread it runs on is the views' own
         with self._state:
             if self._closed:
                 return
-            worker = threading.Thread(target=self._run_act, args=(work,), name=name, daemon=True)
-            self._workers.add(worker)
-            worker.start()
+        self._thread.post(functools.partial(self._run_act, work))
 
     def _run_act(self, work: Callable[[], str]) -> None:
         try:
-            try:
-                text = work()
-            except Exception as exc:
-                log.exception("a dashboard action failed")
-                text = f"That did not work: {escape(exc)}"
-            self._say(text)
-            self.schedule_refresh()
-        finally:
-            with self._state:  # last, so that flush() also waits for this refresh
-                self._workers.discard(threading.current_thread())
-                self._state.notify_all()
-
-    # grants
-
-    def _make_grant_row(self, grant_id: str) -> Row:
-        row = button_row("", "Revoke", "fsbroker-revoke", REJECT, "Revoke this grant now")
-        row.button.on_click(lambda _button: self._revoke(grant_id))
-        return row
-
-    def _revoke(self, grant_id: str) -> None:
-        try:
-            grant = self.broker.grants.revoke(grant_id)
-        except FilesError:
-            self._say("That grant was already gone.")
-        else:
-            self._say(
-                f"Revoked {escape(', '.join(grant.operations))} on <code>{escape(grant.path)}</code> "
-                f"for {escape(grant_holder(grant))}."
-            )
+            text = work()
+        except Exception as exc:
+            log.exception("a dashboard action failed")
+            text = f"That did not work: {escape(exc)}"
+        self._say(text)
         self.schedule_refresh()
 
-    # locks
-
-    def _make_lock_row(self, lock_id: str) -> Row:
-        row = button_row("", "Force release", "fsbroker-force-unlock", REJECT, "Release this lock now")
-        row.button.on_click(lambda _button: self._force_unlock(lock_id))
-        return row
-
-    def _force_unlock(self, lock_id: str) -> None:
-        try:
-            self.broker.force_unlock(lock_id)
-        except (FilesError, BrokerError):
-            self._say("That lock was already released.")
-        else:
-            self._say("Lock released.")
-        self.schedule_refresh()
-
-    # feeds
+    def _say(self, text: str) -> None:
+        with self._state:
+            if self._closed:
+                return
+        self.message.value = text
 
     # -- consent prompts ---------------------------------------------------------------------
 
@@ -601,21 +425,17 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
     def disconnect_buttons(self) -> dict[str, Any]:
         """The Disconnect buttons shown, by connection name."""
         with self._render_lock:
-            return {
-                str(self._conn_views[key].name): row.button
-                for key, row in self._conn_rows.items()
-                if key in self._conn_views
-            }
+            return self.connections.by_name()
 
     def revoke_buttons(self) -> dict[str, Any]:
         """The Revoke buttons shown, by grant id."""
         with self._render_lock:
-            return {key: row.button for key, row in self._grant_rows.items()}
+            return self.grants.buttons()
 
     def force_unlock_buttons(self) -> dict[str, Any]:
         """The Force release buttons shown, by lock id."""
         with self._render_lock:
-            return {key: row.button for key, row in self._lock_rows.items()}
+            return self.locks.buttons()
 
     def restore_buttons(self) -> dict[str, Any]:
         """The Restore buttons of the Trash section, by entry id."""
@@ -624,23 +444,11 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     def row_texts(self, section: str) -> list[str]:
         """The HTML of each row of ``"connections"``, ``"grants"`` or ``"locks"``, in display order."""
-        sections: dict[str, tuple[dict[Any, Row], Any]] = {
-            "connections": (self._conn_rows, self.connections_box),
-            "grants": (self._grant_rows, self.grants_box),
-            "locks": (self._lock_rows, self.locks_box),
-        }
-        rows, box = sections[section]
+        sections = {"connections": self.connections, "grants": self.grants, "locks": self.locks}
         with self._render_lock:
-            by_box = {id(row.box): row for row in rows.values()}
-            return [str(by_box[id(child)].text.value) for child in box.children if id(child) in by_box]
+            return sections[section].texts()
 
     # -- lifetime ----------------------------------------------------------------------------
-
-    def _say(self, text: str) -> None:
-        with self._state:
-            if self._closed:
-                return
-        self.message.value = text
 
     @property
     def closed(self) -> bool:
@@ -661,13 +469,12 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
         For a broker that closes (``%unload_ext``, ``%reload_ext``): the page
         keeps showing the last state, marked stale, instead of a view that looks
-        alive and does nothing. Threads are joined as in :meth:`close`; the
-        widgets stay open until :meth:`close`.
+        alive and does nothing. Its own thread is joined as in :meth:`close`;
+        the widgets stay open until :meth:`close`.
         """
         with self._render_lock:
-            for rows in (self._conn_rows, self._grant_rows, self._lock_rows):
-                for row in rows.values():
-                    row.button.disabled = True
+            for section in (self.connections, self.grants, self.locks):
+                section.disable()
             self.trash.disable()
         self._stop_following()
         self._retired = True
@@ -677,46 +484,33 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         )
         self.add_class("fsbroker-stale")
 
-    def _stop_following(self) -> tuple[bool, threading.Thread | None]:
+    def _stop_following(self) -> bool:
+        """Unsubscribe, end the own thread; whether this was done already."""
         with self._state:
             already = self._closed
             self._closed = True
-            timer, self._timer = self._timer, None
-            workers = list(self._workers)
             unsubscribe, self._unsubscribe = self._unsubscribe, []
-            unsubscribe += [stop for _, stop in self._followed.values()]
-            self._followed.clear()
             self._state.notify_all()
         for stop in unsubscribe:
             stop()
-        current = threading.current_thread()
-        if timer is not None:
-            timer.cancel()
-            if timer is not current:
-                timer.join(_JOIN_TIMEOUT)
-        for worker in workers:
-            if worker is not current:
-                worker.join(_JOIN_TIMEOUT)
-        return already, timer
+        self._server_log.close()
+        if self._own_thread:
+            self._thread.close()  # a Disconnect still running is waited for
+        return already
 
     def close(self) -> None:
-        """Unsubscribe from the broker, stop and join every thread, close the widgets. Idempotent.
+        """Unsubscribe from the broker, join its own thread, close the widgets. Idempotent.
 
         A Disconnect still running is waited for a few seconds; consent prompts
         in :attr:`consent_area` are left to their owner.
         """
-        already, _ = self._stop_following()
+        already = self._stop_following()
         if not already or self._retired:
             self._retired = False
             with self._render_lock:
-                for rows in (self._conn_rows, self._grant_rows, self._lock_rows):
-                    for row in rows.values():
-                        row.close()
-                    rows.clear()
-                self._conn_views.clear()
+                for section in (self.connections, self.grants, self.locks):
+                    section.close()
                 self.trash.close()
                 self.consent_area.children = ()  # the prompts belong to whoever added them
-                for empty in self._empty.values():
-                    close_tree(empty)
                 close_parts(self)
         super().close()

@@ -7,9 +7,13 @@ with a bar (bytes of total, rate) that is marked done on its last chunk. Rows of
 connections that closed are removed; finished rows beyond ``keep_finished`` and
 rows idle for ``stale_after`` seconds are dropped as new transfers arrive.
 
-Threading: transfers are reported on the broker's request threads. The state is
-guarded by a lock; widget traits are set under it, so updates from concurrent
-chunks never interleave. No thread is started.
+Threading: transfers are reported on the broker's request threads, in the middle
+of a read. Given a :class:`~.view_thread.ViewThread` (as the kernel's views are),
+the progress tests each event there (:meth:`TransferProgress.follows`: a file moved
+in one request is declined at once) and changes its widgets on the views' thread
+only, closing included. Without one, it updates on the reporting thread. The state
+is guarded by a lock either way, so updates from concurrent chunks never interleave.
+No thread is started.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import html
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
@@ -26,6 +30,9 @@ from ..console.format import format_age, format_bytes, printable
 from ..core.broker import Broker
 from ..core.transfers import Transfer
 from .closing import close_parts, close_tree
+
+if TYPE_CHECKING:
+    from .view_thread import ViewThread
 
 __all__ = ["TransferProgress"]
 
@@ -76,6 +83,9 @@ class TransferProgress(widgets.VBox):  # type: ignore[misc]
         (a reader that stopped half-way).
     min_interval
         Seconds between two updates of one bar (the last chunk always shows).
+    views
+        The thread that runs every change of the widgets (see the module
+        docstring); ``None``: the thread that reports the transfer.
 
     Attributes
     ----------
@@ -91,6 +101,7 @@ class TransferProgress(widgets.VBox):  # type: ignore[misc]
         keep_finished: int = 3,
         stale_after: float = 300.0,
         min_interval: float = 0.05,
+        views: ViewThread | None = None,
     ) -> None:
         super().__init__()
         self.broker = broker
@@ -105,15 +116,32 @@ class TransferProgress(widgets.VBox):  # type: ignore[misc]
         self.rows_box = widgets.VBox()
         self.children = (self.rows_box,)
         self.add_class("fsbroker-progress")
-        self._unsubscribe = [
-            broker.on_transfer(self._on_transfer),
-            broker.on_connections(self._on_connections),
-        ]
+        self._views = views
+        if views is None:
+            self._unsubscribe = [
+                broker.on_transfer(self._on_transfer),
+                broker.on_connections(self._on_connections),
+            ]
+        else:
+            self._unsubscribe = [
+                broker.on_transfer(views.posting(self._on_transfer, when=self.follows)),
+                broker.on_connections(lambda: views.post(self._on_connections)),
+            ]
 
     # -- events --------------------------------------------------------------------------------
 
+    def follows(self, transfer: Transfer) -> bool:
+        """Whether *transfer* changes what is shown: a quick test that changes nothing (any thread).
+
+        A file moved in one request, the common small read, is not followed.
+        """
+        if self._closed or self._connection_id not in (None, transfer.connection_id):
+            return False
+        key: _Key = (transfer.connection_id, transfer.path, transfer.direction)
+        return not transfer.finished or key in self._rows
+
     def _on_transfer(self, transfer: Transfer) -> None:
-        if self._connection_id is not None and transfer.connection_id != self._connection_id:
+        if not self.follows(transfer):
             return
         key: _Key = (transfer.connection_id, transfer.path, transfer.direction)
         now = time.monotonic()
@@ -249,7 +277,13 @@ class TransferProgress(widgets.VBox):  # type: ignore[misc]
                 self._drop(key)
 
     def close(self) -> None:
-        """Stop listening and close the widgets. Idempotent."""
+        """Stop listening and close the widgets (on the views' thread, when there is one). Idempotent."""
+        views = self._views
+        if views is not None and not views.is_current() and views.post(self._close_now):
+            return
+        self._close_now()
+
+    def _close_now(self) -> None:
         with self._lock:
             already = self._closed
             self._closed = True

@@ -26,6 +26,14 @@ class Section:
     accordion: Any
     empty: bool = True
 
+    @classmethod
+    def collapsible(cls, key: str, title: str, body: Any) -> Section:
+        """A closed section around *body* (DOM classes ``fsbroker-section`` and ``fsbroker-section-KEY``)."""
+        accordion = widgets.Accordion(children=[body], titles=(title,), selected_index=None)
+        accordion.add_class("fsbroker-section")
+        accordion.add_class(f"fsbroker-section-{key}")
+        return cls(title, accordion)
+
     def show(self, count: int) -> None:
         """Title it with *count*; open it with its first row, close it when it empties."""
         title = f"{self.title} ({count})" if count else self.title

@@ -16,12 +16,7 @@ import { Widget } from '@lumino/widgets';
 import { BrokerModel } from './model';
 import { IConsent, IConsentOutcome } from './protocol';
 
-/**
- * The dialog's DOM id and class; its buttons' classes.
- */
-export const DIALOG_ID = 'fsbroker-consent-dialog';
-export const APPROVE_CLASS = 'fsbroker-dialog-approve';
-export const DENY_CLASS = 'fsbroker-dialog-deny';
+import { APPROVE_CLASS, DENY_CLASS, DIALOG_ID } from './tokens';
 
 /**
  * The duration choices, as the cell's prompt offers them (`null`: this connection).

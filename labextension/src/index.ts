@@ -26,12 +26,14 @@ import { Token } from '@lumino/coreutils';
 import { ConsentDialogs } from './consent';
 import { NotebookFollower } from './follow';
 import { FileBrokerModel } from './model';
-import { FileBrokerSidebar, SIDEBAR_ID } from './sidebar';
+import { FileBrokerSidebar } from './sidebar';
 import { FileBrokerStatus } from './status';
 /* eslint-enable jupyter/prefer-lazy-imports */
+import { BROKER_TOKEN, OPEN_COMMAND, PLUGIN_IDS, SIDEBAR_ID } from './tokens';
 
 export * from './model';
 export * from './protocol';
+export * from './tokens';
 
 /**
  * What the broker plugin provides to the views.
@@ -49,17 +51,12 @@ export interface IFileBroker {
  * The token of the broker plugin.
  */
 export const IFileBroker = new Token<IFileBroker>(
-  'jupyter_fsbroker:IFileBroker',
+  BROKER_TOKEN,
   'The file broker of the current notebook’s kernel, and its consent dialogs.'
 );
 
-/**
- * The command that shows the sidebar.
- */
-export const OPEN_COMMAND = 'fsbroker:open-sidebar';
-
 const broker: JupyterFrontEndPlugin<IFileBroker> = {
-  id: 'jupyter_fsbroker:broker',
+  id: PLUGIN_IDS.broker,
   description:
     'Links the kernels of the open notebooks to the panel protocol and shows consent requests as dialogs.',
   autoStart: true,
@@ -81,7 +78,7 @@ const broker: JupyterFrontEndPlugin<IFileBroker> = {
 };
 
 const sidebar: JupyterFrontEndPlugin<void> = {
-  id: 'jupyter_fsbroker:sidebar',
+  id: PLUGIN_IDS.sidebar,
   description:
     'The File Broker sidebar: servers, grants, locks and the activity of the current kernel.',
   autoStart: true,
@@ -111,7 +108,7 @@ const sidebar: JupyterFrontEndPlugin<void> = {
 };
 
 const status: JupyterFrontEndPlugin<void> = {
-  id: 'jupyter_fsbroker:status',
+  id: PLUGIN_IDS.status,
   description:
     'A status bar item counting the servers and locks of the current kernel.',
   autoStart: true,
@@ -128,7 +125,7 @@ const status: JupyterFrontEndPlugin<void> = {
     // Shown while a notebook is current (not on Notebook 7's file browser page, say).
     const active = () => fileBroker.model.current !== null;
     if (statusBar) {
-      statusBar.registerStatusItem('jupyter_fsbroker:status', {
+      statusBar.registerStatusItem(PLUGIN_IDS.status, {
         item,
         align: 'left',
         rank: 100,

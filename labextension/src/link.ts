@@ -15,7 +15,8 @@ import { JSONObject } from '@lumino/coreutils';
 import { IDisposable } from '@lumino/disposable';
 
 import { BrokerModel } from './model';
-import { COMM_TARGET, hello } from './protocol';
+import { hello } from './protocol';
+import { COMM_TARGET } from './tokens';
 
 /**
  * Code that may have loaded, reloaded or unloaded the extension.

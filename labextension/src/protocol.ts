@@ -12,11 +12,6 @@
 export const PROTOCOL_VERSION = 1;
 
 /**
- * The comm target the kernel extension registers at `%load_ext jupyter_fsbroker`.
- */
-export const COMM_TARGET = 'jupyter_fsbroker.panel';
-
-/**
  * The four operations a grant can give.
  */
 export type Operation = 'read' | 'write' | 'delete' | 'watch';

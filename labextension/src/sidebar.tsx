@@ -20,10 +20,7 @@ import React from 'react';
 import { BrokerModel, ENDED, FileBrokerModel, plural } from './model';
 import { IBrokerState, IConsent } from './protocol';
 
-/**
- * The sidebar's DOM id (also the id `app.shell.activateById` takes).
- */
-export const SIDEBAR_ID = 'fsbroker-sidebar';
+import { SIDEBAR_BUTTONS, SIDEBAR_ID } from './tokens';
 
 const FOLDER_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">
   <path class="jp-icon3" fill="#616161" d="M10 4H4c-1.1 0-2 .9-2 2v12c0 1.1.9 2 2 2h8.1a6.5 6.5 0 0 1-.1-1c0-3.3 2.5-6.1 5.8-6.5V8c0-1.1-.9-2-2-2h-5.8L10 4z"/>
@@ -315,7 +312,7 @@ function StateView(
               </div>
               <Button
                 small
-                className="fsbroker-sidebar-disconnect jp-mod-reject"
+                className={`${SIDEBAR_BUTTONS.disconnect} jp-mod-reject`}
                 disabled={ended || busy.has(key)}
                 title="End this connection now: its grants, locks and watches end with it"
                 onClick={() => act(key, () => model.disconnect(conn.id))}
@@ -352,7 +349,7 @@ function StateView(
               </div>
               <Button
                 small
-                className="fsbroker-sidebar-revoke"
+                className={SIDEBAR_BUTTONS.revoke}
                 disabled={busy.has(key)}
                 title="Revoke this grant now"
                 onClick={() => act(key, () => model.revoke(grant.id))}
@@ -377,7 +374,7 @@ function StateView(
               </div>
               <Button
                 small
-                className="fsbroker-sidebar-force-unlock"
+                className={SIDEBAR_BUTTONS.forceUnlock}
                 disabled={busy.has(key)}
                 title="Release this lock now, whoever holds it"
                 onClick={() => act(key, () => model.forceUnlock(lock.id))}

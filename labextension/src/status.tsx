@@ -9,10 +9,7 @@ import React from 'react';
 import { FileBrokerModel, plural } from './model';
 import { fileBrokerIcon } from './sidebar';
 
-/**
- * The status item's DOM id.
- */
-export const STATUS_ID = 'fsbroker-status';
+import { STATUS_ID } from './tokens';
 
 /**
  * The status bar item.

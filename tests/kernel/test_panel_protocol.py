@@ -2,23 +2,43 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from jupyter_fsbroker.kernel.panel import messages as proto
+from tests.support.env import REPO
+
+#: One of each message of ``labextension/PROTOCOL.md``, shared with the extension's jest tests.
+FIXTURE = json.loads((REPO / "labextension" / "fixtures" / "panel-messages.json").read_text(encoding="utf-8"))
+FROM_PANEL: dict[str, Any] = FIXTURE["panelToKernel"]
+TO_PANEL: dict[str, Any] = FIXTURE["kernelToPanel"]
 
 
 def action(**fields: Any) -> dict[str, Any]:
     return {"version": proto.PROTOCOL_VERSION, "type": "action", "id": "a1", **fields}
 
 
-def test_hello_refresh_and_each_action_are_read() -> None:
-    assert proto.parse({"version": 1, "type": "hello", "client": "jupyterlab"}).client == "jupyterlab"
-    assert proto.parse({"version": 1, "type": "refresh"}).type == "refresh"
-    assert proto.parse(action(action="disconnect", connection="c1")).target == "c1"
-    assert proto.parse(action(action="revoke", grant="g_1")).target == "g_1"
-    assert proto.parse(action(action="force_unlock", lock="lock_1")).target == "lock_1"
+def test_hello_refresh_and_each_action_of_the_shared_fixture_are_read() -> None:
+    assert proto.parse(FROM_PANEL["hello"]).client == "jupyterlab"
+    assert proto.parse(FROM_PANEL["refresh"]).type == "refresh"
+    for name, target in (("disconnect", "c1"), ("revoke", "g_1"), ("force_unlock", "lock_1")):
+        incoming = proto.parse(FROM_PANEL[name])
+        assert (incoming.type, incoming.action, incoming.target, incoming.id) == (
+            "action",
+            name,
+            target,
+            FROM_PANEL[name]["id"],
+        )
+    answer = proto.parse(FROM_PANEL["answer_consent"])
+    assert (answer.action, answer.target) == ("answer_consent", "consent_1")
+    assert answer.approved == (proto.Approval("data/sales.csv", ("read",)),)
+    assert answer.duration == 900.0
+    assert set(FROM_PANEL) == {"hello", "refresh", "disconnect", "revoke", "force_unlock", "answer_consent"}
+
+
+def test_an_answer_is_read_in_canonical_order_and_an_empty_one_denies() -> None:
     answer = proto.parse(
         action(
             action="answer_consent",
@@ -28,9 +48,19 @@ def test_hello_refresh_and_each_action_are_read() -> None:
         )
     )
     assert answer.approved == (proto.Approval("data/a.csv", ("read", "write")),)  # canonical order
-    assert answer.duration == 900.0
     denied = proto.parse(action(action="answer_consent", consent="consent_1", approved=[], duration=None))
     assert (denied.approved, denied.duration) == ((), None)
+
+
+def test_the_kernel_writes_each_message_of_the_shared_fixture() -> None:
+    assert proto.snapshot(1, TO_PANEL["snapshot"]["state"]) == TO_PANEL["snapshot"]
+    assert proto.result("a3", True, "Lock released.") == TO_PANEL["result"]
+    assert proto.error("bad_message", TO_PANEL["error"]["message"]) == TO_PANEL["error"]
+    assert (
+        proto.error("version_mismatch", TO_PANEL["version_mismatch"]["message"])
+        == TO_PANEL["version_mismatch"]
+    )
+    assert proto.closing(TO_PANEL["closing"]["reason"]) == TO_PANEL["closing"]
 
 
 @pytest.mark.parametrize("version", [None, 0, 2, "1"])

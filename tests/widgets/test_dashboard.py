@@ -191,7 +191,7 @@ def test_force_release_frees_the_lock(broker: Broker) -> None:
     other.handle("files/write", {"path": "data/x.csv", "content": "new"})
     assert dash.flush(WAIT)
     assert dash.force_unlock_buttons() == {}
-    stale = dash._make_lock_row(lock_id)  # a button of a lock released meanwhile
+    stale = dash.locks.make_row(lock_id)  # a button of a lock released meanwhile
     stale.button.click()
     assert "already released" in dash.message.value
     dash.close()
@@ -290,7 +290,7 @@ def test_every_render_runs_through_the_render_with_hook(broker: Broker) -> None:
     broker.allow("data/sales", ops=("read",))
     assert dash.flush(WAIT)
     assert len(calls) == dash.renders >= 2 and all(d is dash for d, _ in calls)
-    assert calls[-1][1] is not threading.current_thread()  # refreshed on the dashboard's timer
+    assert calls[-1][1].name == "fsbroker-views"  # refreshed on the views' thread
     assert "data/sales" in dash.row_texts("grants")[0]
     dash.close()
 
@@ -348,10 +348,10 @@ def test_close_unsubscribes_and_leaves_no_thread(broker: Broker) -> None:
     release = threading.Event()
     view = FakeView("slow", broker.connect("slow"), release=release)
     dash = _dashboard(broker, [view], refresh_interval=30.0)
-    broker.allow("data/sales", ops=("read",))  # schedules a refresh 30 s away: a live timer
+    broker.allow("data/sales", ops=("read",))  # a refresh, and the next one 30 s away
     dash.disconnect_buttons()["slow"].click()  # a Disconnect still running
     extra = [t for t in threading.enumerate() if t not in before]
-    assert {t.name for t in extra} >= {"fsbroker-dashboard-refresh", "fsbroker-disconnect"}
+    assert [t.name for t in extra] == ["fsbroker-views"]  # one thread refreshes and disconnects
     release.set()
     dash.close()
     join_all(extra)

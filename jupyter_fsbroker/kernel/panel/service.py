@@ -13,17 +13,17 @@ Threading: JupyterLab sends a comm's messages on a kernel subshell, so the
 handlers run on that subshell's thread while the main shell may be blocked in
 a cell; they only read thread-safe state and call methods that return at once
 (closing a connection, revoking, resolving a consent future). Snapshots go out
-from a short-lived timer thread, in a context detached from any request, and
+from the notebook's views' thread (coalesced there: the broker's threads that
+report a change pay a queue ``put``), in a context detached from any request, and
 each comm's routing is freed so that nothing pins it to the main shell
-(:mod:`..ipykernel_compat`). :meth:`PanelService.close` joins every thread it
-started. Nothing here decides what a server may do.
+(:mod:`..ipykernel_compat`). The service starts no thread. Nothing here decides
+what a server may do.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
 from ...console.status import grant_holder
@@ -39,9 +39,6 @@ log = logging.getLogger(__name__)
 
 #: Seconds between two snapshots while the state keeps changing (and while a connection is in transit).
 REFRESH_INTERVAL = 0.25
-
-#: How long :meth:`PanelService.close` waits for the timer thread.
-_JOIN_TIMEOUT = 5.0
 
 
 class _Peer:
@@ -59,7 +56,8 @@ class PanelService:
     Parameters
     ----------
     broker
-        The notebook broker (a :class:`~..notebook.NotebookBroker`).
+        The notebook broker (a :class:`~..notebook.NotebookBroker`); the
+        snapshots go out on its views' thread.
     kernel
         The ipykernel kernel whose comm manager gets the target.
 
@@ -75,8 +73,7 @@ class PanelService:
         self._peers: dict[str, _Peer] = {}
         self._seq = 0
         self._closed = False
-        self._timer: threading.Timer | None = None
-        self._last_sent = 0.0
+        self._views = broker.views_thread
         self._state = PanelState(broker, self.schedule)
         ipk.register_comm_target(kernel, proto.TARGET, self._open)
 
@@ -207,21 +204,15 @@ class PanelService:
     def schedule(self) -> None:
         """Send every panel a snapshot soon (coalesced: at most one per interval). Never blocks."""
         with self._lock:
-            if self._closed or self._timer is not None or not self._peers:
+            if self._closed or not self._peers:
                 return
-            delay = max(0.0, self._last_sent + REFRESH_INTERVAL - time.monotonic())
-            timer = threading.Timer(delay, self._broadcast)
-            timer.name = "fsbroker-panel"
-            timer.daemon = True
-            self._timer = timer
-            timer.start()
+        self._views.coalesce(self, self._broadcast, REFRESH_INTERVAL)
 
     def _broadcast(self) -> None:
         with self._lock:
-            if self._timer is threading.current_thread():
-                self._timer = None
+            if self._closed:
+                return
             peers = list(self._peers.values())
-            self._last_sent = time.monotonic()
         try:
             # Asked before the snapshots are taken: a connection that ends (closing → closed, which
             # comes with no event) while they are sent was still in transit, so one more follows.
@@ -242,14 +233,9 @@ class PanelService:
             if self._closed:
                 return
             self._closed = True
-            timer, self._timer = self._timer, None
             peers, self._peers = list(self._peers.values()), {}
         ipk.unregister_comm_target(self._kernel, proto.TARGET, self._open)
         self._state.close()
-        if timer is not None:
-            timer.cancel()
-            if timer is not threading.current_thread():
-                timer.join(_JOIN_TIMEOUT)
         for peer in peers:
             try:
                 ipk.run_detached(peer.comm.close, data=proto.closing(reason))

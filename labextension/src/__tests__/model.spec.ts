@@ -2,8 +2,15 @@
  * The models, fed the panel protocol's messages as a kernel would send them.
  */
 
+import fixture from '../../fixtures/panel-messages.json';
 import { BrokerModel, FileBrokerModel, IMessageSink } from '../model';
-import { IBrokerState, IConsent, PROTOCOL_VERSION } from '../protocol';
+import {
+  hello,
+  IBrokerState,
+  IConsent,
+  PROTOCOL_VERSION,
+  refresh
+} from '../protocol';
 
 function consent(id: string): IConsent {
   return {
@@ -276,5 +283,63 @@ describe('FileBrokerModel', () => {
     expect(facade.summary).toBe('File broker');
     facade.current = null;
     expect(facade.summary).toBe('File broker');
+  });
+});
+
+/**
+ * One of each message of PROTOCOL.md, shared with the kernel's tests
+ * (`tests/kernel/test_panel_protocol.py`): both sides read and write the same bytes.
+ */
+describe('the shared fixture of panel messages', () => {
+  const { panelToKernel: fromPanel, kernelToPanel: toPanel } = fixture;
+
+  it('is what the panel sends: hello, refresh and each action', async () => {
+    expect(hello('jupyterlab')).toEqual(fromPanel.hello);
+    expect(refresh()).toEqual(fromPanel.refresh);
+    const model = new BrokerModel();
+    const sink = new RecordingSink();
+    model.setSink(sink);
+    model.receive(toPanel.snapshot);
+    void model.disconnect('c1');
+    void model.revoke('g_1');
+    const released = model.forceUnlock('lock_1');
+    void model.answerConsent(
+      'consent_1',
+      [{ path: 'data/sales.csv', operations: ['read'] }],
+      900
+    );
+    expect(sink.sent).toEqual([
+      fromPanel.disconnect,
+      fromPanel.revoke,
+      fromPanel.force_unlock,
+      fromPanel.answer_consent
+    ]);
+    model.receive(toPanel.result);
+    await expect(released).resolves.toEqual({
+      ok: true,
+      message: 'Lock released.'
+    });
+  });
+
+  it('is what the panel reads: a snapshot, an error, a version mismatch and closing', () => {
+    const model = new BrokerModel('sales.ipynb');
+    const added: string[][] = [];
+    model.consentsAdded.connect((_, list) => added.push(list.map(c => c.id)));
+    model.receive(toPanel.snapshot);
+    expect(model.status).toBe('ready');
+    expect(model.openConnections).toBe(1);
+    expect(model.lockCount).toBe(1);
+    expect(added).toEqual([['consent_1']]);
+    model.receive(toPanel.error);
+    expect(model.lastResult).toEqual({
+      ok: false,
+      message: toPanel.error.message
+    });
+    model.receive(toPanel.closing);
+    expect(model.status).toBe('unloaded');
+
+    const other = new BrokerModel();
+    other.receive(toPanel.version_mismatch);
+    expect(other.status).toBe('mismatch');
   });
 });

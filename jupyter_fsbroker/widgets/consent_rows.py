@@ -1,0 +1,140 @@
+"""The parts a consent prompt is made of: one row per requested path, the "all paths" row, the answers.
+
+Builders only: each returns new widgets with the prompt's DOM classes, and
+wires nothing (:class:`~.consent_prompt.ConsentPrompt` observes and resolves).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
+
+from ..console.consent_text import item_label
+from ..console.format import printable, reason_text
+from ..core.consent import ConsentItem, ConsentRequest
+from .style import ACCEPT, REJECT
+
+__all__ = [
+    "DURATION_CHOICES",
+    "PathRow",
+    "all_paths_row",
+    "already_note",
+    "answer_buttons",
+    "duration_toggle",
+    "op_box",
+    "path_row",
+]
+
+#: The duration choices: label and seconds (``0`` stands for "as long as the connection lasts").
+DURATION_CHOICES: tuple[tuple[str, int], ...] = (("this connection", 0), ("15 min", 900), ("1 h", 3600))
+
+
+@dataclass(frozen=True)
+class PathRow:
+    """The row of one requested path: the row, the path's checkbox and one checkbox per operation."""
+
+    row: Any
+    checkbox: Any
+    ops: dict[str, Any]
+
+
+def op_box(op: str, enabled: bool) -> Any:
+    """The checkbox of operation *op* (``fsbroker-consent-op``, ``fsbroker-op-OP``); unchecked if disabled."""
+    box = widgets.Checkbox(
+        value=enabled,
+        disabled=not enabled,
+        description=op,
+        indent=False,
+        layout=widgets.Layout(width="auto"),
+        style={"description_width": "initial"},
+    )
+    box.add_class("fsbroker-consent-op")
+    box.add_class(f"fsbroker-op-{op}")
+    box.add_class("fsbroker-op")
+    return box
+
+
+def _item_note(item: ConsentItem, operations: tuple[str, ...]) -> str:
+    if not item.approvable:
+        return f"&nbsp;<i>cannot be approved: {html.escape(reason_text(item.reason))}</i>"
+    if item.read_only:
+        dropped = [op for op in operations if op in ("write", "delete")]
+        if dropped:
+            return f"&nbsp;<i>(read-only folder: {' and '.join(dropped)} will not be granted here)</i>"
+        return "&nbsp;<i>(read-only folder)</i>"
+    return ""
+
+
+def path_row(request: ConsentRequest, item: ConsentItem) -> PathRow:
+    """The row of *item* (``fsbroker-consent-row``): its checkbox, a note, the operations asked for it."""
+    box = widgets.Checkbox(
+        value=item.approvable,
+        disabled=not item.approvable,
+        description=item_label(item),
+        indent=False,
+        layout=widgets.Layout(width="auto"),
+        style={"description_width": "initial"},
+    )
+    box.add_class("fsbroker-consent-path")
+    asked = request.operations_of(item)
+    grantable = item.grantable(asked)
+    ops = {op: op_box(op, op in grantable) for op in asked}
+    note = widgets.HTML(_item_note(item, asked))
+    note.add_class("fsbroker-note")
+    row = widgets.HBox([box, note, *ops.values()])
+    row.add_class("fsbroker-consent-row")
+    return PathRow(row, box, ops)
+
+
+def all_paths_row(request: ConsentRequest) -> tuple[Any, dict[str, Any]]:
+    """The "all paths" row (``fsbroker-consent-all``) and its checkbox per operation.
+
+    Hidden when it would say nothing the path rows do not: one approvable path,
+    or a request that asks each path its own operations.
+    """
+    toggles = {op: op_box(op, True) for op in request.operations}
+    for op, toggle in toggles.items():
+        toggle.remove_class("fsbroker-consent-op")
+        toggle.add_class("fsbroker-consent-all-op")
+        toggle.tooltip = f"Allow {op} on every path (uncheck to refuse it)"
+    row = widgets.HBox([widgets.HTML("All paths:&nbsp;"), *toggles.values()])
+    row.add_class("fsbroker-consent-all")
+    if sum(1 for item in request.items if item.approvable) < 2 or request.per_path:
+        row.layout.display = "none"
+    return row, toggles
+
+
+def duration_toggle(default_duration: float | None) -> Any:
+    """The duration choice (values from :data:`DURATION_CHOICES`), *default_duration* selected if offered."""
+    choices = {seconds for _, seconds in DURATION_CHOICES}
+    initial = 0 if default_duration is None else int(default_duration)
+    return widgets.ToggleButtons(
+        options=list(DURATION_CHOICES),
+        value=initial if initial in choices else 0,
+        style={"button_width": "auto"},
+    )
+
+
+def answer_buttons() -> tuple[Any, Any]:
+    """**Approve** (``fsbroker-approve``) and **Deny** (``fsbroker-deny``), in the answer colours."""
+    approve = widgets.Button(description="Approve", icon="check", tooltip="Grant what is checked")
+    approve.add_class("fsbroker-approve")
+    approve.add_class(ACCEPT)
+    deny = widgets.Button(description="Deny", icon="times", tooltip="Grant nothing")
+    deny.add_class("fsbroker-deny")
+    deny.add_class(REJECT)
+    return approve, deny
+
+
+def already_note(request: ConsentRequest) -> Any:
+    """The line naming what was granted already and not asked again (hidden when nothing was)."""
+    text = ""
+    if request.already:
+        shown = ", ".join(html.escape(printable(i.rel or i.path)) for i in request.already)
+        text = f"Already granted (not asked again): {shown}"
+    note = widgets.HTML(text, layout=widgets.Layout(display=None if text else "none"))
+    note.add_class("fsbroker-note")
+    return note
