@@ -36,6 +36,7 @@ __all__ = [
     "TooLarge",
     "WrongType",
     "from_os_error",
+    "to_files_error",
     "to_jsonrpc_error",
 ]
 
@@ -269,3 +270,23 @@ def _file_size_limit() -> dict[str, int]:
         return {}
     soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
     return {} if soft == resource.RLIM_INFINITY else {"maxBytes": soft}
+
+
+def to_files_error(exc: BaseException, path: str | None = None) -> FilesError:
+    """The answer to a ``files/*`` request that failed with *exc*: the one mapping of failures.
+
+    A :class:`FilesError` is the answer as it is; a :class:`ClosedError` (the
+    connection or the broker closed under the request) is
+    ``PERMISSION_DENIED`` with reason ``connection_closed``, as the core answers
+    a closed connection; an :class:`OSError` is translated by
+    :func:`from_os_error`; anything else is an :class:`InternalError` that
+    names only the exception's type (the caller logs the details).
+    *path* is the request's own path, when it has one.
+    """
+    if isinstance(exc, FilesError):
+        return exc
+    if isinstance(exc, ClosedError):
+        return PermissionDenied(str(exc) or "the connection is closed", reason="connection_closed", path=path)
+    if isinstance(exc, OSError):
+        return from_os_error(exc, path)
+    return InternalError(f"unexpected failure ({type(exc).__name__})", path=path)

@@ -22,9 +22,10 @@ passes as a plain ``SessionMessage``::
   consent never holds up another request. At most ``max_in_flight`` of one
   connection run at once (the others wait their turn), so that one server
   cannot occupy every worker thread the broker shares between connections. A
-  :class:`~jupyter_fsbroker.core.errors.FilesError` becomes the JSON-RPC error
-  that :func:`~jupyter_fsbroker.core.errors.to_jsonrpc_error` builds; anything
-  else is logged here and answered ``-32603`` with a summary. A server's
+  failure is answered as the core maps it
+  (:func:`~jupyter_fsbroker.core.errors.to_files_error`: a connection closed
+  under the request is ``connection_closed``); only the unexpected is logged
+  here, and answered ``-32603`` with a summary. A server's
   ``notifications/cancelled`` for one of them stops the task and nothing is sent.
 * Where the transport allows it (the project's stdio pipes: a reader that
   shows each message as it is read, a writer that takes a whole answer from
@@ -94,12 +95,12 @@ from mcp_types import (
 )
 
 from ..core.buffers import BufferPool
-from ..core.errors import FilesError, InternalError, RateLimited, to_jsonrpc_error
+from ..core.errors import InternalError, RateLimited, to_jsonrpc_error
 from ..core.hop import post
 from .budget import MemoryBudget, Reservation, answer_estimate, held_by
 from .framing import LentMessage, MalformedMessage, encode_message, encode_response, release
 from .roots_gate import RootsGate
-from .threaded import DirectWriter, FilesRoute, ThreadedAnswers
+from .threaded import DirectWriter, FilesRoute, ThreadedAnswers, failure_answer
 
 __all__ = [
     "BROKERING_FEATURES",
@@ -397,7 +398,6 @@ class BrokerMiddleware:
             self._loop,
             self._write,
             encode=self._encode,
-            internal_error=self._internal_error,
             finish=self._threaded_done,
             write_later=self._write_later,
             label=self._label,
@@ -682,13 +682,8 @@ class BrokerMiddleware:
             assert self._slots is not None
             async with self._slots:
                 return "result", await self._handle_files(method, request.params)
-        except FilesError as exc:
-            return "error", to_jsonrpc_error(exc)
         except Exception as exc:
-            log.exception("%s: unexpected failure answering %s", self._label, method)
-            return "error", self._internal_error(
-                request, f"the client failed to answer {method} ({type(exc).__name__})"
-            )
+            return "error", failure_answer(request, exc, self._label)
 
     def _encode(self, request: JSONRPCRequest, answer: tuple[str, dict[str, Any]]) -> bytes | LentMessage:
         kind, body = answer

@@ -53,12 +53,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from mcp_types import JSONRPCRequest, RequestId
 
-from ..core.errors import FilesError, to_jsonrpc_error
+from ..core.errors import FilesError, InternalError, to_files_error, to_jsonrpc_error
 from ..core.hop import post
 from .budget import Reservation
 from .framing import LentMessage, release
 
-__all__ = ["DirectWriter", "FilesRoute", "ThreadedAnswers"]
+__all__ = ["DirectWriter", "FilesRoute", "ThreadedAnswers", "failure_answer"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,22 @@ class DirectWriter(Protocol):
     def write_now(self, data: bytes, /) -> bool:
         """Write *data* and its newline now, or return ``False`` (nothing written) if it cannot."""
         ...
+
+
+def failure_answer(request: JSONRPCRequest, exc: Exception, label: str) -> dict[str, Any]:
+    """The JSON-RPC error answering *request*, which failed with *exc*: the core's own mapping.
+
+    Only a failure the mapping does not know (a bug) is logged, with its traceback.
+    """
+    path = (request.params or {}).get("path")
+    path = path if isinstance(path, str) else None
+    error = to_files_error(exc, path)
+    if isinstance(error, InternalError) and not isinstance(exc, FilesError | OSError):
+        log.exception("%s: unexpected failure answering %s", label, request.method)
+        error = InternalError(
+            f"the client failed to answer {request.method} ({type(exc).__name__})", path=path
+        )
+    return to_jsonrpc_error(error)
 
 
 class _Entry:
@@ -101,8 +117,6 @@ class ThreadedAnswers:
     encode
         ``encode(request, ("result" | "error", body))``: the answer's JSON line,
         as bytes or in a lent buffer (given back once written or dropped).
-    internal_error
-        ``internal_error(request, message) -> error body``, for a failure that is no ``FilesError``.
     finish
         Called on the loop once a request is done (answered, dropped or never
         run), with its reservation: gives back its slot and memory.
@@ -120,7 +134,6 @@ class ThreadedAnswers:
         writer: DirectWriter,
         *,
         encode: Callable[[JSONRPCRequest, tuple[str, dict[str, Any]]], bytes | LentMessage],
-        internal_error: Callable[[JSONRPCRequest, str], dict[str, Any]],
         finish: Callable[[Reservation], None],
         write_later: Callable[[bytes | LentMessage, Reservation | None, Callable[[], None]], None],
         label: str = "",
@@ -128,7 +141,6 @@ class ThreadedAnswers:
         self._loop = loop
         self._writer = writer
         self._encode = encode
-        self._internal_error = internal_error
         self._finish = finish
         self._write_later = write_later
         self._label = label
@@ -241,12 +253,8 @@ class ThreadedAnswers:
     ) -> tuple[str, dict[str, Any]]:
         try:
             return ("result", handle(request.method, request.params))
-        except FilesError as exc:
-            return ("error", to_jsonrpc_error(exc))
         except Exception as exc:
-            log.exception("%s: unexpected failure answering %s", self._label, request.method)
-            message = f"the client failed to answer {request.method} ({type(exc).__name__})"
-            return ("error", self._internal_error(request, message))
+            return ("error", failure_answer(request, exc, self._label))
 
     def _answer(self, entry: _Entry, handle: Callable[[str, Any], dict[str, Any]]) -> None:
         request = entry.request
