@@ -97,7 +97,7 @@ from mcp_types import (
 from ..core.buffers import BufferPool
 from ..core.errors import InternalError, RateLimited, to_jsonrpc_error
 from ..core.hop import post
-from .budget import MemoryBudget, Reservation, answer_estimate, held_by
+from .desk.budget import MemoryBudget, Reservation, answer_estimate, held_by
 from .framing import LentMessage, MalformedMessage, encode_message, encode_response, release
 from .roots_gate import RootsGate
 from .threaded import DirectWriter, FilesRoute, ThreadedAnswers, failure_answer

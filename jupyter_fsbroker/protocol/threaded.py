@@ -55,7 +55,7 @@ from mcp_types import JSONRPCRequest, RequestId
 
 from ..core.errors import FilesError, InternalError, to_files_error, to_jsonrpc_error
 from ..core.hop import post
-from .budget import Reservation
+from .desk.budget import Reservation
 from .framing import LentMessage, release
 
 __all__ = ["DirectWriter", "FilesRoute", "ThreadedAnswers", "failure_answer"]
