@@ -71,10 +71,10 @@ from .client_errors import (
     find_connect_error,
     innermost,
 )
+from .desk.desk import FilesRoute
 from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware
 from .roots_gate import RootsGate, RootsGrace
 from .roots_offer import RootsOffer
-from .threaded import FilesRoute
 from .tools import list_tools
 from .transports import Opener
 from .validation import prepare_output_validation

@@ -27,9 +27,10 @@ def test_an_entry_goes_queued_running_writing_done_and_holds_a_slot_only_while_r
     assert table.run(ticket)
     assert ticket.state is TicketState.RUNNING and table.running == 1 and table.free_slots == 1
     assert not table.run(ticket)  # once
+    assert table.answering == 1
     assert table.writing(ticket)
     assert ticket.state is TicketState.WRITING and table.running == 0 and freed == [1]
-    assert len(table) == 1  # counted until written
+    assert len(table) == 1 and table.answering == 0  # in the table until written
     assert table.finish(ticket)
     assert ticket.state is TicketState.DONE and len(table) == 0
     assert not table.finish(ticket)  # idempotent: its reservation is given back once

@@ -99,6 +99,7 @@ class InFlight:
         self._tickets: set[Ticket] = set()
         self._cancellable: dict[RequestKey, Ticket] = {}
         self._running = 0
+        self._writing = 0
         self._stopped = False
 
     # -- what is in it --------------------------------------------------------------------------
@@ -106,6 +107,11 @@ class InFlight:
     def __len__(self) -> int:
         """Entries not yet finished, whatever their state."""
         return len(self._tickets)
+
+    @property
+    def answering(self) -> int:
+        """Tickets whose answer is not yet being written (QUEUED or RUNNING)."""
+        return len(self._tickets) - self._writing
 
     @property
     def running(self) -> int:
@@ -169,6 +175,7 @@ class InFlight:
             freed = self._leave_running(ticket)
             wanted = not ticket.dropped
             ticket.state = TicketState.WRITING if wanted else TicketState.DONE
+            self._writing += wanted
             self._forget(ticket)
         if freed:
             self._slot_free()
@@ -183,6 +190,8 @@ class InFlight:
             if ticket not in self._tickets:
                 return False
             freed = self._leave_running(ticket)
+            if ticket.state is TicketState.WRITING:
+                self._writing -= 1
             ticket.state = TicketState.DONE
             self._tickets.discard(ticket)
             self._forget(ticket)
