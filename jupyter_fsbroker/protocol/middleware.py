@@ -79,6 +79,7 @@ from ..core.buffers import BufferPool
 from ..core.errors import InternalError, to_jsonrpc_error
 from ..core.hop import post
 from .desk.budget import MemoryBudget
+from .desk.core_slot import CoreSlot
 from .desk.desk import FILES_PREFIX, FilesDesk, FilesHandler, FilesRoute
 from .desk.route import Route, Where
 from .framing import MalformedMessage
@@ -199,6 +200,10 @@ class BrokerMiddleware:
     buffers
         Returns what lends the buffers large answers are encoded in (see
         :mod:`.framing`; the core connection's, once there is one).
+    core
+        The broker side as the desk sees it (:class:`~.desk.core_slot.CoreSlot`):
+        given, it answers ``files/*`` and says the limits, in place of
+        *handle_files*, *route_files*, *memory_budget*, *read_sizes* and *buffers*.
 
     Notes
     -----
@@ -213,7 +218,7 @@ class BrokerMiddleware:
         read_stream: MessageReader,
         write_stream: MessageWriter,
         *,
-        handle_files: FilesHandler,
+        handle_files: FilesHandler | None = None,
         roots: RootsProvider,
         on_transport_closed: Callable[[], None] | None = None,
         label: str = "",
@@ -224,9 +229,16 @@ class BrokerMiddleware:
         on_initialize_result: Callable[[dict[str, Any]], None] | None = None,
         route_files: Callable[[str], FilesRoute | None] | None = None,
         buffers: Callable[[], BufferPool | None] | None = None,
+        core: CoreSlot | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
+        if core is not None:
+            handle_files, route_files, buffers = core.handle, core.route, core.buffers
+            memory_budget, read_sizes = core.memory_budget, core.read_sizes
+        if handle_files is None:
+            raise TypeError("give handle_files, or the core slot that answers files/*")
+        self._core = core
         self._budget_limit = memory_budget if callable(memory_budget) else (lambda: memory_budget)
         self._read_sizes = read_sizes if callable(read_sizes) else (lambda: read_sizes)
         self._malformed = 0
@@ -303,6 +315,7 @@ class BrokerMiddleware:
             gate=self._gate,
             buffers=self._buffers,
             on_failure=self._failed,
+            core=self._core,
             label=self._label,
         )
         self._offer_reads()

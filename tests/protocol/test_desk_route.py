@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from jupyter_fsbroker.protocol.desk.route import DeskState, Route, Where, decide
@@ -15,7 +13,7 @@ SMALL = 8 * 1024
 #: A connection with nothing on its way: named, its pool open, over stdio's pipes.
 IDLE = DeskState()
 #: The same connection while another request is on its way (a slot and some memory taken).
-BUSY_ELSEWHERE = replace(IDLE, in_flight=1, free_slots=15, budget_used=SMALL)
+BUSY_ELSEWHERE = IDLE._replace(in_flight=1, free_slots=15, budget_used=SMALL)
 
 
 def test_a_lone_request_is_answered_by_the_reading_thread() -> None:
@@ -26,15 +24,15 @@ def test_a_lone_request_is_answered_by_the_reading_thread() -> None:
     ("why", "state", "method", "estimate"),
     [
         ("another request is on its way", BUSY_ELSEWHERE, READ, SMALL),
-        ("memory is held by an answer being written", replace(IDLE, budget_used=1), READ, SMALL),
-        ("a request waits for memory", replace(IDLE, budget_waiting=1), READ, SMALL),
-        ("its answer exceeds the budget", replace(IDLE, budget_limit=SMALL - 1), READ, SMALL),
-        ("the roots gate is armed", replace(IDLE, gate_armed=True), READ, SMALL),
-        ("the connection is not named yet", replace(IDLE, core_ready=False), READ, SMALL),
-        ("the pool is closed", replace(IDLE, executor_open=False), READ, SMALL),
+        ("memory is held by an answer being written", IDLE._replace(budget_used=1), READ, SMALL),
+        ("a request waits for memory", IDLE._replace(budget_waiting=1), READ, SMALL),
+        ("its answer exceeds the budget", IDLE._replace(budget_limit=SMALL - 1), READ, SMALL),
+        ("the roots gate is armed", IDLE._replace(gate_armed=True), READ, SMALL),
+        ("the connection is not named yet", IDLE._replace(core_ready=False), READ, SMALL),
+        ("the pool is closed", IDLE._replace(executor_open=False), READ, SMALL),
         (
             "the transport cannot take an answer from a thread",
-            replace(IDLE, writes_directly=False),
+            IDLE._replace(writes_directly=False),
             READ,
             SMALL,
         ),
@@ -50,17 +48,17 @@ def test_a_request_that_is_not_alone_is_handed_to_the_loop(
 def test_on_the_loop_a_request_with_a_slot_and_memory_goes_to_a_worker() -> None:
     assert decide(READ, Where.LOOP, BUSY_ELSEWHERE, SMALL) is Route.WORKER
     # Over HTTP too: the worker hands its answer to the loop, which writes it.
-    assert decide(READ, Where.LOOP, replace(IDLE, writes_directly=False), SMALL) is Route.WORKER
+    assert decide(READ, Where.LOOP, IDLE._replace(writes_directly=False), SMALL) is Route.WORKER
 
 
 @pytest.mark.parametrize(
     ("why", "state", "method"),
     [
         ("a consent waits for the user on the loop", IDLE, CONSENT),
-        ("no slot is free", replace(BUSY_ELSEWHERE, free_slots=0), READ),
-        ("its memory is not granted at once", replace(IDLE, grants_at_once=False), READ),
-        ("the connection is not named yet", replace(IDLE, core_ready=False), READ),
-        ("the pool is closed (the core answers connection_closed)", replace(IDLE, executor_open=False), READ),
+        ("no slot is free", BUSY_ELSEWHERE._replace(free_slots=0), READ),
+        ("its memory is not granted at once", IDLE._replace(grants_at_once=False), READ),
+        ("the connection is not named yet", IDLE._replace(core_ready=False), READ),
+        ("the pool is closed (the core answers connection_closed)", IDLE._replace(executor_open=False), READ),
     ],
 )
 def test_on_the_loop_a_request_that_must_wait_goes_the_tasks_way(
@@ -70,10 +68,10 @@ def test_on_the_loop_a_request_that_must_wait_goes_the_tasks_way(
 
 
 def test_too_many_waiting_for_memory_is_busy_at_once() -> None:
-    full = replace(IDLE, grants_at_once=False, may_wait=False)
+    full = IDLE._replace(grants_at_once=False, may_wait=False)
     assert decide(READ, Where.LOOP, full, SMALL) is Route.BUSY
     # The queue's bound binds only a request that would have to wait.
-    assert decide(READ, Where.LOOP, replace(full, grants_at_once=True), SMALL) is Route.WORKER
+    assert decide(READ, Where.LOOP, full._replace(grants_at_once=True), SMALL) is Route.WORKER
 
 
 @pytest.mark.parametrize("where", list(Where))
@@ -81,13 +79,13 @@ def test_too_many_waiting_for_memory_is_busy_at_once() -> None:
 def test_a_closing_desk_or_a_connection_closed_before_it_was_named_answers_closed(
     where: Where, method: str
 ) -> None:
-    assert decide(method, where, replace(IDLE, closing=True), SMALL) is Route.CLOSED
-    never_named = replace(IDLE, core_ready=False, core_gone=True)
+    assert decide(method, where, IDLE._replace(closing=True), SMALL) is Route.CLOSED
+    never_named = IDLE._replace(core_ready=False, core_gone=True)
     assert decide(method, where, never_named, SMALL) is Route.CLOSED
 
 
 def test_a_named_connection_whose_broker_side_closed_is_answered_by_the_core() -> None:
     # The core answers connection_closed itself, with an audit record: the desk does not pre-empt it.
-    closed_later = replace(IDLE, core_gone=True)
+    closed_later = IDLE._replace(core_gone=True)
     assert decide(READ, Where.LOOP, closed_later, SMALL) is Route.WORKER
     assert decide(READ, Where.READER, closed_later, SMALL) is Route.HERE

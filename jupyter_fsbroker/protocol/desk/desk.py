@@ -59,6 +59,7 @@ from .table import InFlight, Ticket
 __all__ = [
     "FILES_PREFIX",
     "BytesWriter",
+    "CoreState",
     "DirectWriter",
     "FilesDesk",
     "FilesHandler",
@@ -106,6 +107,20 @@ class _MessageWriter(Protocol):
     async def send(self, item: SessionMessage, /) -> None: ...
 
 
+class CoreState(Protocol):
+    """Whether the broker side of a connection exists (:class:`~.core_slot.CoreSlot`)."""
+
+    @property
+    def ready(self) -> bool:
+        """It is open (the connection is named)."""
+        ...
+
+    @property
+    def gone(self) -> bool:
+        """It closed before it was ever opened: it never will be."""
+        ...
+
+
 def failure_answer(request: JSONRPCRequest, exc: BaseException, label: str) -> dict[str, Any]:
     """The JSON-RPC error answering *request*, which failed with *exc*: the core's own mapping.
 
@@ -148,6 +163,8 @@ class FilesDesk:
     on_failure
         Called on the loop with an exception a task of the desk did not expect
         (a bug): it ends the connection.
+    core
+        Whether the broker side exists yet (``None``: it always does).
     label
         Names the connection in log messages.
     """
@@ -165,9 +182,11 @@ class FilesDesk:
         gate: RootsGate | None = None,
         buffers: Callable[[], BufferPool | None] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
+        core: CoreState | None = None,
         label: str = "",
     ) -> None:
         self._loop = loop
+        self._core = core
         self._writer = writer
         self._bytes_writer = writer if isinstance(writer, BytesWriter) else None
         self._direct = writer if isinstance(writer, DirectWriter) and self._bytes_writer is not None else None
@@ -212,8 +231,11 @@ class FilesDesk:
         estimate = self._estimate(method, params)
         used, waiting = self.budget.snapshot()
         limit = self.budget.limit = self._budget_limit()
+        core = self._core
         state = DeskState(
             closing=self._closing,
+            core_ready=core is None or core.ready,
+            core_gone=core is not None and core.gone,
             executor_open=route is not None,
             writes_directly=self._direct is not None,
             in_flight=len(self._table),
