@@ -1,7 +1,7 @@
 """The MCP client: beside the server kit, the only part of jupyter_fsbroker that imports ``mcp``.
 
 :mod:`.connector`, :mod:`.server_connection`, :mod:`.middleware` and their helpers
-:mod:`.transports`, :mod:`.roots_offer`, :mod:`.roots_gate`, :mod:`.threaded`,
+:mod:`.transports`, :mod:`.roots_offer`, :mod:`.roots_gate`, :mod:`.desk`,
 :mod:`.voice`, :mod:`.stderr`, :mod:`.client_errors`, and :mod:`.sandboxing` (which starts a
 local server confined) connect a :class:`~jupyter_fsbroker.core.broker.Broker` to an MCP
 server over stdio or Streamable HTTP and answer the server's ``files/*`` requests through it::

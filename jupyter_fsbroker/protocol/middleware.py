@@ -7,35 +7,27 @@ notifications. :class:`BrokerMiddleware` therefore sits *between* a transport's
 ``(read, write)`` stream pair and the session, where every JSON-RPC message
 passes as a plain ``SessionMessage``::
 
-    transport read ─┬─► files/* ──► the reading or a worker thread: core, answer ► transport write
-                    └─► pump_in ──┬─► files/* ──► one task each ──► core ─┐
-                                  ├─► roots/list (answered here)          │
-                                  └─► everything else ──► ClientSession   │
-    transport write ◄── pump_out ◄── ClientSession                        │
-                    ◄── responses, notifications ◄────────────────────────┘
+    transport read ─┬─► files/* (read on the transport's thread, or on the loop) ──► the desk
+                    └─► pump_in ──┬─► files/* ──► the desk ──► here, a worker or a task ─► write
+                                  ├─► roots/list (answered here)
+                                  └─► everything else ──► ClientSession
+    transport write ◄── pump_out ◄── ClientSession
+                    ◄── answers, notifications
+
+The middleware is MCP plumbing only:
 
 * ``initialize`` going out gets ``capabilities.roots = {"listChanged": true,
   "filesystemBrokering": true, "filesystemBrokeringFeatures": ["perPathConsent"]}``
   written into its raw params.
-* ``files/*`` requests are answered through an async handler (the core
-  connection's ``ahandle``), each in its own task, so a slow read or a pending
-  consent never holds up another request. At most ``max_in_flight`` of one
-  connection run at once (the others wait their turn), so that one server
-  cannot occupy every worker thread the broker shares between connections. A
-  :class:`~jupyter_fsbroker.core.errors.FilesError` becomes the JSON-RPC error
-  that :func:`~jupyter_fsbroker.core.errors.to_jsonrpc_error` builds; anything
-  else is logged here and answered ``-32603`` with a summary. A server's
-  ``notifications/cancelled`` for one of them stops the task and nothing is sent.
-* Where the transport allows it (the project's stdio pipes: a reader that
-  shows each message as it is read, a writer that takes a whole answer from
-  any thread) and ``route_files`` gives a worker thread, a ``files/*`` request
-  whose slot and memory are free at once skips the loop altogether: the
-  worker decides it and writes its answer, and the loop only takes back the
-  slot and the memory afterwards (:mod:`.threaded`). Where the reader also
-  reads on threads of its own (``read_on_thread``), a request that is alone on
-  its connection is answered by the thread that read it, without a worker.
-  Every other request (a consent, one that must wait, any over HTTP) goes the
-  task's way.
+* Every ``files/*`` request goes to the connection's
+  :class:`~.desk.desk.FilesDesk`, which decides who answers it (the reading
+  thread, a worker, a task on the loop; or a refusal at once), holds it in its
+  one in-flight table, bounds its memory and answers it with the core's own
+  error mapping (see :mod:`.desk`). A transport that can (stdio's pipes:
+  :meth:`~.transports.pipes.PipeReader.offer_to`) shows each request to the
+  desk as it reads it, so a small request need not cross the event loop; a
+  server's ``notifications/cancelled`` for a ``files/*`` request goes to the
+  desk, any other to the session.
 * ``roots/list`` is answered with what a :class:`RootsProvider` says (see
   :mod:`.roots_offer`), computed as the request is read, so that whatever the
   server sends next finds its consequences (a notice) in place.
@@ -52,21 +44,12 @@ passes as a plain ``SessionMessage``::
   :class:`~.framing.MalformedMessage`: not JSON, or JSON that is not
   a valid request) is answered here with its ``-32700`` / ``-32600`` error, so
   every request gets exactly one answer and the connection goes on.
-* Answers are bounded in bytes by a :class:`~.budget.MemoryBudget`: a
-  ``files/*`` request waits until its estimated answer fits, its answer is
-  counted until it is written, and a request that finds too many others
-  waiting is answered ``RATE_LIMITED`` at once. A transport that takes
-  encoded messages (``send_bytes``: the project's own) gets each answer as
-  JSON bytes, encoded once; any other gets a ``SessionMessage``.
 * :meth:`BrokerMiddleware.notify` / :meth:`BrokerMiddleware.notify_threadsafe`
   queue client→server notifications (``notifications/roots/list_changed``,
   ``notifications/files/changed``); the thread-safe form only schedules a
   callback on the event loop and never blocks its caller.
 
-The middleware runs on asyncio: each request is answered in a plain asyncio
-task (cancelled with ``Task.cancel``; anyio's task groups and cancel scopes cost
-more per request than the rest of its way through the loop); every other await
-is anyio.
+The middleware runs on asyncio; every await is anyio's.
 """
 
 from __future__ import annotations
@@ -74,10 +57,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from functools import partial
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -94,15 +76,17 @@ from mcp_types import (
 )
 
 from ..core.buffers import BufferPool
-from ..core.errors import FilesError, InternalError, RateLimited, to_jsonrpc_error
+from ..core.errors import InternalError, to_jsonrpc_error
 from ..core.hop import post
 from ..core.limits import Limits
 from ..wire.brokering import BROKERING_FEATURES, PER_PATH_CONSENT, roots_capability
 from ..wire.methods import CHANGED_NOTIFICATION, FILES_PREFIX
-from .budget import MemoryBudget, Reservation, answer_estimate, held_by
-from .framing import LentMessage, MalformedMessage, encode_message, encode_response, release
+from .desk.budget import MemoryBudget
+from .desk.core_slot import CoreSlot
+from .desk.desk import FilesDesk, FilesHandler, FilesRoute
+from .desk.route import Route, Where
+from .framing import MalformedMessage
 from .roots_gate import RootsGate
-from .threaded import DirectWriter, FilesRoute, ThreadedAnswers
 
 __all__ = [
     "BROKERING_FEATURES",
@@ -122,9 +106,6 @@ log = logging.getLogger(__name__)
 
 #: What ``capabilities.roots`` of the outgoing ``initialize`` carries (PROTOCOL.md).
 ROOTS_CAPABILITY: dict[str, Any] = roots_capability()
-
-#: Answers one ``files/*`` request: ``(method, params) -> result``, raising ``FilesError``.
-FilesHandler = Callable[[str, Any], Awaitable[dict[str, Any]]]
 
 
 class RootsProvider(Protocol):
@@ -151,21 +132,11 @@ class MessageWriter(Protocol):
     async def send(self, item: SessionMessage, /) -> None: ...
 
 
-@runtime_checkable
-class BytesWriter(Protocol):
-    """A write side that also takes a message already encoded as JSON (the project's transports)."""
-
-    async def send_bytes(self, data: bytes | memoryview, /) -> None: ...
-
-
 #: How many ``files/*`` requests of one connection are handled at once, by default.
 DEFAULT_MAX_IN_FLIGHT = Limits.max_in_flight
 
 #: The default memory budget of one connection's answers, in bytes (see :mod:`.budget`).
 DEFAULT_MEMORY_BUDGET = 32 * 1024 * 1024
-
-# How long a request refused for want of memory is told to wait before trying again.
-_BUDGET_RETRY_MS = 100
 
 # Client→server notifications queued at once before they wait for the transport;
 # beyond that, watch events are dropped (and logged) rather than piling up.
@@ -173,6 +144,7 @@ _OUTBOX_SIZE = 10_000
 
 _Stream = MemoryObjectSendStream[SessionMessage | Exception]
 _Sizes = tuple[int, int, int]
+_Answer = tuple[str, dict[str, Any]]
 _INITIALIZED = "notifications/initialized"
 _ROOTS_CHANGED = "notifications/roots/list_changed"
 _ClosedErrors = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
@@ -214,10 +186,14 @@ class BrokerMiddleware:
         the session sees it.
     route_files
         ``route_files(method)``: where a ``files/*`` request may be answered
-        off the loop (see :mod:`.threaded`), or ``None`` for the task's way.
+        off the loop (see :mod:`.desk`), or ``None`` for the task's way.
     buffers
         Returns what lends the buffers large answers are encoded in (see
         :mod:`.framing`; the core connection's, once there is one).
+    core
+        The broker side as the desk sees it (:class:`~.desk.core_slot.CoreSlot`):
+        given, it answers ``files/*`` and says the limits, in place of
+        *handle_files*, *route_files*, *memory_budget*, *read_sizes* and *buffers*.
 
     Notes
     -----
@@ -232,7 +208,7 @@ class BrokerMiddleware:
         read_stream: MessageReader,
         write_stream: MessageWriter,
         *,
-        handle_files: FilesHandler,
+        handle_files: FilesHandler | None = None,
         roots: RootsProvider,
         on_transport_closed: Callable[[], None] | None = None,
         label: str = "",
@@ -243,14 +219,18 @@ class BrokerMiddleware:
         on_initialize_result: Callable[[dict[str, Any]], None] | None = None,
         route_files: Callable[[str], FilesRoute | None] | None = None,
         buffers: Callable[[], BufferPool | None] | None = None,
+        core: CoreSlot | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
+        if core is not None:
+            handle_files, route_files, buffers = core.handle, core.route, core.buffers
+            memory_budget, read_sizes = core.memory_budget, core.read_sizes
+        if handle_files is None:
+            raise TypeError("give handle_files, or the core slot that answers files/*")
+        self._core = core
         self._budget_limit = memory_budget if callable(memory_budget) else (lambda: memory_budget)
         self._read_sizes = read_sizes if callable(read_sizes) else (lambda: read_sizes)
-        #: The connection's memory budget (see :mod:`.budget`).
-        self.budget = MemoryBudget(self._budget_limit())
-        self._bytes_writer = write_stream if isinstance(write_stream, BytesWriter) else None
         self._malformed = 0
         self._read = read_stream
         self._write = write_stream
@@ -263,16 +243,11 @@ class BrokerMiddleware:
         self._on_initialize_result = on_initialize_result
         self._route_files = route_files
         self._buffers = buffers
-        self._threaded: ThreadedAnswers | None = None
-        self._slots: anyio.Semaphore | None = None
+        self._desk: FilesDesk | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._outbox: MemoryObjectSendStream[SessionMessage] | None = None
-        # The requests being answered, by id: the ones a server may still cancel.
-        self._in_flight: dict[RequestId, asyncio.Task[None]] = {}
-        # Every answering task, cancellable or not (stopped when the middleware closes).
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._dropped: set[asyncio.Task[None]] = set()  # cancelled by the server: never answered
+        self._tasks: set[asyncio.Task[None]] = set()  # answering roots/list
         self._task_failure: BaseException | None = None
         self._initialized = False
         self._closing = False
@@ -294,8 +269,13 @@ class BrokerMiddleware:
     @property
     def in_flight(self) -> int:
         """The number of ``files/*`` requests being answered."""
-        threaded = self._threaded
-        return len(self._in_flight) + (0 if threaded is None else threaded.count)
+        return 0 if self._desk is None else self._desk.in_flight
+
+    @property
+    def budget(self) -> MemoryBudget:
+        """The connection's memory budget (see :mod:`.desk.budget`), once :meth:`attach` is entered."""
+        assert self._desk is not None, "the middleware is not attached"
+        return self._desk.budget
 
     @property
     def malformed(self) -> int:
@@ -314,9 +294,21 @@ class BrokerMiddleware:
         session_write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
         outbox, outbox_reader = anyio.create_memory_object_stream[SessionMessage](_OUTBOX_SIZE)
         self._outbox = outbox
-        # Fast acquire: a free slot costs no loop turn (a request's own await follows at once).
-        self._slots = anyio.Semaphore(self._max_in_flight, fast_acquire=True)
-        self._offer_threads()
+        self._desk = FilesDesk(
+            self._loop,
+            self._write,
+            handle=self._handle_files,
+            route=self._route_files,
+            budget_limit=self._budget_limit,
+            read_sizes=self._read_sizes,
+            max_in_flight=self._max_in_flight,
+            gate=self._gate,
+            buffers=self._buffers,
+            on_failure=self._failed,
+            core=self._core,
+            label=self._label,
+        )
+        self._offer_reads()
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -374,114 +366,38 @@ class BrokerMiddleware:
 
     # -- inbound --------------------------------------------------------------------------------
 
-    def _offer_threads(self) -> None:
-        """Let the transport hand ``files/*`` requests to worker threads, where both of its sides can."""
-        set_intercept = getattr(self._read, "set_intercept", None)
-        if self._route_files is None or set_intercept is None or not isinstance(self._write, DirectWriter):
-            return
-        assert self._loop is not None
-        self._threaded = ThreadedAnswers(
-            self._loop,
-            self._write,
-            encode=self._encode,
-            internal_error=self._internal_error,
-            finish=self._threaded_done,
-            write_later=self._write_later,
-            label=self._label,
-        )
-        set_intercept(self._take)
-        read_on_thread = getattr(self._read, "read_on_thread", None)
-        if read_on_thread is not None:
-            read_on_thread(self._take_here)
+    def _offer_reads(self) -> None:
+        """Let a transport that can (stdio's pipes) show each request to the desk as it is read."""
+        offer_to = getattr(self._read, "offer_to", None)
+        if offer_to is not None and self._desk is not None and self._desk.answers_on_threads:
+            offer_to(self._take)
 
-    def _take_here(self, item: SessionMessage) -> Callable[[], None] | None:
-        """On the transport's reading thread: what answers *item* there, or ``None`` (see :mod:`.threaded`).
+    def _take(self, item: SessionMessage, where: Where) -> bool | Callable[[], None]:
+        """The transport's one hook, as it reads *item* (see :meth:`.transports.pipes.PipeReader.offer_to`).
 
-        Only a ``files/*`` request the worker way would take, read while the
-        connection has nothing else on its way (no request, no answer being
-        written, no memory held, no offer of roots waiting for activity), and
-        whose answer the empty budget grants at once.
+        On the reading thread: what answers *item* there, now, or ``False``
+        (hand it to the loop). On the loop: whether the desk took it; what it
+        does not take (anything but a ``files/*`` request, one refused at
+        once) goes on to the pump, in order.
         """
         message = item.message
-        if not isinstance(message, JSONRPCRequest) or not message.method.startswith(FILES_PREFIX):
-            return None
-        threaded, route_files, slots, budget = self._threaded, self._route_files, self._slots, self.budget
         if (
-            self._closing
-            or threaded is None
-            or route_files is None
-            or slots is None
-            or threaded.count
-            or self._tasks
-            or budget.used
-            or budget.waiting
-            or (self._gate is not None and self._gate.armed)
+            self._desk is None
+            or not isinstance(message, JSONRPCRequest)
+            or not message.method.startswith(FILES_PREFIX)
         ):
-            return None
-        read_default, read_max, list_max = self._read_sizes()
-        estimate = answer_estimate(
-            message.method, message.params, read_default=read_default, read_max=read_max, list_max=list_max
-        )
-        if estimate > self._budget_limit():
-            return None
-        route = route_files(message.method)
-        if route is None:
-            return None
-        return threaded.take_here(message, route[1])
-
-    def _take(self, item: SessionMessage) -> bool:
-        """On the loop, as the transport reads *item*: whether it goes to a worker thread (it then has).
-
-        Only a ``files/*`` request whose slot and memory are free at once, and
-        whose connection can answer it without the loop (not a consent), goes
-        this way; anything else is left to the pump.
-        """
-        message = item.message
-        if not isinstance(message, JSONRPCRequest) or not message.method.startswith(FILES_PREFIX):
             return False
-        slots, threaded, route_files = self._slots, self._threaded, self._route_files
-        if self._closing or slots is None or threaded is None or route_files is None or slots.value < 1:
-            return False
-        route = route_files(message.method)
-        if route is None:
-            return False
-        reservation = self._reserve(message)
-        if reservation is None:
-            return False  # the pump answers RATE_LIMITED
-        if self._gate is not None:
-            self._gate.activity()
-        if not reservation.granted:
-            self._start(message, reservation)  # it waits for memory on the loop's way
-            return True
-        slots.acquire_nowait()
-        if threaded.start(message, reservation, route):
-            return True
-        slots.release()
-        self._start(message, reservation)
-        return True
+        taken = self._desk.take(message, where)
+        if callable(taken):
+            return taken
+        return taken not in (Route.LOOP, Route.BUSY)
 
-    def _threaded_done(self, reservation: Reservation) -> None:
-        reservation.release()
-        if self._slots is not None:
-            self._slots.release()
-
-    def _write_later(
-        self, data: bytes | LentMessage, reservation: Reservation | None, then: Callable[[], None]
-    ) -> None:
-        assert self._loop is not None
-        task = self._loop.create_task(self._send_later(data, reservation, then))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _send_later(
-        self, data: bytes | LentMessage, reservation: Reservation | None, then: Callable[[], None]
-    ) -> None:
-        try:
-            if reservation is not None:
-                reservation.resize(len(data))
-            await self._send_bytes(data)
-        finally:
-            then()
+    def _failed(self, failure: BaseException) -> None:
+        # As a task group would: the failure ends the connection and is raised by attach.
+        if self._task_failure is None:
+            self._task_failure = failure
+            if self._tg is not None:
+                self._tg.cancel_scope.cancel()
 
     async def _pump_in(self, to_session: _Stream) -> None:
         ended = False  # by the transport (not by the session going away, nor by cancellation)
@@ -496,13 +412,11 @@ class BrokerMiddleware:
                             self._gate.activity()
                         message = item.message
                         if isinstance(message, JSONRPCRequest) and message.method.startswith(FILES_PREFIX):
-                            reservation = self._reserve(message)
-                            if reservation is None:
+                            assert self._desk is not None
+                            if self._desk.take(message, Where.LOOP) is Route.BUSY:
                                 # Answered here, not in a task: a server that floods
                                 # without reading its answers stops being read.
-                                await self._send(self._budget_refusal(message))
-                            else:
-                                self._start(message, reservation)
+                                await self._send(self._desk.refusal(message))
                             continue
                         if self._intercept(message):
                             continue
@@ -525,7 +439,7 @@ class BrokerMiddleware:
             if message.method == "roots/list":
                 if self._gate is not None:
                     self._gate.asked()
-                self._start(message, answer=self._roots_answer(message))
+                self._answer_roots(message)
                 return True
         elif isinstance(message, JSONRPCResponse) and message.id == self._initialize_id:
             version = message.result.get("protocolVersion")
@@ -534,14 +448,13 @@ class BrokerMiddleware:
                 self._on_initialize_result(message.result)
         elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
             request_id = (message.params or {}).get("requestId")
-            if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-                if self._threaded is not None and self._threaded.cancel(request_id):
-                    return True
-                task = self._in_flight.pop(request_id, None)
-                if task is not None:
-                    self._dropped.add(task)  # even if the cancellation were swallowed
-                    task.cancel()
-                    return True
+            if (
+                isinstance(request_id, str | int)
+                and not isinstance(request_id, bool)
+                and self._desk is not None
+                and self._desk.cancel(request_id)
+            ):
+                return True
         return False
 
     async def _refuse_malformed(self, item: MalformedMessage) -> None:
@@ -557,95 +470,27 @@ class BrokerMiddleware:
         if item.reply is not None:
             await self._send(item.reply)
 
-    def _reserve(self, request: JSONRPCRequest) -> Reservation | None:
-        """Ask the budget for the bytes of *request*'s answer; ``None``: too many wait already."""
-        self.budget.limit = self._budget_limit()
-        read_default, read_max, list_max = self._read_sizes()
-        estimate = answer_estimate(
-            request.method, request.params, read_default=read_default, read_max=read_max, list_max=list_max
-        )
-        return self.budget.request(estimate, held=held_by(request.params))
-
-    def _budget_refusal(self, request: JSONRPCRequest) -> JSONRPCError:
-        path = (request.params or {}).get("path")
-        error = RateLimited(
-            "too many requests are waiting for memory on this connection; retry later",
-            reason="memory_budget",
-            path=path if isinstance(path, str) else None,
-            retryAfterMs=_BUDGET_RETRY_MS,
-        )
-        return JSONRPCError(
-            jsonrpc="2.0", id=request.id, error=ErrorData.model_validate(to_jsonrpc_error(error))
-        )
-
-    def _start(
-        self,
-        request: JSONRPCRequest,
-        reservation: Reservation | None = None,
-        answer: tuple[str, dict[str, Any]] | None = None,
-    ) -> None:
-        # A plain asyncio task, not a task group's: a request is the hot path, and
-        # anyio's task and cancel scope cost more than the rest of its way on the loop.
-        # _stop_answering ends them with the middleware; a failure ends the connection.
+    def _answer_roots(self, request: JSONRPCRequest) -> None:
+        # Computed now, as the request is read, so whatever the server sends next finds its
+        # consequences in place; written in a task, so the pump reads on.
         assert self._loop is not None
-        task = self._loop.create_task(self._answer(request, reservation, answer))
-        self._in_flight[request.id] = task
+        task = self._loop.create_task(self._send_roots(request, self._roots_answer(request)))
         self._tasks.add(task)
-        task.add_done_callback(partial(self._answered, request.id, reservation))
+        task.add_done_callback(self._roots_sent)
 
-    async def _answer(
-        self,
-        request: JSONRPCRequest,
-        reservation: Reservation | None,
-        answer: tuple[str, dict[str, Any]] | None,
-    ) -> None:
-        task = asyncio.current_task()
-        try:
-            if reservation is not None:
-                await reservation.wait()
-            if answer is None:
-                answer = await self._reply_to(request)
-            if task in self._dropped:
-                return
-            if self._in_flight.get(request.id) is task:
-                # Too late to cancel: an answer cut off halfway would break the framing.
-                del self._in_flight[request.id]
-            if self._bytes_writer is not None:
-                data = self._encode(request, answer)
-                if reservation is not None:
-                    reservation.resize(len(data))
-                del answer  # only the encoded bytes wait for the writer
-                await self._send_bytes(data)
-            else:
-                await self._send(_message(request.id, answer))
-            if request.method == "roots/list" and self._gate is not None:
-                self._gate.answered()
-        finally:
-            if reservation is not None:
-                reservation.release()  # at once, not when the task's callbacks run
+    async def _send_roots(self, request: JSONRPCRequest, answer: _Answer) -> None:
+        await self._send(_message(request.id, answer))
+        if self._gate is not None:
+            self._gate.answered()
 
-    def _answered(
-        self, request_id: RequestId, reservation: Reservation | None, task: asyncio.Task[None]
-    ) -> None:
-        # Also for a task cancelled before it ran: its own finally never did.
-        if reservation is not None:
-            reservation.release()
-        if self._in_flight.get(request_id) is task:
-            del self._in_flight[request_id]
+    def _roots_sent(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        self._dropped.discard(task)
-        if task.cancelled():
-            return
-        failure = task.exception()
-        if failure is not None and self._task_failure is None:
-            # As a task group would: the failure ends the connection and is raised by attach.
-            self._task_failure = failure
-            if self._tg is not None:
-                self._tg.cancel_scope.cancel()
+        if not task.cancelled() and task.exception() is not None:
+            self._failed(task.exception())  # type: ignore[arg-type]
 
     async def _stop_answering(self) -> None:
-        if self._threaded is not None:
-            self._threaded.stop()
+        if self._desk is not None:
+            await self._desk.aclose()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -662,32 +507,6 @@ class BrokerMiddleware:
                 request, f"the client failed to answer roots/list ({type(exc).__name__})"
             )
 
-    async def _reply_to(self, request: JSONRPCRequest) -> tuple[str, dict[str, Any]]:
-        """``("result", result)`` or ``("error", error)`` for a ``files/*`` *request*."""
-        method = request.method
-        try:
-            assert self._slots is not None
-            async with self._slots:
-                return "result", await self._handle_files(method, request.params)
-        except FilesError as exc:
-            return "error", to_jsonrpc_error(exc)
-        except Exception as exc:
-            log.exception("%s: unexpected failure answering %s", self._label, method)
-            return "error", self._internal_error(
-                request, f"the client failed to answer {method} ({type(exc).__name__})"
-            )
-
-    def _encode(self, request: JSONRPCRequest, answer: tuple[str, dict[str, Any]]) -> bytes | LentMessage:
-        kind, body = answer
-        try:
-            pool = None if self._buffers is None else self._buffers()
-            return encode_response(request.id, kind, body, buffers=pool)
-        except ValueError:
-            # Something JSON cannot carry (a lone surrogate in a name): never a dead connection.
-            log.exception("%s: the answer to %s cannot be encoded as JSON", self._label, request.method)
-            error = self._internal_error(request, f"the answer to {request.method} cannot be encoded as JSON")
-            return encode_message({"jsonrpc": "2.0", "id": request.id, "error": error})
-
     @staticmethod
     def _internal_error(request: JSONRPCRequest, message: str) -> dict[str, Any]:
         path = (request.params or {}).get("path")
@@ -698,16 +517,6 @@ class BrokerMiddleware:
             await self._write.send(SessionMessage(message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             log.debug("%s: transport closed; dropped a message", self._label)
-
-    async def _send_bytes(self, data: bytes | LentMessage) -> None:
-        """Write one encoded message; a lent one's buffer goes back once it is written (or not)."""
-        assert self._bytes_writer is not None
-        try:
-            await self._bytes_writer.send_bytes(data.view if isinstance(data, LentMessage) else data)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            log.debug("%s: transport closed; dropped a message", self._label)
-        finally:
-            release(data)
 
     # -- outbound -------------------------------------------------------------------------------
 

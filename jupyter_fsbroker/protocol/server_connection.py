@@ -1,8 +1,8 @@
 """One live connection to an MCP server: :class:`ServerConnection`.
 
 Made by :func:`~.connector.connect` (or :func:`~.connector.open_connection`), it
-owns the transport, the middleware that answers ``files/*``, the MCP session,
-and one broker-side :class:`~jupyter_fsbroker.core.broker.Connection` (its own
+owns the transport, the middleware and its desk (:mod:`.desk`) that answer
+``files/*``, the MCP session, and one broker-side :class:`~jupyter_fsbroker.core.broker.Connection` (its own
 grants, locks, watches and staged uploads) named as the user named the
 connection, so consent prompts and the audit log name it as the user knows it;
 what the server says about itself is in :attr:`ServerConnection.server_info`.
@@ -58,7 +58,7 @@ from .._version import __version__
 from ..core.broker import Broker
 from ..core.connection import Connection as CoreConnection
 from ..core.consent import Consenter
-from ..core.errors import BrokerError, ClosedError
+from ..core.errors import BrokerError
 from ..core.hop import post
 from ..core.serverlog import ServerLog
 from ..core.watch import ChangeEvent
@@ -71,10 +71,10 @@ from .client_errors import (
     find_connect_error,
     innermost,
 )
+from .desk.core_slot import CoreSlot
 from .middleware import CHANGED_NOTIFICATION, BrokerMiddleware
 from .roots_gate import RootsGate, RootsGrace
 from .roots_offer import RootsOffer
-from .threaded import FilesRoute
 from .tools import list_tools
 from .transports import Opener
 from .validation import prepare_output_validation
@@ -166,15 +166,15 @@ class ServerConnection:
         self.log = ServerLog()
         self._opener = opener
         self._keepalive = keepalive
-        self._consenter = consenter
         self._loop = asyncio.get_running_loop()
         self._voice = ServerVoice(self.log, self.name)
-        self._core: CoreConnection | None = None
-        self._core_ready = anyio.Event()
-        if name is not None:
-            self._open_core()
         self._gate = RootsGate(roots_grace) if roots_grace is not None else None
         self.roots_offer = RootsOffer(broker, advertise=advertise_roots, sandbox=sandbox, label=self._label)
+        self._slot = CoreSlot(
+            broker, consenter=consenter, notify=self._on_change, on_request=self.roots_offer.files_used
+        )
+        if name is not None:
+            self._slot.open(self.name)
         self._state: ConnectionState = "connecting"
         self._close_reason: str | None = None
         self._asked_reason: str | None = None  # set by close() before the broker side closes
@@ -202,7 +202,8 @@ class ServerConnection:
     @property
     def state(self) -> ConnectionState:
         """``connecting``, ``open``, ``closing`` or ``closed``."""
-        if self._state == "open" and self._core is not None and self._core.closed:
+        core = self._slot.connection
+        if self._state == "open" and core is not None and core.closed:
             return "closing"  # the kill switch ended the broker side; the loop has yet to end the transport
         return self._state
 
@@ -219,9 +220,10 @@ class ServerConnection:
     @property
     def connection(self) -> CoreConnection:
         """The broker side of this connection: its grants, locks, watches, uploads."""
-        if self._core is None:
+        core = self._slot.connection
+        if core is None:
             raise ConnectionClosedError(f"the connection {self.name!r} has no broker side yet")
-        return self._core
+        return core
 
     @property
     def roots_gate(self) -> RootsGate | None:
@@ -368,13 +370,13 @@ class ServerConnection:
         ``broker.close()``) has the same effect.
         """
         self._asked_reason = self._asked_reason or reason
-        self._close_core(reason)
+        self._slot.close(reason)
         post(self._loop, self._request_close, reason)  # a closed loop: nothing left to tear down
 
     async def aclose(self, reason: str = "closed by the user") -> None:
         """Close the connection (see :meth:`close`) and wait until the transport is down."""
         self._asked_reason = self._asked_reason or reason
-        self._close_core(reason)
+        self._slot.close(reason)
         self._request_close(reason)
         await self.wait_closed()
 
@@ -404,7 +406,7 @@ class ServerConnection:
         try:
             await asyncio.shield(self._ready)
         except asyncio.CancelledError:
-            self._close_core()
+            self._slot.close()
             self._request_close("connecting was cancelled")
             with anyio.CancelScope(shield=True):  # the teardown is bounded (stdio: a few seconds at most)
                 await self._done.wait()
@@ -431,17 +433,13 @@ class ServerConnection:
             middleware = BrokerMiddleware(
                 read,
                 write,
-                handle_files=self._handle_files,
+                core=self._slot,
                 roots=self.roots_offer,
                 on_transport_closed=self._transport_closed,
                 label=f"connection {self.name!r}",
-                memory_budget=lambda: self.broker.config.limits.memory_budget,
                 max_in_flight=self.broker.config.limits.max_in_flight,
-                read_sizes=self._read_sizes,
                 roots_gate=self._gate,
                 on_initialize_result=self._on_initialize_result,
-                route_files=self._route_files,
-                buffers=lambda: None if self._core is None else self._core.buffers,
             )
             session_read, session_write = await stack.enter_async_context(middleware.attach())
             self._middleware = middleware
@@ -533,7 +531,7 @@ class ServerConnection:
         self._state = "closed"
         self._session = None
         self._middleware = None
-        self._close_core()
+        self._slot.close()
         error: BaseException | None = None
         if not self._ready.done():
             error = self._quote_stderr(self._connect_error(timeout))
@@ -595,7 +593,7 @@ class ServerConnection:
         if self._done.is_set():
             return
         # Whatever the transport does next, the server's grants, locks, watches and uploads end now.
-        self._close_core()
+        self._slot.close()
         if self._close_reason is None:
             self._close_reason = reason
             self._interrupted = interrupt and not self._ready.done()
@@ -628,56 +626,17 @@ class ServerConnection:
 
     def _connections_changed(self) -> None:
         """Any thread: a broker-side connection opened or closed; if it is ours, end the transport."""
-        if self._core is not None and self._core.closed and not self._done.is_set():
+        core = self._slot.connection
+        if core is not None and core.closed and not self._done.is_set():
             reason = self._asked_reason or "the broker closed the connection"
             post(self._loop, self._request_close, reason)  # a closed loop: nothing left to tear down
 
     def _label(self) -> str:
         return self.name
 
-    def _read_sizes(self) -> tuple[int, int, int]:
-        limits = self.broker.config.limits
-        return limits.default_read_bytes, limits.max_chunk_bytes, limits.max_list_entries
-
-    # -- the broker side, opened once the name is known ----------------------------------------
-
-    def _open_core(self) -> None:
-        self._core = self.broker.connect(self.name, consenter=self._consenter, notify=self._on_change)
-        self._core_ready.set()
-
-    def _close_core(self, reason: str | None = None) -> None:
-        if self._core is not None:
-            self._core.close(reason)  # later refusals of its requests say why
-        self._core_ready.set()  # a files/* request waiting for it is answered (closed)
-
-    async def _handle_files(self, method: str, params: Any) -> dict[str, Any]:
-        self.roots_offer.files_used()
-        if self._core is None:
-            # A server that asks before the handshake ended: wait for the name.
-            await self._core_ready.wait()
-        if self._core is None:
-            raise ClosedError(f"the connection {self.name!r} is closed")
-        return await self._core.ahandle(method, params)
-
-    def _route_files(self, method: str) -> FilesRoute | None:
-        """Where a ``files/*`` request can be answered off the loop; ``None`` sends it the loop's way.
-
-        A consent waits for the user on the loop, and a request that comes
-        before the connection is named, or after the broker closed, is answered there.
-        """
-        self.roots_offer.files_used()  # every request that may go this way comes here first
-        core = self._core
-        if core is None or method == "files/consent":
-            return None
-        try:
-            executor = self.broker.executor()
-        except ClosedError:
-            return None
-        return executor.submit, core.handle
-
     def _on_initialize_result(self, result: dict[str, Any]) -> None:
         """On the loop, before the session sees the answer: name the connection after the server."""
-        if self._core is not None or self._core_ready.is_set():
+        if self._slot.settled:
             return
         info = result.get("serverInfo")
         raw = info.get("name") if isinstance(info, dict) else None
@@ -685,7 +644,7 @@ class ServerConnection:
         if name:
             self.name = name
             self._voice.rename(name)
-        self._open_core()
+        self._slot.open(self.name)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):

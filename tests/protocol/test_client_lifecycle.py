@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import json
+import logging
 import os
 import signal
 import sys
@@ -15,6 +17,7 @@ import pytest
 
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
+from jupyter_fsbroker.core.serverlog import LogEntry
 from jupyter_fsbroker.protocol import (
     ConnectError,
     ConnectionClosedError,
@@ -24,6 +27,7 @@ from jupyter_fsbroker.protocol import (
     open_connection,
 )
 from tests.protocol.servers.harness import (
+    EARLY_REQUEST_SERVER,
     RAW_SERVER,
     HeldConsenter,
     HttpServer,
@@ -354,6 +358,49 @@ async def test_a_cancelled_connect_stops_the_server(broker: Broker, tmp_path: Pa
         assert broker.connections() == ()
         errlog.seek(0)
         assert not pid_alive(int(errlog.read()))
+
+
+@pytest.mark.anyio
+async def test_a_request_waiting_for_the_name_is_answered_closed_when_the_connection_closes(
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Unnamed, the connection opens its broker side only once initialize is answered; this
+    # server asks files/read first and never answers, so the request waits for a name that
+    # never comes. Closing the connection then answers it as the core answers a closed one.
+    out = tmp_path / "received.json"
+    sent = anyio.Event()
+
+    def on_log(entry: LogEntry) -> None:
+        if entry.text.strip() == "sent files/read":
+            sent.set()
+
+    with anyio.fail_after(TIMEOUT):
+        with anyio.CancelScope() as scope:
+
+            async def close_once_sent() -> None:
+                await sent.wait()
+                scope.cancel()  # closes the connection while it is connecting
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(close_once_sent)
+                await connect(
+                    broker,
+                    None,
+                    command=sys.executable,
+                    args=[EARLY_REQUEST_SERVER, str(out)],
+                    timeout=None,
+                    on_log=on_log,
+                )
+    assert scope.cancelled_caught
+    answers = [message for message in json.loads(out.read_text()) if message.get("id") == "early"]
+    assert len(answers) == 1, answers
+    error = answers[0]["error"]
+    assert error["code"] == -32101, error
+    assert error["data"]["error"] == "PERMISSION_DENIED"
+    assert error["data"]["reason"] == "connection_closed"
+    assert error["data"]["path"] == "data/hello.txt"
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert broker.connections() == ()
 
 
 def auth(token: str) -> dict[str, str]:

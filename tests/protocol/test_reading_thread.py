@@ -3,7 +3,7 @@
 A lone request is answered on the thread that read it, the loop not involved;
 anything else keeps its way and its order: messages for the session, requests
 while another is on its way, cancellation, end of file (closing mid-request:
-``test_threaded_answers``). A request that lasts (stuck in the file system)
+``test_worker_answers``). A request that lasts (stuck in the file system)
 holds up neither the loop nor another connection, nor for long its own: the
 second reading thread reads on, so its cancel and later requests get through.
 """
@@ -23,7 +23,7 @@ import pytest
 
 from jupyter_fsbroker.core.pool import RequestPool
 from jupyter_fsbroker.protocol.transports.reading import RELIEF_TICK, ReadingThreads
-from tests.protocol.test_threaded_answers import TIMEOUT, Holding, name_of_thread, served
+from tests.protocol.test_worker_answers import TIMEOUT, Holding, name_of_thread, served
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""The project's own transports and the memory budget, with real processes and real streams."""
+"""The project's own transports, and the memory budget in the middleware: real processes, real streams."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment
 from mcp.shared.message import ClientMessageMetadata, SessionMessage
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
-from jupyter_fsbroker.protocol.budget import MIN_HELD, MemoryBudget, answer_estimate
+from jupyter_fsbroker.protocol.desk.budget import MIN_HELD
 from jupyter_fsbroker.protocol.framing import MalformedMessage
 from jupyter_fsbroker.protocol.middleware import BrokerMiddleware
 from jupyter_fsbroker.protocol.transports.spawn import spawn
@@ -26,72 +26,7 @@ MiB = 1024 * 1024
 PROCESS_TIMEOUT = 60.0
 
 
-# -- the memory budget -------------------------------------------------------------------------
-
-
-@pytest.mark.anyio
-async def test_the_budget_lets_requests_in_by_bytes_in_arrival_order() -> None:
-    budget = MemoryBudget(10)
-    first = budget.request(6)
-    assert first is not None and first.granted
-    big, small = budget.request(8, held=1), budget.request(1, held=1)  # small fits, but waits behind big
-    assert big is not None and small is not None
-    assert not big.granted and not small.granted and budget.waiting == 2
-    first.resize(4)  # the answer turned out smaller: still no room for 8
-    assert not big.granted
-    first.release()
-    with anyio.fail_after(TIMEOUT):
-        await big.wait()
-        await small.wait()
-    assert budget.used == 9 and budget.peak == 9
-    big.release()
-    small.release()
-    small.release()  # idempotent
-    assert budget.used == 0
-
-
-@pytest.mark.anyio
-async def test_one_answer_larger_than_the_budget_goes_alone_and_a_cancelled_wait_leaves_nothing() -> None:
-    budget = MemoryBudget(10)
-    huge = budget.request(100)  # nothing else is reserved: it goes
-    assert huge is not None and huge.granted
-    waiting = budget.request(1, held=1)
-    assert waiting is not None
-    with anyio.move_on_after(0.01) as scope:
-        await waiting.wait()
-    assert scope.cancelled_caught and budget.waiting == 0 and budget.used == 100
-    huge.release()
-    assert budget.used == 0
-    with pytest.raises(ValueError):
-        MemoryBudget(0)
-
-
-@pytest.mark.anyio
-async def test_too_many_waiting_are_refused_by_count_and_by_bytes() -> None:
-    budget = MemoryBudget(4 * MIN_HELD, max_waiting=3)
-    assert budget.request(1) is not None
-    budget.request(4 * MIN_HELD)  # waits: the first is not released
-    waiting = [budget.request(1) for _ in range(3)]
-    assert waiting[-1] is None and budget.waiting == 3
-    assert budget.request(1) is None
-    by_bytes = MemoryBudget(4 * MIN_HELD)
-    assert by_bytes.request(4 * MIN_HELD) is not None  # full
-    assert by_bytes.request(1, held=3 * MIN_HELD) is not None  # waits, carrying 3 * MIN_HELD
-    assert by_bytes.request(1, held=2 * MIN_HELD) is None
-
-
-def test_answers_are_estimated_from_what_the_request_asks() -> None:
-    sizes = {"read_default": MiB, "read_max": 2 * MiB, "list_max": 10_000}
-    assert answer_estimate("files/read", {"length": 10**12}, **sizes) > 7 * MiB
-    assert answer_estimate("files/read", {}, **sizes) > 3 * MiB
-    assert answer_estimate("files/read", {"length": True}, **sizes) == answer_estimate(
-        "files/read", {}, **sizes
-    )
-    assert answer_estimate("files/list", {"maxEntries": 10}, **sizes) < answer_estimate(
-        "files/list", {}, **sizes
-    )
-    assert answer_estimate("files/write", {"content": "x" * MiB}, **sizes) > MiB
-    assert answer_estimate("files/stat", None, **sizes) < 64 * 1024
+# -- the memory budget, through the middleware ----------------------------------------------
 
 
 @pytest.mark.anyio

@@ -20,19 +20,18 @@ Why not mcp's ``stdio_client`` (mcp 2.3; the figures are in
   chunk), reads and writes are plain non-blocking ``os.read`` / ``os.writev``
   driven by the loop's reader and writer callbacks (no copy of a message into
   a transport buffer), and the write side also takes messages that are already
-  encoded (:meth:`PipeWriter.send_bytes`), which is how the middleware sends
+  encoded (:meth:`PipeWriter.send_bytes`), which is how the desk sends
   its ``files/*`` answers. A worker thread may write a small answer itself
-  (:meth:`PipeWriter.write_now`), and the reader shows each message to the
-  middleware as it is read (:meth:`PipeReader.set_intercept`), so a small
-  ``files/*`` request need not cross the event loop. Where the middleware
-  asks (:meth:`PipeReader.read_on_thread`), the reader reads on threads of
-  its own (:mod:`.reading`), which answer a lone ``files/*`` request
-  themselves: a sequential small read then costs no thread wake at all in the
-  brokering process (the loop's hand-off to a worker was a large share of its
-  time), and an answer that lasts has the other thread read on.
+  (:meth:`PipeWriter.write_now`), and once offered a hook
+  (:meth:`PipeReader.offer_to`) the reader shows each message to it as it is
+  read, and reads on threads of its own (:mod:`.reading`), which may answer a
+  message themselves: a sequential small read then costs no thread wake at all
+  in the brokering process (the loop's hand-off to a worker was a large share
+  of its time), and an answer that lasts has the other thread read on.
 
-It never interprets a message beyond framing it; answering is the middleware's
-job.
+It never interprets a message beyond framing it and keeping the order in which
+it shows messages; who answers what is the desk's decision
+(:mod:`~jupyter_fsbroker.protocol.desk`).
 """
 
 from __future__ import annotations
@@ -48,6 +47,7 @@ import anyio
 from mcp.shared.message import SessionMessage
 
 from ...core.hop import post
+from ..desk.route import Where
 from ..framing import MAX_MESSAGE_BYTES, MalformedMessage, parse_message, too_large
 from .reading import ReadingThreads
 
@@ -62,6 +62,10 @@ _QUEUE_MESSAGES = 64
 _QUEUE_BYTES = 16 * 1024 * 1024
 
 _Item = SessionMessage | Exception
+#: The reader's one hook: ``take(message, where)`` → on the loop, whether it took the message
+#: (it is then not delivered); on a reading thread, a callable that answers it there, now, or
+#: ``False`` (the loop gets it, in order).
+Take = Callable[[SessionMessage, Where], "bool | Callable[[], None]"]
 
 # The most bytes one write puts into a pipe whole, or not at all (POSIX; 512 at the least).
 _ATOMIC: int = getattr(select, "PIPE_BUF", 512)
@@ -92,10 +96,9 @@ class PipeReader:
         self._closed = False
         self._detached = False
         self._watching = False
-        self._intercept: Callable[[SessionMessage], bool] | None = None
-        self._inline: Callable[[SessionMessage], Callable[[], None] | None] | None = None
+        self._take: Take | None = None
         self._threads: ReadingThreads | None = None
-        # A lone request read last on a thread, not yet shown to _inline (a line after it goes first).
+        # A lone message read last on a thread, not yet shown to _take (a line after it goes first).
         self._candidate: tuple[SessionMessage, int] | None = None
         self._unacked: int | None = None  # the size of the message the consumer took last
         self._watch(True)
@@ -135,32 +138,24 @@ class PipeReader:
             self._watch(True)
         return item
 
-    def set_intercept(self, intercept: Callable[[SessionMessage], bool] | None) -> None:
-        """Show each valid message to *intercept* as it is read, on the loop, before it is queued.
+    def offer_to(self, take: Take) -> None:
+        """On the loop: show each valid message to *take* as it is read; read on threads from now on.
 
-        A message it returns ``True`` for is its own and is not delivered. It
-        sees a message only when none wait before it, so what it takes is
-        never taken ahead of what came first.
-        """
-        self._intercept = intercept
-
-    def read_on_thread(self, inline: Callable[[SessionMessage], Callable[[], None] | None]) -> None:
-        """On the loop: read on threads of its own from now on, showing lone messages to *inline* there.
-
-        *inline* sees a valid message only when the consumer has taken, and is
-        done with, every message read before it (it asked for the next), and
-        nothing read after it waits: it returns ``None``, or a callable that
-        answers the message on the reading thread. Every other message reaches
-        the loop in order, as before. Reading blocks in ``poll`` (the GIL
+        On the loop, *take* sees a message only when none wait before it, so
+        what it takes is never taken ahead of what came first. On a reading
+        thread, it sees a message only when the consumer has taken, and is done
+        with, every message read before it (it asked for the next), and nothing
+        read after it waits; every message it does not answer there reaches the
+        loop in order, as before. Reading blocks in ``poll`` (the GIL
         released), pauses while too many messages wait for the consumer, goes
         on on a second thread while an answer lasts (:mod:`.reading`), and ends
-        at end of file or on :meth:`detach`. A reader made with
-        ``thread=False`` stays on the loop.
+        at end of file or on :meth:`detach`. A reader made with ``thread=False``
+        shows messages on the loop only.
         """
+        self._take = take
         if self._threads is not None or self._detached or self._closed or not self._may_thread:
             return
         self._watch(False)
-        self._inline = inline
         self._threads = ReadingThreads(
             self._fd,
             step=self._read_step,
@@ -187,9 +182,9 @@ class PipeReader:
         self._feed(data)
         candidate, self._candidate = self._candidate, None
         if candidate is not None:
-            assert self._inline is not None and self._threads is not None
-            answer = self._inline(candidate[0])
-            if answer is None:
+            assert self._take is not None and self._threads is not None
+            answer = self._take(candidate[0], Where.READER)
+            if answer is False or answer is True:
                 self._hand_over(*candidate)
             else:
                 # The last step before reading again: the other thread may read on meanwhile.
@@ -251,7 +246,7 @@ class PipeReader:
 
     @property
     def reading(self) -> bool:
-        """Whether a thread of the reader's own is still running (see :meth:`read_on_thread`)."""
+        """Whether a thread of the reader's own is still running (see :meth:`offer_to`)."""
         return self._threads is not None and self._threads.alive
 
     @property
@@ -338,19 +333,19 @@ class PipeReader:
                 self._push(item, len(line))
 
     def _intercepted(self, item: _Item | MalformedMessage) -> bool:
-        intercept = self._intercept
+        take = self._take
         return (
-            intercept is not None
+            take is not None
             and not self._items
             and not self._closed
             and isinstance(item, SessionMessage)
-            and intercept(item)
+            and take(item, Where.LOOP) is True
         )
 
     def _line_on_thread(self, item: _Item | MalformedMessage, size: int) -> None:
         assert self._threads is not None
         self._flush_candidate()  # a message before this one in the same read: not alone
-        if self._inline is not None and not self._threads.handed_over and isinstance(item, SessionMessage):
+        if self._take is not None and not self._threads.handed_over and isinstance(item, SessionMessage):
             self._candidate = (item, size)
         else:
             self._hand_over(item, size)

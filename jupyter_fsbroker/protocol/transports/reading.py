@@ -1,7 +1,7 @@
 """Two threads taking turns at reading one pipe, so that answering on the reading thread holds nothing up.
 
 A small ``files/*`` request answered by the very thread that read it costs
-no thread wake at all (see :mod:`..threaded`), but while that thread answers,
+no thread wake at all (see :mod:`..desk`), but while that thread answers,
 nothing else of its connection is read: a request stuck in a slow file system
 would hold up its own connection's cancels, pings and later requests.
 :class:`ReadingThreads` keeps a second thread beside the reading one. The

@@ -23,6 +23,7 @@ from tests.support.processes import pid_alive
 
 __all__ = [
     "ALL_OPS",
+    "EARLY_REQUEST_SERVER",
     "FS_SERVER",
     "RAW_SERVER",
     "Consents",
@@ -44,6 +45,7 @@ __all__ = [
 SERVERS = Path(__file__).resolve().parent
 FS_SERVER = str(SERVERS / "fs_server.py")
 RAW_SERVER = str(SERVERS / "raw_server.py")
+EARLY_REQUEST_SERVER = str(SERVERS / "early_request_server.py")
 
 
 def approve_all() -> CallbackConsenter:

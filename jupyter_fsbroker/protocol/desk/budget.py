@@ -20,13 +20,18 @@ being made or written (the budget), and requests waiting their turn (at most
 the budget again). :func:`answer_estimate` says what each ``files/*`` request
 may cost.
 
-Runs on one asyncio event loop; not thread-safe.
+Threads: the budget changes on the connection's event loop only (a request's
+turn is an asyncio future); what it holds may be read from any thread
+(:meth:`MemoryBudget.snapshot`, :meth:`MemoryBudget.would_grant`,
+:meth:`MemoryBudget.may_wait`), consistently, under
+its lock: the desk decides on the transport's reading thread too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -137,6 +142,7 @@ class MemoryBudget:
         self._waiting: collections.deque[Reservation] = collections.deque()
         self._held = 0  # bytes the waiting requests carry
         self._live: set[Reservation] = set()
+        self._lock = threading.Lock()
         self.peak = 0  #: the most bytes ever reserved at once
 
     @property
@@ -149,6 +155,21 @@ class MemoryBudget:
         """Requests waiting for room."""
         return len(self._waiting)
 
+    def snapshot(self) -> tuple[int, int]:
+        """``(used, waiting)``, read together: bytes reserved and requests waiting, at one instant."""
+        with self._lock:
+            return self._used, len(self._waiting)
+
+    def would_grant(self, size: int) -> bool:
+        """Whether :meth:`request` would grant *size* bytes now, without waiting."""
+        with self._lock:
+            return not self._waiting and self._fits(size)
+
+    def may_wait(self, held: int = MIN_HELD) -> bool:
+        """Whether :meth:`request` would let a request carrying *held* bytes wait its turn."""
+        with self._lock:
+            return len(self._waiting) < self.max_waiting and self._held + held <= self.limit
+
     def request(self, size: int, *, held: int = MIN_HELD) -> Reservation | None:
         """Ask for *size* bytes, now, in arrival order; ``None`` when too many requests wait already.
 
@@ -159,14 +180,15 @@ class MemoryBudget:
         or more than the budget in bytes, in the queue.
         """
         reservation = Reservation(self, size, held)
-        if not self._waiting and self._fits(size):
-            self._take(reservation)
-            return reservation
-        if len(self._waiting) >= self.max_waiting or self._held + held > self.limit:
-            return None
-        reservation._granted = asyncio.get_running_loop().create_future()
-        self._waiting.append(reservation)
-        self._held += held
+        with self._lock:
+            if not self._waiting and self._fits(size):
+                self._take(reservation)
+                return reservation
+            if len(self._waiting) >= self.max_waiting or self._held + held > self.limit:
+                return None
+            reservation._granted = asyncio.get_running_loop().create_future()
+            self._waiting.append(reservation)
+            self._held += held
         return reservation
 
     def _fits(self, size: int) -> bool:
@@ -178,21 +200,26 @@ class MemoryBudget:
         self.peak = max(self.peak, self._used)
 
     def _change(self, delta: int) -> None:
+        with self._lock:
+            self._changed(delta)
+
+    def _changed(self, delta: int) -> None:
         self._used += delta
         self.peak = max(self.peak, self._used)
         if delta < 0:
             self._grant()
 
     def _drop(self, reservation: Reservation) -> None:
-        if reservation in self._live:
-            self._live.discard(reservation)
-            self._change(-reservation.size)
-        elif reservation in self._waiting:
-            self._waiting.remove(reservation)
-            self._held -= reservation.held
-            assert reservation._granted is not None
-            reservation._granted.cancel()
-            self._grant()
+        with self._lock:
+            if reservation in self._live:
+                self._live.discard(reservation)
+                self._changed(-reservation.size)
+            elif reservation in self._waiting:
+                self._waiting.remove(reservation)
+                self._held -= reservation.held
+                assert reservation._granted is not None
+                reservation._granted.cancel()
+                self._grant()
 
     def _grant(self) -> None:
         while self._waiting and self._fits(self._waiting[0].size):

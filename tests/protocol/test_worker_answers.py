@@ -1,6 +1,6 @@
-"""``files/*`` answered on a worker thread that writes its own answer, over real pipes.
+"""``files/*`` answered by the desk's worker way: a worker thread that writes its own answer, over real pipes.
 
-The middleware on the project's stdio pipe reader and writer, with a route to a
+The middleware (and its desk) on the project's stdio pipe reader and writer, with a route to a
 worker pool: the thread, cancellation (queued, running, being written), the
 slot bound, answers too large for one pipe write, consent on the loop, the
 middleware closing mid-request, and a server that stops reading.
@@ -22,8 +22,8 @@ import pytest
 
 from jupyter_fsbroker.core.errors import NotFound
 from jupyter_fsbroker.core.pool import RequestPool
+from jupyter_fsbroker.protocol.desk.desk import FilesRoute
 from jupyter_fsbroker.protocol.middleware import BrokerMiddleware
-from jupyter_fsbroker.protocol.threaded import FilesRoute
 from jupyter_fsbroker.protocol.transports.pipes import PipeReader, PipeWriter
 from tests.support.roots import StaticRoots
 
@@ -236,7 +236,7 @@ async def test_no_more_than_max_in_flight_run_at_once(pool: RequestPool) -> None
     assert most <= 2
 
 
-async def test_requests_waiting_for_memory_go_on_as_threaded_answers_finish(pool: RequestPool) -> None:
+async def test_requests_waiting_for_memory_go_on_as_worker_answers_finish(pool: RequestPool) -> None:
     release = threading.Event()
     running = threading.Event()
 
