@@ -269,3 +269,20 @@ def _file_size_limit() -> dict[str, int]:
         return {}
     soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
     return {} if soft == resource.RLIM_INFINITY else {"maxBytes": soft}
+
+
+def to_files_error(exc: BaseException, path: str | None = None) -> FilesError:
+    """The answer to send for *exc*, raised while serving *path*: the one mapping of the envelope.
+
+    A :class:`FilesError` is its own answer; a :class:`ClosedError` (the connection or the
+    broker closed under the request) is PERMISSION_DENIED ``connection_closed``; an
+    :class:`OSError` is translated by :func:`from_os_error`; anything else is an
+    :class:`InternalError`, which says nothing of what went wrong (the caller logs it).
+    """
+    if isinstance(exc, FilesError):
+        return exc
+    if isinstance(exc, ClosedError):
+        return PermissionDenied("the connection is closed", reason="connection_closed", path=path)
+    if isinstance(exc, OSError):
+        return from_os_error(exc, path)
+    return InternalError("the request failed unexpectedly", path=path)
