@@ -43,8 +43,9 @@ from .audit import AuditNote
 from .errors import ConfigError, FilesError, InvalidParams
 from .grants import OPERATIONS, normalize_operations
 from .params import Params
-from .paths import parse, resolve
+from .paths import parse
 from .refusals import CONSENT_DENIED, CONSENT_FAILED, CONSENT_NARROWED, CONSENT_TIMEOUT, CONSENT_WITHDRAWN
+from .resolve import resolve
 from .rootpath import RootPath
 from .timestamps import iso_utc
 

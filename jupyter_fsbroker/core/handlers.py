@@ -35,7 +35,7 @@ from .errors import (
     TooLarge,
     WrongType,
 )
-from .paths import Resolved
+from .resolve import Resolved
 from .textcodec import text_codec
 from .transfers import Transfer
 from .trees import remove_tree

@@ -28,7 +28,8 @@ from . import ops, tempfiles
 from .access import Access
 from .audit import AuditNote
 from .errors import AlreadyExists, FilesError, InvalidParams, NotFound, PermissionDenied, RateLimited
-from .paths import Resolved, parse
+from .paths import parse
+from .resolve import Resolved
 from .rootpath import RootPath
 from .roots import Root
 from .transfers import Transfer

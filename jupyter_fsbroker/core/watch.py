@@ -291,7 +291,7 @@ class WatchManager(Closeable):
             The root the path is in.
         parts
             Canonical components of the watched path below the root (as
-            resolved by :func:`jupyter_fsbroker.core.paths.resolve`).
+            resolved by :func:`jupyter_fsbroker.core.resolve.resolve`).
         is_dir
             ``True`` to watch a directory's entries. ``False`` to watch the single
             file *parts*: its parent directory is watched non-recursively and only
