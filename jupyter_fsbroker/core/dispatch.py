@@ -24,7 +24,8 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from types import TracebackType
+from typing import Any, Literal
 
 from .audit import AuditLog, AuditNote, AuditRecord
 from .context import ConnectionState, RequestContext
@@ -100,18 +101,9 @@ class Dispatch:
         FilesError
             The answer to send as the JSON-RPC error.
         """
-        note = AuditNote(method)
-        error: FilesError | None = None
-        try:
+        with _Envelope(self, conn, method) as note:
             handler, ctx = self._begin(conn, method, params, note)
             return _wire_safe(method, handler(ctx))
-        except Exception as exc:
-            error = self._failed(exc, conn, note)
-            if error is exc:
-                raise
-            raise error from _cause(exc)
-        finally:
-            self._record(conn, note, error)
 
     async def ahandle(self, conn: ConnectionState, method: str, params: object) -> dict[str, Any]:
         """:meth:`handle`, awaitable: file I/O on the worker threads, consent prompts on the loop."""
@@ -125,9 +117,7 @@ class Dispatch:
 
     async def _aconsent(self, conn: ConnectionState, method: str, params: object) -> dict[str, Any]:
         # The prompt is awaited on the loop, so that a request waiting for the user holds no thread.
-        note = AuditNote(method)
-        error: FilesError | None = None
-        try:
+        with _Envelope(self, conn, method) as note:
             _, ctx = self._begin(conn, method, params, note)
             flow = conn.consent
             prepared = flow.prepare(ctx.params, note)
@@ -137,13 +127,6 @@ class Dispatch:
             decision = await flow.aask(request)
             granted = await off_loop(self._executor(), flow.grant, request, targets, decision, note)
             return _wire_safe(method, granted)
-        except Exception as exc:
-            error = self._failed(exc, conn, note)
-            if error is exc:
-                raise
-            raise error from _cause(exc)
-        finally:
-            self._record(conn, note, error)
 
     def _begin(
         self, conn: ConnectionState, method: str, params: object, note: AuditNote
@@ -189,6 +172,7 @@ class Dispatch:
         return error
 
     def _record(self, conn: ConnectionState, note: AuditNote, error: FilesError | None) -> None:
+        """Write the audit record of one request; *error* is its answer, ``None`` when it succeeded."""
         try:
             self._audit.append(
                 AuditRecord(
@@ -213,6 +197,34 @@ class Dispatch:
             )
         except Exception:  # pragma: no cover - the audit never breaks a request
             log.exception("could not record an audit entry")
+
+
+class _Envelope:
+    """One request's audit record, written however it ends, and the answer for what it raised."""
+
+    __slots__ = ("_conn", "_dispatch", "note")
+
+    def __init__(self, dispatch: Dispatch, conn: ConnectionState, method: str) -> None:
+        self._dispatch = dispatch
+        self._conn = conn
+        self.note = AuditNote(method)
+
+    def __enter__(self) -> AuditNote:
+        return self.note
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
+        dispatch, conn, note = self._dispatch, self._conn, self.note
+        if not isinstance(exc, Exception):
+            # Succeeded, or cancelled (no answer is sent then, so its record carries no error).
+            dispatch._record(conn, note, None)
+            return False
+        error = dispatch._failed(exc, conn, note)
+        dispatch._record(conn, note, error)
+        if error is exc:
+            return False
+        raise error from _cause(exc)
 
 
 #: What a request may meet besides its answers: the OS refusing, the connection closing under it.
