@@ -37,8 +37,8 @@ from .errors import (
     to_jsonrpc_error,
 )
 from .grants import OPERATIONS, Grant
+from .holds import LockInfo
 from .limits import Limits
-from .locks import LockInfo
 from .rootpath import RootPath
 from .roots import Root
 from .sensitive import DEFAULT_SENSITIVE_PATTERNS, SensitiveNames

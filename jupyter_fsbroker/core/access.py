@@ -31,7 +31,7 @@ from typing import Literal
 
 from .audit import AuditNote
 from .errors import FilesError, NotFound, PermissionDenied
-from .locks import Hold
+from .holds import Hold
 from .ops import check_if_match, check_writable
 from .paths import parse
 from .refusals import Refusals, cause_text
