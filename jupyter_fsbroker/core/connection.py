@@ -20,7 +20,8 @@ from typing import Any, Protocol
 
 from .access import Access
 from .buffers import BufferPool
-from .consent import Consenter, ConsentFlow
+from .consent import Consenter
+from .consent_flow import ConsentFlow
 from .cursors import Listings
 from .dispatch import Dispatch
 from .grants import Grant

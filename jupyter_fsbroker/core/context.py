@@ -18,7 +18,7 @@ from .access import Access
 from .audit import AuditNote
 from .buffers import BufferPool
 from .changes import ChangeEvent
-from .consent import ConsentFlow
+from .consent_flow import ConsentFlow
 from .cursors import Listings
 from .limits import Limits, RateLimiter
 from .params import Params
