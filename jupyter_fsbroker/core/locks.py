@@ -218,20 +218,9 @@ class LockManager(Closeable):
                         raise _locked(path, blocker.owner_label, kept=False)
                     self._cond.wait(remaining)
                     continue
-                hold = self._new_hold(request, noop=False)
-                if state is not None and state.os_lock is not None:
-                    # Same mode as the current holders: count in.
-                    self._add(state, hold)
+                hold = self._take(request, state)
+                if hold is not None:
                     return hold
-                # Nobody in this process holds the key: take the OS lock (non-blocking).
-                kept_by = self._files.try_lock(key, exclusive=mode == "exclusive")
-                if isinstance(kept_by, LockFile):
-                    state = self._states.setdefault(key, _State())
-                    state.os_lock = kept_by
-                    self._add(state, hold)
-                    return hold
-                if kept_by:
-                    raise _locked(path, kept_by, kept=True)
                 if remaining <= 0:
                     raise _locked(path, "another process", kept=False)
                 self._cond.wait(min(poll, remaining))
@@ -443,6 +432,24 @@ class LockManager(Closeable):
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError("the lock manager is closed")
+
+    def _take(self, request: LockRequest, state: _State | None) -> Hold | None:
+        """*request*, unblocked in this process: held, or ``None`` while another process holds the key."""
+        hold = self._new_hold(request, noop=False)
+        if state is not None and state.os_lock is not None:
+            # Same mode as the current holders: count in.
+            self._add(state, hold)
+            return hold
+        # Nobody in this process holds the key: take the OS lock (non-blocking).
+        kept_by = self._files.try_lock(request.key, exclusive=request.mode == "exclusive")
+        if isinstance(kept_by, LockFile):
+            state = self._states.setdefault(request.key, _State())
+            state.os_lock = kept_by
+            self._add(state, hold)
+            return hold
+        if kept_by:
+            raise _locked(request.path, kept_by, kept=True)
+        return None
 
     @staticmethod
     def _in_process_blocker(state: _State | None, mode: LockMode) -> Hold | None:

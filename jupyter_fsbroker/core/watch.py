@@ -181,6 +181,8 @@ class WatchManager(Closeable):
 
     # -- public API ----------------------------------------------------------------
 
+    # long: a public method's numpy docstring; its code is three steps (_scope, _observe, and the
+    # registration under the condition).
     def add(
         self,
         *,
