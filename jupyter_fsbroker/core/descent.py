@@ -168,6 +168,8 @@ class OpenDirs(Closeable):
         """Close the shallowest descriptors beyond *keep* (never the base, the deepest, nor *protect*)."""
         fds = self._fds
         deepest = len(fds) - 1
+        if deepest <= self._keep:  # no more levels than may be held: nothing to close
+            return
         held = [i for i in range(1, len(fds)) if fds[i] is not None]
         extra = len(held) - self._keep
         for level in held:
