@@ -490,3 +490,28 @@ def test_no_benchmark_figure_in_docstrings_and_comments() -> None:
         for match in FIGURE.finditer(text)
     ]
     assert found == [], "figures in docstrings or comments:\n" + "\n".join(found)
+
+
+# -- the core's dispatch ---------------------------------------------------------------------------
+
+
+def test_a_handler_gets_no_way_back_into_the_broker() -> None:
+    """``Connection → Dispatch → handler(ctx)``: what a ``files/*`` handler may use is its
+    :class:`RequestContext` (the connection's state, the shared state, params, note, limits,
+    progress); neither the context nor the connection state it holds offers the broker, and no
+    handler reads a ``.broker`` attribute of anything."""
+    from jupyter_fsbroker.core.context import ConnectionState, RequestContext
+
+    fields = set(RequestContext.__dataclass_fields__)
+    assert fields == {"conn", "services", "params", "note", "limits", "progress"}
+    assert not hasattr(RequestContext, "broker")
+    state = {name for name in vars(ConnectionState) if not name.startswith("_")}
+    assert "broker" not in state and {"access", "rate", "uploads"} <= state
+    handlers = MODULES["jupyter_fsbroker.core.handlers"]
+    reaching = [
+        f"{_relative(handlers)}:{node.lineno}"
+        for node in ast.walk(parse(handlers))
+        if isinstance(node, ast.Attribute) and node.attr == "broker"
+    ]
+    assert reaching == [], "handlers reaching the broker: " + ", ".join(reaching)
+    assert "conn.broker" not in handlers.read_text()

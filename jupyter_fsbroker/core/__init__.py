@@ -47,8 +47,8 @@ if TYPE_CHECKING:
         to_jsonrpc_error,
     )
     from .grants import OPERATIONS, Grant
+    from .holds import LockInfo
     from .limits import Limits
-    from .locks import LockInfo
     from .rootpath import RootPath
     from .roots import Root
     from .sensitive import DEFAULT_SENSITIVE_PATTERNS, SensitiveNames
@@ -130,7 +130,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
         "InternalError": ".errors",
         "InvalidParams": ".errors",
         "Limits": ".limits",
-        "LockInfo": ".locks",
+        "LockInfo": ".holds",
         "MethodNotFound": ".errors",
         "NotFound": ".errors",
         "PermissionDenied": ".errors",

@@ -4,12 +4,12 @@ An :class:`Access` belongs to one connection. It decides whether a path inside
 a root may be used for an operation (the root is still shared, a read-only
 root is not written, a sensitive name is explicitly allowed, a live grant
 covers it, the connection is still open), resolves request paths under that
-check (:func:`~jupyter_fsbroker.core.paths.resolve`), checks once more right
+check (:func:`~jupyter_fsbroker.core.resolve.resolve`), checks once more right
 before the I/O with the locks held, and takes those locks.
 
 Sensitive names are judged on resolved paths: the path a request resolves
 to, every place the resolution passed through on the way (see
-:func:`~jupyter_fsbroker.core.paths.resolve`), and, where the object is a
+:func:`~jupyter_fsbroker.core.resolve.resolve`), and, where the object is a
 symbolic link itself (delete, rename, listings, watch events), where that link
 leads in its root. A link named ``notes.txt`` that points at ``.env`` is thus
 refused, left out of listings and of watch events, as ``.env`` is.
@@ -31,10 +31,11 @@ from typing import Literal
 
 from .audit import AuditNote
 from .errors import FilesError, NotFound, PermissionDenied
-from .locks import Hold
+from .holds import Hold
 from .ops import check_if_match, check_writable
-from .paths import Check, Resolved, parse, resolve
+from .paths import parse
 from .refusals import Refusals, cause_text
+from .resolve import Check, Resolved, resolve
 from .rootpath import RootPath
 from .roots import Root
 from .services import BrokerServices
@@ -91,7 +92,7 @@ class Access:
     # -- checks ----------------------------------------------------------------------------------
 
     def check(self, operation: str) -> Check:
-        """The check of *operation*, as :func:`~jupyter_fsbroker.core.paths.resolve` calls it.
+        """The check of *operation*, as :func:`~jupyter_fsbroker.core.resolve.resolve` calls it.
 
         The returned ``check(root, parts)`` raises :class:`PermissionDenied`
         (``connection_closed``, ``root_removed``, ``temporary_file``,
@@ -227,7 +228,7 @@ class Access:
         ------
         FilesError
             What :func:`~jupyter_fsbroker.core.paths.parse` and
-            :func:`~jupyter_fsbroker.core.paths.resolve` raise.
+            :func:`~jupyter_fsbroker.core.resolve.resolve` raise.
         """
         target = parse(raw, self.broker.roots)
         if note is not None:

@@ -9,71 +9,34 @@ a transport hands every ``files/*`` request of that server to
 sends back the result or the :class:`~jupyter_fsbroker.core.errors.FilesError`
 it raises.
 
-This module is also the request dispatch: it looks up the method's handler
-(:mod:`jupyter_fsbroker.core.handlers`), reads the params, applies the
-connection's operation rate, maps whatever the handler raises to a
-``FilesError``, and writes one audit record per request (announced in the
-audit file before the handler runs when the audit is required: a request
-whose announcement cannot be written is refused, PERMISSION_DENIED
-``audit_unavailable``). It refuses params
-holding a lone surrogate (-32602: only a name that is not valid UTF-8 has one,
-and none is ever created or echoed), and checks that JSON can carry every
-answer before it leaves (:mod:`jupyter_fsbroker.core.names`). The handlers check
+The requests themselves go through the broker's dispatch
+(:mod:`jupyter_fsbroker.core.dispatch`), which the broker makes once and hands
+to every connection; this module is the state they share. The handlers check
 every request twice against the grants: once before anything on disk is
 touched, and again once its locks are held, just before the I/O, so a
 revocation also stops requests that were already queued.
 
 Settings that change while the broker runs go through :meth:`Broker.configure`.
-No request is ever answered without its audit record, and no record holds
-file content.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
-from .audit import AuditLog, AuditNote, AuditRecord
+from .audit import AuditLog
 from .config import BrokerConfig, default_lock_dir, default_trash_dir
 from .connection import Connection
 from .consent import Consenter, DenyingConsenter
-from .errors import (
-    ClosedError,
-    ConfigError,
-    FilesError,
-    InternalError,
-    InvalidParams,
-    MethodNotFound,
-    PermissionDenied,
-    RateLimited,
-    TooLarge,
-    from_os_error,
-)
+from .dispatch import Dispatch
+from .errors import ClosedError, ConfigError, FilesError
 from .grants import Grant, GrantTable, normalize_operations
-from .handlers import (
-    consent,
-    create,
-    delete,
-    list_directory,
-    read,
-    rename_path,
-    stat_path,
-    unlock,
-    unwatch,
-    watch,
-    write,
-)
-from .hop import off_loop
 from .listeners import Listeners
 from .locks import LockManager
-from .names import find_surrogate, readable
-from .params import Params
 from .paths import parse
 from .pool import RequestPool
 from .resource import Closeable
@@ -147,6 +110,7 @@ class Broker(Closeable):
         self._changes: Listeners[[ChangeEvent, Connection]] = Listeners()
         self._connection_listeners: Listeners[[]] = Listeners()
         self._transfers: Listeners[[Transfer]] = Listeners()
+        self._dispatch = Dispatch(self, self.audit, self._transfers, self.executor)
         self._stop = threading.Event()
         self._janitor = threading.Thread(target=self._tidy, name="fsbroker-janitor", daemon=True)
         self._janitor.start()
@@ -348,7 +312,7 @@ class Broker(Closeable):
         with self._lock:
             self._check_open()
             # Made under the lock, so that configure() never misses a connection's rates.
-            conn = Connection(self, name, consenter or DenyingConsenter(), notify)
+            conn = Connection(self, name, consenter or DenyingConsenter(), notify, self._dispatch)
             self._connections[conn.id] = conn
         self._connection_listeners.notify()
         return conn
@@ -380,129 +344,20 @@ class Broker(Closeable):
         """Tell the :meth:`on_change` listeners that *event* was sent to *connection*."""
         self._changes.notify(event, connection)
 
-    def report_transfer(self, transfer: Transfer) -> None:
-        """Tell the :meth:`on_transfer` listeners about a chunk read or staged."""
-        self._transfers.notify(transfer)
-
     def force_unlock(self, lock_id: str) -> None:
         """Release any lock held in this broker, whoever holds it (the user's override)."""
         self.locks.force_release(lock_id)
 
-    # -- the request dispatch --------------------------------------------------------------------
-
-    def handle(self, connection: Connection, method: str, params: object) -> dict[str, Any]:
-        """Decide and perform one ``files/*`` request of *connection* (what :meth:`Connection.handle` does).
-
-        Raises
-        ------
-        FilesError
-            The answer to send as the JSON-RPC error.
-        """
-        with self._request(connection, method, params) as (handler, p, note):
-            return _wire_safe(method, handler(connection, p, note))
-
-    async def ahandle(self, connection: Connection, method: str, params: object) -> dict[str, Any]:
-        """:meth:`handle`, awaitable: file I/O on the worker threads, consent prompts on the loop."""
-        if method == "files/consent":
-            with self._request(connection, method, params) as (_, p, note):
-                flow = connection.consent
-                prepared = flow.prepare(p, note)
-                if isinstance(prepared, dict):
-                    return _wire_safe(method, prepared)
-                request, targets = prepared
-                decision = await flow.aask(request)
-                granted = await off_loop(
-                    self._request_executor(), flow.grant, request, targets, decision, note
-                )
-                return _wire_safe(method, granted)
-        return await off_loop(self._request_executor(), self.handle, connection, method, params)
-
-    def _request_executor(self) -> concurrent.futures.Executor:
-        try:
-            return self.executor()
-        except ClosedError:
-            raise PermissionDenied("the connection is closed", reason="connection_closed") from None
-
-    @contextmanager
-    def _request(
-        self, connection: Connection, method: str, params: object
-    ) -> Iterator[tuple[_Handler, Params, AuditNote]]:
-        """Check one request's envelope, map what it raises to a FilesError, and audit it."""
-        note = AuditNote(method)
-        error: FilesError | None = None
-        try:
-            handler = _HANDLERS.get(method)
-            if handler is None:
-                raise MethodNotFound(f"unknown method {method!r}", reason="unknown_method")
-            p = Params(params)
-            raw_path = p.raw.get("path")
-            note.path = readable(raw_path) if isinstance(raw_path, str) else None
-            bad = find_surrogate(p.raw, skip=_CODEC_DECIDES)
-            if bad is not None:
-                # Only a name that is not valid UTF-8 on disk has one: never create it, never echo it.
-                raise InvalidParams(
-                    f"parameter {bad!r} holds a lone surrogate, which names no character",
-                    reason="lone_surrogate",
-                    param=bad,
-                )
-            if connection.closed:
-                raise PermissionDenied(connection.access.close_reason, reason="connection_closed")
-            connection.rate.take_op(path=note.path)
-            if self._config.audit_required:
-                try:
-                    self.audit.announce(note, server=connection.server, connection_id=connection.id)
-                except OSError:  # logged by the audit log
-                    # The server learns that the notebook's audit failed, not where the audit file is.
-                    raise PermissionDenied(
-                        "the notebook requires an audit record before any access, and cannot write one now",
-                        reason="audit_unavailable",
-                    ) from None
-            yield handler, p, note
-        except FilesError as exc:
-            error = exc
-            if note.path is not None and exc.path is None and not isinstance(exc, MethodNotFound):
-                exc.path = note.path
-            raise
-        except OSError as exc:
-            error = from_os_error(exc, note.path)
-            raise error from None
-        except Exception as exc:
-            log.exception("unexpected error in %s for server %s", method, connection.server)
-            error = InternalError("the request failed unexpectedly", path=note.path)
-            raise error from exc
-        finally:
-            self._record(connection, note, error)
-
-    def _record(self, connection: Connection, note: AuditNote, error: FilesError | None) -> None:
-        try:
-            self.audit.append(
-                AuditRecord(
-                    time=note.started,
-                    server=connection.server,
-                    connection_id=connection.id,
-                    method=note.method,
-                    path=note.path,
-                    canonical=note.canonical,
-                    root=note.root,
-                    decision="deny"
-                    if note.refused is not None or isinstance(error, _POLICY_REFUSALS)
-                    else "allow",
-                    error=None if error is None else _error_name(error),
-                    reason=note.refused if error is None else error.reason,
-                    bytes=note.bytes if error is None else 0,
-                    duration_ms=(time.perf_counter() - note.clock) * 1000.0,
-                    lock_id=note.lock_id,
-                    cause=note.cause if error is None else error.data.get("cause", note.cause),
-                    audit_id=note.audit_id,
-                )
-            )
-        except Exception:  # pragma: no cover - the audit never breaks a request
-            log.exception("could not record an audit entry")
-
     # -- lifetime --------------------------------------------------------------------------------
 
     def executor(self) -> RequestPool:
-        """The thread pool that runs requests for :meth:`Connection.ahandle` (see :mod:`.pool`)."""
+        """The thread pool that runs requests for :meth:`Connection.ahandle` (see :mod:`.pool`).
+
+        Raises
+        ------
+        ClosedError
+            The broker is closed.
+        """
         executor = self._executor
         if executor is not None and not self._closed:
             return executor
@@ -564,49 +419,3 @@ class Broker(Closeable):
                     conn.buffers.discard_idle()
             except Exception:  # pragma: no cover - never let the janitor die
                 log.exception("periodic clean-up failed")
-
-
-#: Parameters whose lone surrogates their codec judges (ENCODING_ERROR), not the dispatch.
-_CODEC_DECIDES = frozenset({"content"})
-
-#: Results whose bulk is made wire-safe where it is made: ``files/list`` names (sent readable,
-#: ``undecodableName``), ``files/read`` content (a lone surrogate in decoded text is ENCODING_ERROR).
-_SAFE_AT_SOURCE = {"files/list": frozenset({"entries"}), "files/read": frozenset({"content"})}
-
-
-def _wire_safe(method: str, result: dict[str, Any]) -> dict[str, Any]:
-    """*result*, once sure JSON can carry it; else an error that says so, rather than a dead connection.
-
-    The causes are fixed where names and text are made; this is the last line.
-    """
-    bad = find_surrogate(result, skip=_SAFE_AT_SOURCE.get(method, frozenset()))
-    if bad is not None:
-        log.error("the answer to %s holds text JSON cannot carry (at %s)", method, bad)
-        raise InternalError(f"the answer to {method} cannot be sent", reason="unencodable_reply")
-    return result
-
-
-#: Errors that are the broker's policy saying no; other errors happen to allowed requests.
-_POLICY_REFUSALS = (PermissionDenied, RateLimited, TooLarge)
-
-
-def _error_name(error: FilesError) -> str:
-    if error.name is not None:
-        return error.name
-    return {-32602: "INVALID_PARAMS", -32601: "METHOD_NOT_FOUND"}.get(error.code, "INTERNAL_ERROR")
-
-
-_Handler = Callable[[Connection, Params, AuditNote], dict[str, Any]]
-_HANDLERS: dict[str, _Handler] = {
-    "files/read": read,
-    "files/write": write,
-    "files/list": list_directory,
-    "files/stat": stat_path,
-    "files/create": create,
-    "files/delete": delete,
-    "files/rename": rename_path,
-    "files/watch": watch,
-    "files/unwatch": unwatch,
-    "files/unlock": unlock,
-    "files/consent": consent,
-}

@@ -2,8 +2,9 @@
 
 A :class:`Connection` is created by :meth:`Broker.connect
 <jupyter_fsbroker.core.broker.Broker.connect>`. Its requests come in through
-:meth:`Connection.handle` and :meth:`Connection.ahandle`, which the broker
-dispatches (:mod:`jupyter_fsbroker.core.broker`). The connection owns what lasts
+:meth:`Connection.handle` and :meth:`Connection.ahandle`, which hand them to the
+broker's dispatch (:mod:`jupyter_fsbroker.core.dispatch`); their handlers see the
+connection's state, never the broker. The connection owns what lasts
 between requests: its checks (:class:`~jupyter_fsbroker.core.access.Access`),
 its staged uploads, its unfinished listings, its open consent prompts, its rate limiter, and the sink of
 its watch events. :meth:`Connection.close` ends all of them at once; no request
@@ -19,8 +20,10 @@ from typing import Any, Protocol
 
 from .access import Access
 from .buffers import BufferPool
-from .consent import Consenter, ConsentFlow
+from .consent import Consenter
+from .consent_flow import ConsentFlow
 from .cursors import Listings
+from .dispatch import Dispatch
 from .grants import Grant
 from .limits import Limits, RateLimiter
 from .resource import Closeable
@@ -34,15 +37,11 @@ _connection_ids = itertools.count(1)
 
 
 class ConnectionOwner(BrokerServices, Protocol):
-    """What a connection needs of the broker that opened it, besides the shared state."""
+    """What a connection needs of the broker that opened it, besides the shared state.
 
-    def handle(self, connection: Connection, method: str, params: object) -> dict[str, Any]:
-        """Decide and perform one request of *connection* (blocking)."""
-        ...
-
-    async def ahandle(self, connection: Connection, method: str, params: object) -> dict[str, Any]:
-        """Decide and perform one request of *connection*, awaitable."""
-        ...
+    None of it is on a request's way: the user's revocations, the views told
+    about a watch event, and the broker told that the connection closed.
+    """
 
     def revoke(
         self,
@@ -98,8 +97,10 @@ class Connection(Closeable):
         server: str,
         consenter: Consenter,
         notify: Callable[[ChangeEvent], None] | None,
+        dispatch: Dispatch,
     ) -> None:
         self.broker = broker
+        self._dispatch = dispatch
         self.server = server
         self.id = f"c{next(_connection_ids)}"
         self.opened_at = time.time()
@@ -147,7 +148,7 @@ class Connection(Closeable):
         FilesError
             The answer to send as the JSON-RPC error (see ``to_jsonrpc_error``).
         """
-        return self.broker.handle(self, method, params)
+        return self._dispatch.handle(self, method, params)
 
     async def ahandle(self, method: str, params: object) -> dict[str, Any]:
         """:meth:`handle`, awaitable from any event loop.
@@ -155,7 +156,7 @@ class Connection(Closeable):
         File I/O runs on the broker's worker threads; a consent is awaited on
         the loop itself, so prompts waiting for the user hold no thread.
         """
-        return await self.broker.ahandle(self, method, params)
+        return await self._dispatch.ahandle(self, method, params)
 
     # -- grants ----------------------------------------------------------------------------------
 

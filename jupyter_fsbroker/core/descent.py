@@ -1,14 +1,21 @@
 """Directories walked down by name, holding a bounded number of descriptors whatever the depth.
 
 An :class:`OpenDirs` is a chain of directories below a base descriptor: level 0
-is the base (the caller's descriptor, never closed here), level *i* the
-directory named ``names[i - 1]`` inside level *i - 1*. Walks over trees
-(listings, tree removal, copies into the trash, tree sizes) keep their place
-in one, so that a tree thousands of levels deep costs a few descriptors, not
-one per level: at most ``keep`` levels hold an open descriptor besides the
-base; opening a deeper one closes the shallowest others, and a level whose
-descriptor was closed is opened again, when the walk comes back to it, by
-name from the nearest open ancestor.
+is the base, level *i* the directory named ``names[i - 1]`` inside level
+*i - 1*. Every walk of the core keeps its place in one: the resolution of a
+request path (:mod:`jupyter_fsbroker.core.resolve`) and the walks over trees
+(listings, tree removal, copies into the trash, tree sizes), so that a tree
+thousands of levels deep costs a few descriptors, not one per level: at most
+``keep`` levels hold an open descriptor besides the base; opening a deeper one
+closes the shallowest others. A tree walk coming back to a level whose
+descriptor was closed opens it again, by name from the nearest open ancestor;
+a resolution instead gets the names back (``pop(rewalk=True)``) and walks them
+again through its own checks, because a walk by name must follow links and
+check grants as the first one did.
+
+The base is the caller's descriptor, never closed here, unless the chain owns
+it (``owns_base``: a resolution opens its root's descriptor for itself and
+hands its deepest one over at the end, :meth:`OpenDirs.take_deepest`).
 
 Every open here is relative to a held descriptor, with ``O_NOFOLLOW |
 O_DIRECTORY``: a directory swapped for a symbolic link meanwhile is never
@@ -35,21 +42,28 @@ class OpenDirs(Closeable):
     Parameters
     ----------
     base_fd
-        The descriptor the chain starts from; the caller keeps it and closes it.
+        The descriptor the chain starts from.
     keep
-        How many levels below the base hold an open descriptor at most.
+        How many levels below the base hold an open descriptor at most (the
+        deepest among them).
     flags
         How a level is opened again from its parent (``O_NOFOLLOW`` and
         ``O_DIRECTORY`` are always among them).
+    owns_base
+        Whether *base_fd* is the chain's to close (with :meth:`close`), or the
+        caller's (the default).
     """
 
-    __slots__ = ("_fds", "_flags", "_keep", "names")
+    __slots__ = ("_fds", "_flags", "_keep", "_owns_base", "names")
 
-    def __init__(self, base_fd: int, *, keep: int = KEEP, flags: int = DIR_READ_FLAGS) -> None:
+    def __init__(
+        self, base_fd: int, *, keep: int = KEEP, flags: int = DIR_READ_FLAGS, owns_base: bool = False
+    ) -> None:
         if keep < 1:
             raise ValueError("keep at least one level open")
         self._fds: list[int | None] = [base_fd]
         self._keep = keep
+        self._owns_base = owns_base
         self._flags = flags | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
         #: The names of the levels below the base, outermost first.
         self.names: list[str] = []
@@ -64,12 +78,53 @@ class OpenDirs(Closeable):
         self._fds.append(fd)
         self._limit(len(self._fds) - 1)
 
-    def pop(self) -> None:
-        """Go back up one level (closing its descriptor)."""
-        fd = self._fds.pop()
+    def pop(self, *, rewalk: bool = False) -> list[str]:
+        """Go back up one level (closing its descriptor).
+
+        With *rewalk*, the level the chain is back at is never opened again by
+        name here: if its descriptor was closed, the chain goes up further, to
+        the deepest level still open, and the names between are returned, for
+        the caller to walk down again with its own checks. Otherwise (and
+        without *rewalk*) the list is empty.
+        """
+        fds = self._fds
+        fd = fds.pop()
         self.names.pop()
         if fd is not None:
             os.close(fd)
+        if not rewalk or fds[-1] is not None:
+            return []
+        deepest = max(i for i, held in enumerate(fds) if held is not None)
+        redo = self.names[deepest:]
+        del self.names[deepest:]
+        del fds[deepest + 1 :]
+        return redo
+
+    def to_base(self) -> None:
+        """Go back to the base, closing every level below it."""
+        fds = self._fds
+        for fd in fds[1:]:
+            if fd is not None:
+                os.close(fd)
+        del fds[1:]
+        self.names.clear()
+
+    def take_deepest(self) -> int:
+        """Hand the deepest level's descriptor over to the caller, and close the chain.
+
+        Raises
+        ------
+        ValueError
+            The chain is at a base it does not own (that descriptor is the caller's already).
+        OSError
+            As :meth:`fd`.
+        """
+        if len(self._fds) == 1 and not self._owns_base:
+            raise ValueError("the base is the caller's descriptor")
+        fd = self.fd()
+        self._fds[-1] = None
+        self.close()
+        return fd
 
     def fd(self, level: int = -1) -> int:
         """The descriptor of *level* (default: the deepest), opened again by name if it was closed.
@@ -102,17 +157,19 @@ class OpenDirs(Closeable):
         return current
 
     def close(self) -> None:
-        """Close every descriptor held (never the base's); the chain is empty afterwards."""
-        for fd in self._fds[1:]:
-            if fd is not None:
-                os.close(fd)
-        del self._fds[1:]
-        self.names.clear()
+        """Close every descriptor held (the base's only if the chain owns it); the chain is empty then."""
+        self.to_base()
+        if self._owns_base and self._fds:
+            base = self._fds.pop()
+            if base is not None:
+                os.close(base)
 
     def _limit(self, protect: int) -> None:
         """Close the shallowest descriptors beyond *keep* (never the base, the deepest, nor *protect*)."""
         fds = self._fds
         deepest = len(fds) - 1
+        if deepest <= self._keep:  # no more levels than may be held: nothing to close
+            return
         held = [i for i in range(1, len(fds)) if fds[i] is not None]
         extra = len(held) - self._keep
         for level in held:

@@ -1,11 +1,12 @@
 """The ``files/*`` methods: one function per method, from checked params to the result dict.
 
-Each handler takes the connection, the request's :class:`~jupyter_fsbroker.core.params.Params`
-and its :class:`~jupyter_fsbroker.core.audit.AuditNote`, and returns the result
-or raises a :class:`~jupyter_fsbroker.core.errors.FilesError`. The broker's
-dispatch (:mod:`jupyter_fsbroker.core.broker`) looks them up, rate-limits,
-maps what they raise and audits them; the file I/O is in
-:mod:`jupyter_fsbroker.core.ops`.
+Each handler takes the request's :class:`~jupyter_fsbroker.core.context.RequestContext`
+(the connection's state, the shared state, the params, the audit note, the
+limits) and returns the result or raises a
+:class:`~jupyter_fsbroker.core.errors.FilesError`. The dispatch
+(:mod:`jupyter_fsbroker.core.dispatch`) looks them up, rate-limits, maps what
+they raise and audits them; the file I/O is in :mod:`jupyter_fsbroker.core.ops`.
+A handler never reaches the broker: what it may use is in its context.
 
 Every handler resolves its path through the connection's checks and checks
 again with its locks held, right before the I/O: a handler must never touch a
@@ -23,7 +24,7 @@ from typing import Any
 
 from . import ops
 from .audit import AuditNote
-from .connection import Connection
+from .context import RequestContext
 from .errors import (
     AlreadyExists,
     FileLocked,
@@ -34,8 +35,7 @@ from .errors import (
     TooLarge,
     WrongType,
 )
-from .params import Params
-from .paths import Resolved
+from .resolve import Resolved
 from .textcodec import text_codec
 from .transfers import Transfer
 from .trees import remove_tree
@@ -58,12 +58,13 @@ __all__ = [
 # -- files/read ------------------------------------------------------------------------------------
 
 
-def read(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
+def read(ctx: RequestContext) -> dict[str, Any]:
     """``files/read``: a chunk of a file, text split on characters."""
+    conn, p, note = ctx.conn, ctx.params, ctx.note
     raw = p.path()
     encoding = p.get("encoding", str, "utf-8")
     offset = p.count("offset", 0) or 0
-    limits = conn.limits
+    limits = ctx.limits
     length = p.count("length", limits.default_read_bytes)
     assert length is not None
     length = min(length, limits.max_chunk_bytes)
@@ -92,7 +93,7 @@ def read(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
         note.bytes = chunk.bytes_read
         done = chunk.offset + chunk.bytes_read
         transfer = Transfer(conn.id, conn.server, res.rel, "read", done, chunk.size, chunk.eof)
-        conn.broker.report_transfer(transfer)
+        ctx.progress(transfer)
         result = {
             "content": chunk.content,
             "encoding": encoding,
@@ -117,12 +118,13 @@ def _kept(result: dict[str, Any], lock_id: str | None, note: AuditNote) -> dict[
 # -- files/write -----------------------------------------------------------------------------------
 
 
-def _decode_content(conn: Connection, p: Params, raw: str, *, required: bool = True) -> bytes:
+def _decode_content(ctx: RequestContext, raw: str, *, required: bool = True) -> bytes:
+    p = ctx.params
     content = p.get("content", str) if required else p.get("content", str, None)
     if content is None:
         return b""
     encoding = p.get("encoding", str, "utf-8")
-    limit = conn.limits.max_chunk_bytes
+    limit = ctx.limits.max_chunk_bytes
     # Refuse before decoding what cannot fit: every character is at least one
     # byte, and base64 carries 3 bytes in 4 characters.
     if len(content) > (4 * (limit // 3 + 1) if encoding == "base64" else limit):
@@ -148,10 +150,11 @@ def _too_large(raw: str, limit: int) -> TooLarge:
     )
 
 
-def write(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
+def write(ctx: RequestContext) -> dict[str, Any]:
     """``files/write``: a whole file atomically, or one chunk of a staged upload (``offset``)."""
+    conn, p, note = ctx.conn, ctx.params, ctx.note
     raw = p.path()
-    data = _decode_content(conn, p, raw)
+    data = _decode_content(ctx, raw)
     create = p.flag("create", True)
     exclusive = p.flag("exclusive", False)
     if_match = p.get("ifMatch", str, None)
@@ -173,12 +176,13 @@ def write(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
             if_match=if_match,
             keep=keep,
             note=note,
+            progress=ctx.progress,
         )
     with (
         access.resolve(raw, "write", note) as res,
         access.hold_to_write(res, raw, create=create, exclusive=exclusive, if_match=if_match) as hold,
     ):
-        conn.broker.temp_files.sweep_due(res.dir_fd)
+        ctx.services.temp_files.sweep_due(res.dir_fd)
         st = ops.write_atomic(res, data, exclusive=exclusive, shown=raw)
         lock_id = hold.keep() if keep else None
     return _kept({"bytesWritten": len(data), "size": st.st_size, "etag": ops.etag(st)}, lock_id, note)
@@ -187,12 +191,13 @@ def write(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
 # -- files/list, files/stat ------------------------------------------------------------------------
 
 
-def list_directory(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
+def list_directory(ctx: RequestContext) -> dict[str, Any]:
     """``files/list``: the entries of a directory, a page at a time (see ``core/listing.py``)."""
+    conn, p, note = ctx.conn, ctx.params, ctx.note
     raw = p.path()
     recursive = p.flag("recursive", False)
     include_hidden = p.flag("includeHidden", False)
-    most = conn.limits.max_list_entries
+    most = ctx.limits.max_list_entries
     limit = p.count("maxEntries", most, minimum=1)
     assert limit is not None
     limit = min(limit, most)
@@ -212,7 +217,7 @@ def list_directory(conn: Connection, p: Params, note: AuditNote) -> dict[str, An
             entries, more = listing.walk.page(
                 fd,
                 limit,
-                sensitive=conn.broker.config.sensitive,
+                sensitive=ctx.services.config.sensitive,
                 accept=access.may_list,
                 accept_link=access.may_list_link,
             )
@@ -224,27 +229,28 @@ def list_directory(conn: Connection, p: Params, note: AuditNote) -> dict[str, An
         return result
 
 
-def stat_path(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
+def stat_path(ctx: RequestContext) -> dict[str, Any]:
     """``files/stat``: type, size, times, etag and whether a lock is held."""
-    raw = p.path()
-    with conn.access.resolve(raw, "read", note) as res:
+    raw = ctx.params.path()
+    with ctx.conn.access.resolve(raw, "read", ctx.note) as res:
         if res.st is None:
             raise NotFound(f"{raw} does not exist", path=raw)
         info = ops.stat_info(res)
-        info["locked"] = conn.broker.locks.is_locked(res.location.key)
+        info["locked"] = ctx.services.locks.is_locked(res.location.key)
         return info
 
 
 # -- files/create, files/delete, files/rename ------------------------------------------------------
 
 
-def create(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
+def create(ctx: RequestContext) -> dict[str, Any]:
     """``files/create``: a new file (with optional content) or directory; never replaces."""
+    conn, p, note = ctx.conn, ctx.params, ctx.note
     raw = p.path()
     kind = p.get("type", str)
     if kind not in ("file", "directory"):
         raise InvalidParams("type must be 'file' or 'directory'", reason="bad_value", param="type", path=raw)
-    data = _decode_content(conn, p, raw, required=False)
+    data = _decode_content(ctx, raw, required=False)
     if kind == "directory" and data:
         raise InvalidParams("a directory has no content", reason="bad_value", param="content", path=raw)
     parents = p.flag("parents", False)
@@ -260,20 +266,20 @@ def create(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
             if kind == "directory":
                 ops.make_directory(res, raw)
             else:
-                conn.broker.temp_files.sweep_due(res.dir_fd)
+                ctx.services.temp_files.sweep_due(res.dir_fd)
                 ops.write_atomic(res, data, exclusive=True, shown=raw)
             lock_id = hold.keep() if keep else None
         note.bytes = len(data)
         return _kept({"path": res.rel, "type": kind}, lock_id, note)
 
 
-def delete(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
+def delete(ctx: RequestContext) -> dict[str, Any]:
     """``files/delete``: into the trash, or for good when the notebook asked for it."""
+    conn, p, note, services = ctx.conn, ctx.params, ctx.note, ctx.services
     raw = p.path()
     recursive = p.flag("recursive", False)
     if_match = p.get("ifMatch", str, None)
     access = conn.access
-    broker = conn.broker
     with access.resolve(raw, "delete", note, follow_last=False) as res:
         if res.name is None:
             raise PermissionDenied("a shared folder itself cannot be deleted", reason="root_itself", path=raw)
@@ -288,13 +294,13 @@ def delete(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
             if is_dir and not recursive:
                 raise WrongType(f"{raw} is a directory: pass recursive", reason="is_directory", path=raw)
             if is_dir:
-                _check_no_locks_below(conn, res, raw)
+                _check_no_locks_below(ctx, res, raw)
             ops.check_if_match(st, if_match, raw)
-            if broker.config.permanent_delete:
+            if services.config.permanent_delete:
                 remove_tree(res.dir_fd, res.name)
                 trashed = False
             else:
-                broker.trash.take(
+                services.trash.take(
                     res.dir_fd,
                     res.name,
                     location=res.location,
@@ -306,8 +312,8 @@ def delete(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
         return {"path": res.rel, "trashed": trashed}
 
 
-def _check_no_locks_below(conn: Connection, res: Resolved, raw: str) -> None:
-    holder = conn.broker.locks.conflicts_below(res.location.key, owner=conn.id)
+def _check_no_locks_below(ctx: RequestContext, res: Resolved, raw: str) -> None:
+    holder = ctx.services.locks.conflicts_below(res.location.key, owner=ctx.conn.id)
     if holder is not None:
         raise FileLocked(
             f"a file below {raw} is locked",
@@ -318,8 +324,9 @@ def _check_no_locks_below(conn: Connection, res: Resolved, raw: str) -> None:
         )
 
 
-def rename_path(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
+def rename_path(ctx: RequestContext) -> dict[str, Any]:
     """``files/rename``: both ends checked and locked (in a fixed order, so two renames never dead-lock)."""
+    conn, p, note = ctx.conn, ctx.params, ctx.note
     raw = p.path()
     raw_new = p.path("newPath")
     overwrite = p.flag("overwrite", False)
@@ -346,7 +353,7 @@ def rename_path(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
             raise NotFound(f"{raw} does not exist", path=raw)
         dst.refresh(allow_link=True)
         if stat.S_ISDIR(st.st_mode):
-            _check_no_locks_below(conn, src, raw)
+            _check_no_locks_below(ctx, src, raw)
         ops.check_if_match(st, if_match, raw)
         ops.rename(src, dst, overwrite=overwrite, shown=raw_new)
         return {"path": dst.rel}
@@ -355,8 +362,9 @@ def rename_path(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
 # -- files/watch, files/unwatch, files/unlock, files/consent ---------------------------------------
 
 
-def watch(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
+def watch(ctx: RequestContext) -> dict[str, Any]:
     """``files/watch``: change notifications for a file or a directory."""
+    conn, p, note = ctx.conn, ctx.params, ctx.note
     raw = p.path()
     recursive = p.flag("recursive", False)
     wanted = p.strings("events", None)
@@ -368,8 +376,8 @@ def watch(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
             param="events",
             path=raw,
         )
-    watches = conn.broker.watches
-    most = conn.limits.max_watches
+    watches = ctx.services.watches
+    most = ctx.limits.max_watches
     if watches.count(conn.id) >= most:
         raise RateLimited(
             f"at most {most} watches at once", reason="too_many_watches", path=raw, retryAfterMs=1000
@@ -392,20 +400,20 @@ def watch(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
     return {"watchId": watch_id}
 
 
-def unwatch(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
+def unwatch(ctx: RequestContext) -> dict[str, Any]:
     """``files/unwatch``: stop one of this connection's watches."""
-    conn.broker.watches.remove(p.get("watchId", str), owner=conn.id)
+    ctx.services.watches.remove(ctx.params.get("watchId", str), owner=ctx.conn.id)
     return {}
 
 
-def unlock(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
+def unlock(ctx: RequestContext) -> dict[str, Any]:
     """``files/unlock``: release one of this connection's kept locks."""
-    lock_id = p.get("lockId", str)
-    note.lock_id = lock_id
-    conn.broker.locks.release(lock_id, owner=conn.id)
+    lock_id = ctx.params.get("lockId", str)
+    ctx.note.lock_id = lock_id
+    ctx.services.locks.release(lock_id, owner=ctx.conn.id)
     return {"unlocked": True}
 
 
-def consent(conn: Connection, p: Params, note: AuditNote) -> dict[str, Any]:
+def consent(ctx: RequestContext) -> dict[str, Any]:
     """``files/consent``: ask the user (blocking) and grant what they approve."""
-    return conn.consent.run(p, note)
+    return ctx.conn.consent.run(ctx.params, ctx.note)

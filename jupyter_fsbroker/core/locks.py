@@ -1,15 +1,16 @@
-"""Shared and exclusive file locks, kept locks, and their coordination across processes.
+"""Shared and exclusive file locks, and their coordination across processes.
 
 Every file operation of the broker holds a lock on its target while it runs:
 *shared* for reads, *exclusive* for writes, deletes and renames. With
 ``keepLocked`` an exclusive lock outlives the operation as a *kept* lock,
-identified by a ``lockId`` that only its owner (a connection) may use.
+identified by a ``lockId`` that only its owner (a connection) may use
+(:mod:`jupyter_fsbroker.core.kept_locks` holds them; the manager here decides).
 
 Two levels cooperate.
 
 * **In this process** a table maps each *key* (the canonical absolute path of
   the target) to its holders: a count of shared holders, or one exclusive
-  holder, plus an optional kept lock. One :class:`threading.Condition` guards
+  holder, or the kept lock of the kept-lock table. One :class:`threading.Condition` guards
   the table; waiters are woken whenever a lock is released or kept.
 * **Across processes** (two kernels on one machine, each with its own broker)
   every key that has a holder in this process also holds one OS advisory lock
@@ -28,22 +29,21 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
-from .errors import ClosedError, FileLocked, NotFound
+from .errors import ClosedError, FileLocked
+from .holds import Hold, LockInfo, LockMode, LockRequest
+from .kept_locks import KeptLock, KeptLocks
 from .listeners import Listeners
 from .lockfiles import LockFile, LockFiles
 from .resource import Closeable
 
+# Hold, LockInfo and LockMode live in .holds; named here too, where the lock manager's users
+# have always imported them from.
 __all__ = ["Hold", "LockInfo", "LockManager", "LockMode"]
-
-#: The two lock modes.
-LockMode = Literal["shared", "exclusive"]
 
 #: ``retryAfterMs`` suggested after a conflict with an operation's (transient) lock.
 RETRY_TRANSIENT_MS = 100
@@ -55,62 +55,17 @@ _POLL_MIN = 0.01
 _POLL_MAX = 0.1
 
 
-@dataclass(frozen=True)
-class LockInfo:
-    """One lock held in this process, as the views and ``files/stat`` show it.
-
-    Attributes
-    ----------
-    lock_id
-        The ``lockId`` of a kept lock; ``None`` for an operation's transient lock.
-    key
-        The canonical absolute path of the locked object.
-    path
-        The root-relative display path, e.g. ``"data/x.csv"``.
-    owner
-        The id of the connection that holds the lock.
-    owner_label
-        The name of that connection's server, shown to others as ``lockedBy``.
-    mode
-        ``"shared"`` or ``"exclusive"``.
-    kept
-        Whether this is a kept lock (``keepLocked``).
-    since
-        When the lock was taken (or kept), as :func:`time.time`.
-    """
-
-    lock_id: str | None
-    key: str
-    path: str
-    owner: str
-    owner_label: str
-    mode: str
-    kept: bool
-    since: float
-
-
-@dataclass
-class _KeptLock:
-    """A kept lock: the exclusive lock that outlives its operation."""
-
-    lock_id: str
-    owner: str
-    owner_label: str
-    path: str
-    since: float
-
-
 @dataclass
 class _State:
-    """The in-process state of one key."""
+    """The in-process state of one key (its kept lock, if any, is in the kept-lock table)."""
 
     readers: list[Hold] = field(default_factory=list)
     writer: Hold | None = None
-    kept: _KeptLock | None = None
     os_lock: LockFile | None = None
 
-    def idle(self) -> bool:
-        return not self.readers and self.writer is None and self.kept is None
+    def unheld(self) -> bool:
+        """Whether no operation holds the key (it may still be kept)."""
+        return not self.readers and self.writer is None
 
 
 def _check_wait(seconds: float) -> float:
@@ -131,97 +86,6 @@ def _locked(path: str, holder: str, *, kept: bool) -> FileLocked:
         lockedBy=holder,
         retryAfterMs=RETRY_KEPT_MS if kept else RETRY_TRANSIENT_MS,
     )
-
-
-@dataclass(frozen=True)
-class _Wanted:
-    """What a caller of :meth:`LockManager.hold` asks for; a :class:`Hold` is made from it."""
-
-    key: str
-    mode: LockMode
-    owner: str
-    owner_label: str
-    path: str
-
-
-class Hold(Closeable):
-    """An operation's lock on one key, returned by :meth:`LockManager.hold`.
-
-    Use it as a context manager: leaving the ``with`` block releases the lock,
-    unless :meth:`keep` turned it into a kept lock. A hold made by the owner of a
-    kept lock on the same key is a no-op: the kept lock already covers it (so
-    releasing the kept lock meanwhile leaves that operation unlocked).
-    """
-
-    __slots__ = ("_manager", "_noop", "_released", "key", "mode", "owner", "owner_label", "path", "since")
-
-    def __init__(self, manager: LockManager, wanted: _Wanted, *, noop: bool) -> None:
-        self._manager = manager
-        self.key = wanted.key
-        self.mode: LockMode = wanted.mode
-        self.owner = wanted.owner
-        self.owner_label = wanted.owner_label
-        self.path = wanted.path
-        self.since = time.time()
-        self._noop = noop
-        self._released = noop
-
-    @property
-    def active(self) -> bool:
-        """Whether this hold still holds a transient lock of its own."""
-        return not self._released
-
-    def info(self) -> LockInfo:
-        """This hold as a :class:`LockInfo` (a transient lock)."""
-        return LockInfo(
-            lock_id=None,
-            key=self.key,
-            path=self.path,
-            owner=self.owner,
-            owner_label=self.owner_label,
-            mode=self.mode,
-            kept=False,
-            since=self.since,
-        )
-
-    def keep(self) -> str:
-        """Turn this exclusive hold into a kept lock and return its ``lockId``.
-
-        Leaving the ``with`` block then does not release the lock; it lasts
-        until :meth:`LockManager.release`, :meth:`LockManager.force_release`,
-        :meth:`LockManager.release_owner` or :meth:`LockManager.close`.
-
-        Returns
-        -------
-        str
-            ``"lock_"`` and 32 hex digits; the existing ``lockId`` if the owner
-            already keeps this key.
-
-        Raises
-        ------
-        ValueError
-            The hold is shared, or was released already.
-        FileLocked
-            A no-op hold whose owner's kept lock was released meanwhile, and
-            the key cannot be locked again at once.
-        ClosedError
-            The manager was closed.
-        """
-        if self.mode != "exclusive":
-            raise ValueError("only an exclusive hold can be kept")
-        return self._manager._keep(self)
-
-    def release(self) -> None:
-        """Release this hold's transient lock; idempotent, and a no-op once kept."""
-        self._manager._release_hold(self)
-
-    def close(self) -> None:
-        """The same as :meth:`release`: what leaving the ``with`` block does."""
-        self.release()
-
-    def __repr__(self) -> str:
-        state = "no-op" if self._noop else ("released" if self._released else "held")
-        return f"Hold({self.path!r}, {self.mode}, owner={self.owner!r}, {state})"
 
 
 class LockManager(Closeable):
@@ -256,7 +120,7 @@ class LockManager(Closeable):
         self._wait = _check_wait(wait)
         self._cond = threading.Condition(threading.Lock())
         self._states: dict[str, _State] = {}
-        self._kept_ids: dict[str, str] = {}  # lockId -> key
+        self._kept = KeptLocks()
         self._listeners: Listeners[[]] = Listeners()
         self._closed = False
 
@@ -334,7 +198,7 @@ class LockManager(Closeable):
             raise ValueError(f"unknown lock mode {mode!r}")
         if not os.path.isabs(key):
             raise ValueError("a lock key must be an absolute path")
-        wanted = _Wanted(key, mode, owner, owner_label, path)
+        request = LockRequest(key, mode, owner, owner_label, path)
         timeout = self._wait if wait is None else max(0.0, float(wait))
         deadline = time.monotonic() + timeout
         poll = _POLL_MIN
@@ -342,10 +206,11 @@ class LockManager(Closeable):
             while True:
                 self._check_open()
                 state = self._states.get(key)
-                if state is not None and state.kept is not None:
-                    if state.kept.owner == owner:
-                        return Hold(self, wanted, noop=True)
-                    raise _locked(path, state.kept.owner_label, kept=True)
+                kept = self._kept.on(key)
+                if kept is not None:
+                    if kept.owner == owner:
+                        return self._new_hold(request, noop=True)
+                    raise _locked(path, kept.owner_label, kept=True)
                 remaining = deadline - time.monotonic()
                 blocker = self._in_process_blocker(state, mode)
                 if blocker is not None:
@@ -353,20 +218,9 @@ class LockManager(Closeable):
                         raise _locked(path, blocker.owner_label, kept=False)
                     self._cond.wait(remaining)
                     continue
-                hold = Hold(self, wanted, noop=False)
-                if state is not None and state.os_lock is not None:
-                    # Same mode as the current holders: count in.
-                    self._add(state, hold)
+                hold = self._take(request, state)
+                if hold is not None:
                     return hold
-                # Nobody in this process holds the key: take the OS lock (non-blocking).
-                kept_by = self._files.try_lock(key, exclusive=mode == "exclusive")
-                if isinstance(kept_by, LockFile):
-                    state = self._states.setdefault(key, _State())
-                    state.os_lock = kept_by
-                    self._add(state, hold)
-                    return hold
-                if kept_by:
-                    raise _locked(path, kept_by, kept=True)
                 if remaining <= 0:
                     raise _locked(path, "another process", kept=False)
                 self._cond.wait(min(poll, remaining))
@@ -384,8 +238,8 @@ class LockManager(Closeable):
             The manager was closed.
         """
         with self._cond:
-            key, state = self._find_kept(lock_id, owner)
-            self._drop_kept(key, state)
+            self._check_open()
+            self._drop_kept(self._kept.find(lock_id, owner))
         self._notify()
 
     def force_release(self, lock_id: str) -> LockInfo:
@@ -399,12 +253,11 @@ class LockManager(Closeable):
             The manager was closed.
         """
         with self._cond:
-            key, state = self._find_kept(lock_id, None)
-            assert state.kept is not None
-            info = self._kept_info(key, state.kept)
-            self._drop_kept(key, state)
+            self._check_open()
+            kept = self._kept.find(lock_id, None)
+            self._drop_kept(kept)
         self._notify()
-        return info
+        return _kept_info(kept)
 
     def release_owner(self, owner: str) -> int:
         """Release every kept lock of *owner* (its connection ended); return how many.
@@ -412,15 +265,13 @@ class LockManager(Closeable):
         Transient holds of the owner are left to their operations, which
         release them when they end. The idle lock files *owner* released go.
         """
-        count = 0
         with self._cond:
             self._check_open()
-            for key in list(self._kept_ids.values()):
-                state = self._states.get(key)
-                if state is not None and state.kept is not None and state.kept.owner == owner:
-                    self._drop_kept(key, state)
-                    count += 1
+            gone = self._kept.of_owner(owner)
+            for kept in gone:
+                self._drop_kept(kept)
             self._files.forget(owner)
+        count = len(gone)
         if count:
             self._notify()
         return count
@@ -429,10 +280,8 @@ class LockManager(Closeable):
         """The ``lockId`` of *owner*'s kept lock on *key*, or ``None``."""
         with self._cond:
             self._check_open()
-            state = self._states.get(key)
-            if state is not None and state.kept is not None and state.kept.owner == owner:
-                return state.kept.lock_id
-            return None
+            kept = self._kept.on(key)
+            return kept.lock_id if kept is not None and kept.owner == owner else None
 
     def conflicts_below(self, key: str, *, owner: str) -> LockInfo | None:
         """A lock in this process of another owner on *key* or below ``key/``, or ``None``.
@@ -448,8 +297,9 @@ class LockManager(Closeable):
             for k, state in self._states.items():
                 if k != key and not k.startswith(prefix):
                     continue
-                if state.kept is not None and state.kept.owner != owner:
-                    return self._kept_info(k, state.kept)
+                kept = self._kept.on(k)
+                if kept is not None and kept.owner != owner:
+                    return _kept_info(kept)
                 if found is None:
                     holders = [state.writer] if state.writer is not None else state.readers
                     for hold in holders:
@@ -463,7 +313,7 @@ class LockManager(Closeable):
         with self._cond:
             self._check_open()
             state = self._states.get(key)
-            if state is not None and not state.idle():
+            if state is not None and not (state.unheld() and self._kept.on(key) is None):
                 return True
             return self._files.probe(key)
 
@@ -473,8 +323,9 @@ class LockManager(Closeable):
         with self._cond:
             self._check_open()
             for key, state in self._states.items():
-                if state.kept is not None:
-                    out.append(self._kept_info(key, state.kept))
+                kept = self._kept.on(key)
+                if kept is not None:
+                    out.append(_kept_info(kept))
                 if state.writer is not None:
                     out.append(state.writer.info())
                 out.extend(hold.info() for hold in state.readers)
@@ -507,17 +358,17 @@ class LockManager(Closeable):
             if self._closed:
                 return
             self._closed = True
-            had_kept = bool(self._kept_ids)
+            had_kept = bool(self._kept)
             for key, state in self._states.items():
                 if state.writer is not None:
-                    state.writer._released = True
+                    state.writer.released = True
                 for hold in state.readers:
-                    hold._released = True
+                    hold.released = True
                 if state.os_lock is not None:
                     self._files.unlock(key, state.os_lock)
             self._files.close()
             self._states.clear()
-            self._kept_ids.clear()
+            self._kept.clear()
             self._cond.notify_all()
         if had_kept:
             self._listeners.notify()
@@ -533,18 +384,22 @@ class LockManager(Closeable):
 
     # ------------------------------------------------------------------ used by Hold
 
+    def _new_hold(self, request: LockRequest, *, noop: bool) -> Hold:
+        return Hold(request, noop=noop, keep=self._keep, release=self._release_hold)
+
     def _keep(self, hold: Hold) -> str:
         with self._cond:
             self._check_open()
+            kept = self._kept.on(hold.key)
+            if kept is not None and kept.owner == hold.owner:
+                return kept.lock_id
             state = self._states.get(hold.key)
-            if state is not None and state.kept is not None and state.kept.owner == hold.owner:
-                return state.kept.lock_id
-            if not hold._noop:
-                if hold._released or state is None or state.writer is not hold:
+            if not hold.noop:
+                if hold.released or state is None or state.writer is not hold:
                     raise ValueError("this hold was released and cannot be kept")
-                lock_id = self._make_kept(hold.key, state, hold)
+                lock_id = self._make_kept(state, hold)
                 self._cond.notify_all()  # waiters on this key now fail at once
-        if not hold._noop:
+        if not hold.noop:
             self._notify()
             return lock_id
         # A no-op hold whose owner's kept lock went away meanwhile: lock again if free at once.
@@ -558,9 +413,9 @@ class LockManager(Closeable):
 
     def _release_hold(self, hold: Hold) -> None:
         with self._cond:
-            if hold._released:
+            if hold.released:
                 return
-            hold._released = True
+            hold.released = True
             state = self._states.get(hold.key)
             if state is None:
                 return
@@ -578,19 +433,23 @@ class LockManager(Closeable):
         if self._closed:
             raise ClosedError("the lock manager is closed")
 
-    def _find_kept(self, lock_id: str, owner: str | None) -> tuple[str, _State]:
-        """The key and state of the kept lock *lock_id* (of *owner*, unless ``None``), or NOT_FOUND."""
-        self._check_open()
-        key = self._kept_ids.get(lock_id)
-        state = self._states.get(key) if key is not None else None
-        if (
-            key is None
-            or state is None
-            or state.kept is None
-            or (owner is not None and state.kept.owner != owner)
-        ):
-            raise NotFound("no such lock", reason="unknown_lock")
-        return key, state
+    def _take(self, request: LockRequest, state: _State | None) -> Hold | None:
+        """*request*, unblocked in this process: held, or ``None`` while another process holds the key."""
+        hold = self._new_hold(request, noop=False)
+        if state is not None and state.os_lock is not None:
+            # Same mode as the current holders: count in.
+            self._add(state, hold)
+            return hold
+        # Nobody in this process holds the key: take the OS lock (non-blocking).
+        kept_by = self._files.try_lock(request.key, exclusive=request.mode == "exclusive")
+        if isinstance(kept_by, LockFile):
+            state = self._states.setdefault(request.key, _State())
+            state.os_lock = kept_by
+            self._add(state, hold)
+            return hold
+        if kept_by:
+            raise _locked(request.path, kept_by, kept=True)
+        return None
 
     @staticmethod
     def _in_process_blocker(state: _State | None, mode: LockMode) -> Hold | None:
@@ -610,43 +469,26 @@ class LockManager(Closeable):
         else:
             state.readers.append(hold)
 
-    def _kept_info(self, key: str, kept: _KeptLock) -> LockInfo:
-        return LockInfo(
-            lock_id=kept.lock_id,
-            key=key,
-            path=kept.path,
-            owner=kept.owner,
-            owner_label=kept.owner_label,
-            mode="exclusive",
-            kept=True,
-            since=kept.since,
-        )
-
-    def _make_kept(self, key: str, state: _State, hold: Hold) -> str:
-        lock_id = "lock_" + secrets.token_hex(16)
-        while lock_id in self._kept_ids:  # pragma: no cover - 128 random bits
-            lock_id = "lock_" + secrets.token_hex(16)
+    def _make_kept(self, state: _State, hold: Hold) -> str:
         state.writer = None
-        hold._released = True
-        state.kept = _KeptLock(lock_id, hold.owner, hold.owner_label, hold.path, time.time())
-        self._kept_ids[lock_id] = key
+        hold.released = True
+        kept = self._kept.keep(hold.key, owner=hold.owner, owner_label=hold.owner_label, path=hold.path)
         if state.os_lock is not None:
             self._files.mark_kept(state.os_lock, hold.owner_label)
-        return lock_id
+        return kept.lock_id
 
-    def _drop_kept(self, key: str, state: _State) -> None:
-        assert state.kept is not None
-        owner = state.kept.owner
-        self._kept_ids.pop(state.kept.lock_id, None)
-        state.kept = None
-        if state.os_lock is not None:
-            self._files.mark_transient(state.os_lock)
-        self._settle(key, state, owner)
+    def _drop_kept(self, kept: KeptLock) -> None:
+        self._kept.drop(kept)
+        state = self._states.get(kept.key)
+        if state is not None:
+            if state.os_lock is not None:
+                self._files.mark_transient(state.os_lock)
+            self._settle(kept.key, state, kept.owner)
         self._cond.notify_all()
 
     def _settle(self, key: str, state: _State, owner: str) -> None:
         """Drop the OS lock and the table entry of a key nobody holds any more (*owner* let go last)."""
-        if not state.idle():
+        if not state.unheld() or self._kept.on(key) is not None:
             return
         if state.os_lock is not None:
             self._files.unlock(key, state.os_lock, owner=owner)
@@ -657,3 +499,16 @@ class LockManager(Closeable):
 
     def _notify(self) -> None:
         self._listeners.notify()
+
+
+def _kept_info(kept: KeptLock) -> LockInfo:
+    return LockInfo(
+        lock_id=kept.lock_id,
+        key=kept.key,
+        path=kept.path,
+        owner=kept.owner,
+        owner_label=kept.owner_label,
+        mode="exclusive",
+        kept=True,
+        since=kept.since,
+    )

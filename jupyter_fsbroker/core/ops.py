@@ -1,6 +1,6 @@
 """Filesystem mechanics on checked objects.
 
-Every function here works on a :class:`~jupyter_fsbroker.core.paths.Resolved`
+Every function here works on a :class:`~jupyter_fsbroker.core.resolve.Resolved`
 (a parent directory descriptor and a final name that were checked) and never
 on a path string, so nothing here can be steered outside a root. Policy
 (grants, locks, limits) is the broker's business; this module does the I/O and
@@ -42,8 +42,8 @@ from .errors import (
     PreconditionFailed,
     WrongType,
 )
-from .paths import Resolved
 from .posix import DIR_READ_FLAGS, UMASK, fsync_dir, rename_noreplace
+from .resolve import Resolved
 from .tempfiles import discard_temp, new_temp
 from .textcodec import text_codec
 

@@ -6,7 +6,7 @@ macOS both have. Where the two differ, this module picks what the platform
 offers, once, at import:
 
 * **A descriptor that only names a directory**, for the walk of
-  :mod:`jupyter_fsbroker.core.paths`: ``O_PATH`` (Linux), else ``O_RDONLY``
+  :mod:`jupyter_fsbroker.core.resolve`: ``O_PATH`` (Linux), else ``O_RDONLY``
   (macOS; Python's :mod:`os` offers no ``O_SEARCH``). Both give a descriptor
   that ``openat``, ``fstatat``, ``renameat`` and ``unlinkat`` accept as
   ``dir_fd`` and that ``fstat`` describes; opened with ``O_NOFOLLOW`` and

@@ -8,7 +8,7 @@ watches and the trash (``/home/ana/data/sales/2024.csv``).
 It is pure arithmetic on names: it never touches the file system, so holding
 one says nothing about what exists, and it must never be used to open a file
 by its absolute spelling (the core opens files only through the
-descriptor-relative walk of :mod:`jupyter_fsbroker.core.paths`).
+descriptor-relative walk of :mod:`jupyter_fsbroker.core.resolve`).
 """
 
 from __future__ import annotations

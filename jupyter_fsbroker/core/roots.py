@@ -3,7 +3,7 @@
 A :class:`Root` is a value (name, canonical path, read-only flag, a unique id);
 :class:`RootSet` is the thread-safe, observable collection the broker owns. It
 keeps one open directory descriptor per root, from which every path is resolved
-(see :mod:`jupyter_fsbroker.core.paths`), and a generation counter that changes
+(see :mod:`jupyter_fsbroker.core.resolve`), and a generation counter that changes
 on every change so that views and ``roots/list_changed`` can follow.
 """
 

@@ -15,7 +15,6 @@ from .grants import GrantTable
 from .locks import LockManager
 from .roots import RootSet
 from .tempfiles import TempFiles
-from .transfers import Transfer
 from .trashcan import TrashCan
 from .watch import WatchManager
 
@@ -23,7 +22,7 @@ __all__ = ["BrokerServices"]
 
 
 class BrokerServices(Protocol):
-    """The state every connection of a broker shares, and where it reports progress."""
+    """The state every connection of a broker shares."""
 
     @property
     def config(self) -> BrokerConfig:
@@ -58,8 +57,4 @@ class BrokerServices(Protocol):
     @property
     def trash(self) -> TrashCan:
         """Where deleted files go, within the retention."""
-        ...
-
-    def report_transfer(self, transfer: Transfer) -> None:
-        """Tell the views about a chunk read or staged."""
         ...

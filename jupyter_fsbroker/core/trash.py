@@ -164,6 +164,8 @@ class Trash:
 
     # -- moving in -------------------------------------------------------------------------------
 
+    # long: a public method's numpy docstring; its code is one move into the trash and its undo,
+    # which read best in one piece.
     def move_in(
         self,
         dir_fd: int,

@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,8 @@ from . import ops, tempfiles
 from .access import Access
 from .audit import AuditNote
 from .errors import AlreadyExists, FilesError, InvalidParams, NotFound, PermissionDenied, RateLimited
-from .paths import Resolved, parse
+from .paths import parse
+from .resolve import Resolved
 from .rootpath import RootPath
 from .roots import Root
 from .transfers import Transfer
@@ -130,11 +132,13 @@ class StagedUploads:
         if_match: str | None,
         keep: bool,
         note: AuditNote,
+        progress: Callable[[Transfer], object],
     ) -> dict[str, Any]:
         """Stage one chunk of ``files/write`` at *offset*; commit the upload with *final*.
 
         Offset 0 starts a new upload (replacing one in progress for the same
-        target); any other offset must be where the staged bytes end.
+        target); any other offset must be where the staged bytes end. Each
+        chunk staged, and the commit, is reported to *progress*.
 
         Returns
         -------
@@ -178,7 +182,7 @@ class StagedUploads:
                 # ends the upload: its space is given back at once, nothing half-staged stays.
                 self._drop(self._pop(key) or upload)
                 raise
-            self._progress(res, upload.size, None, False)
+            progress(self._transfer(res, upload.size, None, False))
             if not final:
                 # Nothing is committed yet: the target, and so its etag, is as it was.
                 return {
@@ -189,7 +193,7 @@ class StagedUploads:
                 }
             self._pop(key)
             result = self._commit(res, upload, raw, len(data), keep, note)
-            self._progress(res, upload.size, upload.size, True)
+            progress(self._transfer(res, upload.size, upload.size, True))
             return result
 
     def discard_idle(self) -> None:
@@ -320,8 +324,6 @@ class StagedUploads:
         with self._lock:
             return self._items.pop(key, None)
 
-    def _progress(self, res: Resolved, done: int, total: int | None, finished: bool) -> None:
+    def _transfer(self, res: Resolved, done: int, total: int | None, finished: bool) -> Transfer:
         access = self._access
-        access.broker.report_transfer(
-            Transfer(access.owner, access.label, res.rel, "write", done, total, finished)
-        )
+        return Transfer(access.owner, access.label, res.rel, "write", done, total, finished)

@@ -1,13 +1,14 @@
 """Watches: file-system change notifications for ``files/watch``.
 
 A :class:`WatchManager` owns one watchdog observer (started on the first watch,
-stopped when the last one goes) and one dispatcher thread. Raw events from the
-observer are mapped back to root-relative paths, kept to the watch's scope, and
-coalesced per watch and path. Before delivery the dispatcher asks the watch's
-``accept`` callback whether each path may still be shown (the broker uses it for
-grants, sensitive names and its own temporary files), applies the watch's
-``events`` filter and hands the events to the watch's ``sink``, never while an
-internal lock is held.
+stopped when the last one goes) and one dispatcher
+(:class:`~jupyter_fsbroker.core.watch_dispatch.WatchDispatcher`, with its
+thread). Raw events from the observer are mapped back to root-relative paths,
+kept to the watch's scope, and coalesced per watch and path. Before delivery the
+dispatcher asks the watch's ``accept`` callback whether each path may still be
+shown (the broker uses it for grants, sensitive names and its own temporary
+files), applies the watch's ``events`` filter and hands the events to the
+watch's ``sink``, never while an internal lock is held.
 
 **When an event is delivered.** The first change of a path that was quiet for
 ``coalesce`` seconds is delivered at once, unless it is ``created`` (a new file
@@ -34,7 +35,6 @@ plus ``created`` (new path), each subject to the filter.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import errno
 import logging
@@ -43,7 +43,6 @@ import os
 import secrets
 import stat
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -58,13 +57,11 @@ from watchdog.events import (
     FileMovedEvent,
     FileSystemEvent,
     FileSystemEventHandler,
-    FileSystemMovedEvent,
 )
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
-from ..wire.timestamps import iso_utc
-from .changes import EVENTS, ChangeEvent, Parts, Pending, merge
+from .changes import EVENTS, ChangeEvent
 from .errors import (
     ClosedError,
     FilesError,
@@ -77,10 +74,10 @@ from .errors import (
     from_os_error,
 )
 from .inotify import limit_cut_short
-from .names import is_wire_safe, readable
 from .resource import Closeable
 from .rootpath import RootPath
 from .roots import Root
+from .watch_dispatch import LiveWatch, WatchDispatcher
 
 __all__ = ["EVENTS", "ChangeEvent", "WatchInfo", "WatchManager"]
 
@@ -101,16 +98,6 @@ _RAW_EVENTS: list[type[FileSystemEvent]] = [
 
 #: ``retryAfterMs`` of a watch refused for the operating system's limit of watches.
 _LIMIT_RETRY_MS = 1000
-
-#: How long remove() and close() wait for a sink that is running (a sink that
-#: blocks on the thread calling them would otherwise dead-lock it).
-_WAIT_TIMEOUT = 5.0
-
-#: Paths a watch remembers as lately delivered before it forgets the stale ones.
-_RECENT_MOST = 1024
-
-Accept = Callable[[Root, Parts], bool]
-Sink = Callable[[ChangeEvent], None]
 
 
 @dataclass(frozen=True)
@@ -139,99 +126,26 @@ class WatchInfo:
 
 
 @dataclass(eq=False)
-class _Watch:
-    id: str
-    owner: str
-    location: RootPath
-    is_dir: bool
-    recursive: bool
-    events: frozenset[str]
-    sink: Sink
-    accept: Accept
-    key: tuple[str, bool]
-    active: bool = True
-    pending: dict[Parts, Pending] = field(default_factory=dict)
-    # Paths delivered lately: until when a new change of each is coalesced rather than sent at once.
-    recent: dict[Parts, float] = field(default_factory=dict)
-    recent_most: int = _RECENT_MOST
-    deadline: float | None = None
-
-    def in_scope(self, parts: Parts | None) -> bool:
-        if parts is None:
-            return False
-        mine = self.location.parts
-        if not self.is_dir:
-            return parts == mine
-        n = len(mine)
-        if len(parts) <= n or parts[:n] != mine:
-            return False
-        return self.recursive or len(parts) == n + 1
-
-    def to_parts(self, path: bytes | str) -> Parts | None:
-        """Root-relative parts of an absolute event path, or ``None`` when outside the root.
-
-        A name that is not valid UTF-8 stays as Python spells it (surrogate
-        escapes), naming the file exactly; it is made readable when sent.
-        """
-        if not path:
-            return None
-        below = RootPath.below(self.location.root, os.fsdecode(path))
-        return None if below is None else below.parts
-
-    def rel_of(self, parts: Parts) -> str:
-        """The root-relative spelling of *parts* in this watch's root, readable."""
-        return readable(RootPath(self.location.root, parts).rel)
-
-    def change(self, parts: Parts, kind: str, timestamp: float, src: Parts | None = None) -> ChangeEvent:
-        """The event *kind* of *parts* (moved from *src*), names that are not valid UTF-8 made readable."""
-        lossy = not all(is_wire_safe(p) for p in (*parts, *(src or ())))
-        old = None if src is None else self.rel_of(src)
-        # The wire spells times to the millisecond: the nearest one.
-        return ChangeEvent(self.id, self.rel_of(parts), kind, iso_utc(round(timestamp, 3)), old, lossy)
-
-    def quiet(self, parts: Parts, now: float) -> bool:
-        """Whether a change of *parts* at monotonic time *now* starts a new burst (sent at once)."""
-        until = self.recent.get(parts)
-        if until is None:
-            return True
-        if until > now:
-            return False
-        del self.recent[parts]
-        return True
-
-    def delivered(self, parts: Parts, until: float) -> None:
-        """Remember that *parts* was just delivered: changes before *until* are coalesced."""
-        recent = self.recent
-        recent[parts] = until
-        if len(recent) > self.recent_most:
-            now = time.monotonic()
-            for key in [k for k, t in recent.items() if t <= now]:
-                del recent[key]
-            # Forget the stale ones again only once as many more were added: linear on the whole.
-            self.recent_most = max(_RECENT_MOST, 2 * len(recent))
-
-
-@dataclass(eq=False)
 class _Observed:
     """One scheduled watchdog watch (a directory, recursive or not), shared by watches."""
 
     path: str
     recursive: bool
-    members: set[_Watch] = field(default_factory=set)
+    members: set[LiveWatch] = field(default_factory=set)
     handle: ObservedWatch | None = None
 
 
 class _Handler(FileSystemEventHandler):
-    """Forwards the raw events of one observed directory to the manager."""
+    """Forwards the raw events of one observed directory to the dispatcher."""
 
-    def __init__(self, manager: WatchManager, observed: _Observed) -> None:
+    def __init__(self, dispatcher: WatchDispatcher, observed: _Observed) -> None:
         super().__init__()
-        self._manager = manager
+        self._dispatcher = dispatcher
         self._observed = observed
 
     def dispatch(self, event: FileSystemEvent) -> None:
         try:
-            self._manager._on_raw(self._observed, event)
+            self._dispatcher.on_raw(self._observed.members, event)
         except Exception:
             logger.exception("error while handling a file-system event")
 
@@ -256,21 +170,19 @@ class WatchManager(Closeable):
     """
 
     def __init__(self, *, coalesce: float = 0.05) -> None:
-        self._coalesce = _check_coalesce(coalesce)
+        self._dispatcher = WatchDispatcher(_check_coalesce(coalesce))
         # Order: _sched_lock -> (observer's lock) ; _cond is never held while calling into watchdog.
         self._sched_lock = threading.RLock()
-        self._cond = threading.Condition(threading.Lock())
-        self._watches: dict[str, _Watch] = {}
+        self._cond = self._dispatcher.cond
+        self._watches: dict[str, LiveWatch] = {}
         self._observed: dict[tuple[str, bool], _Observed] = {}
-        self._due: set[_Watch] = set()
-        self._ready: collections.deque[tuple[_Watch, Parts, Pending]] = collections.deque()
         self._observer: BaseObserver | None = None
-        self._thread: threading.Thread | None = None
-        self._delivering: _Watch | None = None
         self._closed = False
 
     # -- public API ----------------------------------------------------------------
 
+    # long: a public method's numpy docstring; its code is three steps (_scope, _observe, and the
+    # registration under the condition).
     def add(
         self,
         *,
@@ -293,7 +205,7 @@ class WatchManager(Closeable):
             The root the path is in.
         parts
             Canonical components of the watched path below the root (as
-            resolved by :func:`jupyter_fsbroker.core.paths.resolve`).
+            resolved by :func:`jupyter_fsbroker.core.resolve.resolve`).
         is_dir
             ``True`` to watch a directory's entries. ``False`` to watch the single
             file *parts*: its parent directory is watched non-recursively and only
@@ -333,48 +245,15 @@ class WatchManager(Closeable):
         FilesError
             The operating system refused the watch otherwise.
         """
-        unknown = set(events) - EVENTS
-        if unknown:
-            raise InvalidParams(
-                f"unknown watch events: {', '.join(sorted(unknown))}", reason="unknown_event", path=None
-            )
-        location = RootPath(root, tuple(parts))
-        rel = location.rel
-        if is_dir:
-            dir_path, dir_recursive = location.key, recursive
-        else:
-            if location.is_root:
-                raise WrongType(f"{rel} is a directory", reason="is_directory", path=rel)
-            dir_path, dir_recursive = location.parent.key, False
-        key = (dir_path, dir_recursive)
-
+        location, key = _scope(root, tuple(parts), is_dir=is_dir, recursive=recursive, events=events)
         with self._sched_lock:
             self._check_open()
-            observed = self._observed.get(key)
-            if observed is not None and not self._is_alive(observed):
-                # Its directory was deleted (the emitter stopped): watch the new one.
-                _check_dir(dir_path, rel)
-                assert self._observer is not None
-                if observed.handle is not None:
-                    with contextlib.suppress(KeyError):
-                        self._observer.unschedule(observed.handle)
-                self._schedule(observed, rel)
-            elif observed is None:
-                _check_dir(dir_path, rel)
-                self._start_threads(rel)
-                observed = _Observed(dir_path, dir_recursive)
-                try:
-                    self._schedule(observed, rel)
-                except BaseException:
-                    if not self._observed:
-                        self._stop_observer()
-                    raise
-                self._observed[key] = observed
+            observed = self._observe(key, location.rel)
             with self._cond:
                 watch_id = "w_" + secrets.token_hex(8)
                 while watch_id in self._watches:
                     watch_id = "w_" + secrets.token_hex(8)
-                watch = _Watch(
+                watch = LiveWatch(
                     id=watch_id,
                     owner=owner,
                     location=location,
@@ -407,7 +286,7 @@ class WatchManager(Closeable):
                     raise NotFound(f"no watch {watch_id!r}", reason="unknown_watch")
                 self._detach(watch)
             self._release_observed([watch])
-        self._wait_idle([watch])
+        self._dispatcher.wait_idle([watch])
 
     def remove_owner(self, owner: str) -> int:
         """Stop every watch of *owner* (a closed connection); return how many there were."""
@@ -420,13 +299,13 @@ class WatchManager(Closeable):
     @property
     def coalesce(self) -> float:
         """The coalescing window in seconds; a change applies to the next burst of events."""
-        return self._coalesce
+        return self._dispatcher.coalesce
 
     @coalesce.setter
     def coalesce(self, seconds: float) -> None:
         value = _check_coalesce(seconds)
         with self._cond:
-            self._coalesce = value
+            self._dispatcher.coalesce = value
 
     def count(self, owner: str) -> int:
         """The number of live watches of *owner*."""
@@ -451,29 +330,22 @@ class WatchManager(Closeable):
         """
         with self._sched_lock:
             with self._cond:
-                already = self._closed
                 self._closed = True
                 for watch in list(self._watches.values()):
                     self._detach(watch)
-                self._cond.notify_all()
+                self._dispatcher.stop()
             self._observed.clear()
             self._stop_observer()
-            thread, self._thread = self._thread, None
-        if already and thread is None:
-            return
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(_WAIT_TIMEOUT)
-            if thread.is_alive():
-                logger.warning("the watch dispatcher did not stop: a sink is blocked")
+        self._dispatcher.join()
 
-    def _remove_where(self, predicate: Callable[[_Watch], bool]) -> int:
+    def _remove_where(self, predicate: Callable[[LiveWatch], bool]) -> int:
         with self._sched_lock:
             with self._cond:
                 gone = [w for w in self._watches.values() if predicate(w)]
                 for watch in gone:
                     self._detach(watch)
             self._release_observed(gone)
-        self._wait_idle(gone)
+        self._dispatcher.wait_idle(gone)
         return len(gone)
 
     # -- scheduling (under _sched_lock) -----------------------------------------
@@ -482,10 +354,33 @@ class WatchManager(Closeable):
         if self._closed:
             raise ClosedError("the watch manager is closed")
 
+    def _observe(self, key: tuple[str, bool], rel: str) -> _Observed:
+        """The scheduled watchdog watch of *key* (a directory, recursive or not): shared, renewed or new."""
+        dir_path, dir_recursive = key
+        observed = self._observed.get(key)
+        if observed is not None and not self._is_alive(observed):
+            # Its directory was deleted (the emitter stopped): watch the new one.
+            _check_dir(dir_path, rel)
+            assert self._observer is not None
+            if observed.handle is not None:
+                with contextlib.suppress(KeyError):
+                    self._observer.unschedule(observed.handle)
+            self._schedule(observed, rel)
+        elif observed is None:
+            _check_dir(dir_path, rel)
+            self._start_threads(rel)
+            observed = _Observed(dir_path, dir_recursive)
+            try:
+                self._schedule(observed, rel)
+            except BaseException:
+                if not self._observed:
+                    self._stop_observer()
+                raise
+            self._observed[key] = observed
+        return observed
+
     def _start_threads(self, rel: str) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="fsbroker-watch-dispatch", daemon=True)
-            self._thread.start()
+        self._dispatcher.start()
         if self._observer is None:
             try:
                 observer = Observer()
@@ -511,7 +406,7 @@ class WatchManager(Closeable):
         observed.handle = None
         try:
             handle = self._observer.schedule(
-                _Handler(self, observed),
+                _Handler(self._dispatcher, observed),
                 observed.path,
                 recursive=observed.recursive,
                 event_filter=_RAW_EVENTS,
@@ -545,7 +440,7 @@ class WatchManager(Closeable):
             return False
         return any(e.watch == observed.handle and e.is_alive() for e in self._observer.emitters)
 
-    def _release_observed(self, gone: list[_Watch]) -> None:
+    def _release_observed(self, gone: list[LiveWatch]) -> None:
         for watch in gone:
             observed = self._observed.get(watch.key)
             if observed is None:
@@ -563,158 +458,30 @@ class WatchManager(Closeable):
 
     # -- state (under _cond) -----------------------------------------------------
 
-    def _detach(self, watch: _Watch) -> None:
-        watch.active = False
-        watch.pending.clear()
-        watch.recent.clear()
-        watch.deadline = None
-        self._due.discard(watch)
+    def _detach(self, watch: LiveWatch) -> None:
+        self._dispatcher.forget(watch)
         self._watches.pop(watch.id, None)
-
-    def _wait_idle(self, gone: list[_Watch]) -> None:
-        if threading.current_thread() is self._thread or not gone:
-            return
-        with self._cond:
-            idle = self._cond.wait_for(lambda: self._delivering not in gone, timeout=_WAIT_TIMEOUT)
-        if not idle:
-            logger.warning("a watch sink is still running after its watch was removed")
-
-    # -- raw events (observer thread) --------------------------------------------
-
-    def _on_raw(self, observed: _Observed, event: FileSystemEvent) -> None:
-        now = time.time()
-        with self._cond:
-            if self._closed:
-                return
-            clock = time.monotonic()
-            wake = False
-            for watch in observed.members:
-                if not watch.active:
-                    continue
-                for parts, kind, src in _classify(watch, event):
-                    change = Pending(kind, now, src)
-                    if kind != "created" and parts not in watch.pending and watch.quiet(parts, clock):
-                        # The first change of a quiet path: at once; what follows is coalesced.
-                        watch.delivered(parts, clock + self._coalesce)
-                        self._ready.append((watch, parts, change))
-                        wake = True
-                        continue
-                    merge(watch.pending, parts, change)
-                    if watch.deadline is None:
-                        watch.deadline = clock + self._coalesce
-                        self._due.add(watch)
-                        wake = True
-            if wake:
-                self._cond.notify_all()
-
-    # -- dispatcher thread ---------------------------------------------------------
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while True:
-                    if self._closed:
-                        return
-                    if self._ready:
-                        break
-                    now = time.monotonic()
-                    ready = [w for w in self._due if w.deadline is not None and w.deadline <= now]
-                    if ready:
-                        break
-                    deadlines = [w.deadline for w in self._due if w.deadline is not None]
-                    self._cond.wait(max(0.0, min(deadlines) - now) if deadlines else None)
-                batches: list[tuple[_Watch, list[tuple[Parts, Pending]]]] = []
-                if self._ready:
-                    batches = [(watch, [(parts, change)]) for watch, parts, change in self._ready]
-                    self._ready.clear()
-                else:
-                    until = now + self._coalesce
-                    for watch in sorted(ready, key=lambda w: w.deadline or 0.0):
-                        batches.append((watch, list(watch.pending.items())))
-                        for parts in watch.pending:
-                            watch.delivered(parts, until)
-                        watch.pending = {}
-                        watch.deadline = None
-                        self._due.discard(watch)
-            for watch, batch in batches:
-                try:
-                    self._deliver(watch, batch)
-                except Exception:
-                    logger.exception("error while delivering watch events")
-
-    def _deliver(self, watch: _Watch, batch: list[tuple[Parts, Pending]]) -> None:
-        for parts, pending in batch:
-            for event in self._resolve(watch, parts, pending):
-                with self._cond:
-                    if not watch.active or self._closed:
-                        return
-                    self._delivering = watch
-                try:
-                    watch.sink(event)
-                except Exception:
-                    logger.exception("a watch sink failed on %s %s", event.event, event.path)
-                finally:
-                    with self._cond:
-                        self._delivering = None
-                        self._cond.notify_all()
-
-    def _resolve(self, watch: _Watch, parts: Parts, pending: Pending) -> list[ChangeEvent]:
-        """Turn a pending change into the events to deliver (accept and events filter applied)."""
-        stamp = pending.timestamp
-        if not _accepts(watch, parts):
-            if pending.kind == "moved" and pending.src is not None and _accepts(watch, pending.src):
-                return _filtered(watch, [watch.change(pending.src, "deleted", stamp)])
-            return []
-        if pending.kind != "moved":
-            return _filtered(watch, [watch.change(parts, pending.kind, stamp)])
-        if pending.src is None or not _accepts(watch, pending.src):
-            # An atomic replace (or a file renamed in from outside the scope).
-            return _filtered(watch, [watch.change(parts, "created" if pending.fresh else "modified", stamp)])
-        if "moved" in watch.events:
-            return [watch.change(parts, "moved", stamp, pending.src)]
-        return _filtered(
-            watch, [watch.change(pending.src, "deleted", stamp), watch.change(parts, "created", stamp)]
-        )
 
 
 # -- helpers --------------------------------------------------------------------------
 
 
-def _classify(watch: _Watch, event: FileSystemEvent) -> list[tuple[Parts, str, Parts | None]]:
-    """The changes a raw event means for *watch*: (parts, kind, move source)."""
-    src = watch.to_parts(event.src_path)
-    if isinstance(event, FileSystemMovedEvent):
-        dest = watch.to_parts(event.dest_path)
-        src_in, dest_in = watch.in_scope(src), watch.in_scope(dest)
-        if dest_in:
-            assert dest is not None
-            return [(dest, "moved", src if src_in else None)]
-        if src_in:
-            assert src is not None
-            return [(src, "deleted", None)]
-        return []
-    if src is None or not watch.in_scope(src):
-        return []
-    if isinstance(event, FileCreatedEvent | DirCreatedEvent):
-        return [(src, "created", None)]
-    if isinstance(event, FileDeletedEvent | DirDeletedEvent):
-        return [(src, "deleted", None)]
-    if isinstance(event, FileModifiedEvent | FileAttribEvent):
-        return [(src, "modified", None)]
-    # Directory "modified"/"attrib" (its entries changed), opens, closes: not interesting.
-    return []
-
-
-def _accepts(watch: _Watch, parts: Parts) -> bool:
-    try:
-        return bool(watch.accept(watch.location.root, parts))
-    except Exception:
-        logger.exception("a watch accept() callback failed; the event is dropped")
-        return False
-
-
-def _filtered(watch: _Watch, events: list[ChangeEvent]) -> list[ChangeEvent]:
-    return [e for e in events if e.event in watch.events]
+def _scope(
+    root: Root, parts: tuple[str, ...], *, is_dir: bool, recursive: bool, events: frozenset[str]
+) -> tuple[RootPath, tuple[str, bool]]:
+    """The watched path, and the directory the observer watches for it (with its recursion)."""
+    unknown = set(events) - EVENTS
+    if unknown:
+        raise InvalidParams(
+            f"unknown watch events: {', '.join(sorted(unknown))}", reason="unknown_event", path=None
+        )
+    location = RootPath(root, parts)
+    if is_dir:
+        return location, (location.key, recursive)
+    if location.is_root:
+        raise WrongType(f"{location.rel} is a directory", reason="is_directory", path=location.rel)
+    # A file is watched through its parent directory, non-recursively (it need not exist yet).
+    return location, (location.parent.key, False)
 
 
 def _check_coalesce(seconds: float) -> float:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_fsbroker.core import descent, paths, trees
+from jupyter_fsbroker.core import descent, resolve, trees
 from jupyter_fsbroker.core.broker import Broker, Connection
 from jupyter_fsbroker.core.errors import FilesError
-from jupyter_fsbroker.core.paths import MAX_SYMLINKS, WALK_DESCRIPTORS
+from jupyter_fsbroker.core.resolve import MAX_SYMLINKS, WALK_DESCRIPTORS
 from tests.support.env import server_env
 
 from .conftest import error_of
@@ -92,7 +92,7 @@ def test_a_deep_resolution_holds_a_constant_number_of_descriptors(
         return fd
 
     baseline = open_fds()
-    monkeypatch.setattr(paths.os, "open", counting_open)
+    monkeypatch.setattr(resolve.os, "open", counting_open)
     assert conn.handle("files/stat", {"path": deep})["size"] == 4
     assert peak - baseline <= WALK_DESCRIPTORS
     assert open_fds() == baseline
@@ -103,7 +103,7 @@ def test_links_climbing_up_land_where_the_os_says(
     data: Path, conn: Connection, monkeypatch: pytest.MonkeyPatch, kept: int
 ) -> None:
     """A link's ``..`` resolves like the operating system's, whether or not the ancestor is still held."""
-    monkeypatch.setattr(paths, "_KEPT_ANCESTORS", kept)
+    monkeypatch.setattr(resolve, "_KEPT_ANCESTORS", kept)
     depth = 12
     folder = data
     for level in range(depth):

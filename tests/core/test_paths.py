@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jupyter_fsbroker.core.errors import FilesError, InvalidParams, PermissionDenied
-from jupyter_fsbroker.core.paths import _collapse, parse, resolve
+from jupyter_fsbroker.core.paths import _collapse, parse
+from jupyter_fsbroker.core.resolve import resolve
 from jupyter_fsbroker.core.roots import Root, RootSet
 
 

@@ -61,7 +61,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_the_imports() -> None:
     graph = import_graph()
-    assert {"connection", "handlers", "params"} <= graph["broker"]
+    assert {"connection", "dispatch"} <= graph["broker"]
+    assert {"context", "handlers", "params"} <= graph["dispatch"]
     assert "ops" in graph["handlers"]  # from . import ops
     assert graph["rootpath"] == {"roots"}
 
