@@ -164,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-sandbox", action="store_true", help=f"do not confine it, whatever {ENV_DEFAULT} says"
     )
     c.add_argument("--call", metavar="TOOL", help="call TOOL, print its result as JSON and exit")
+    c.add_argument(
+        "--list-tools", action="store_true", help="print the server's tools as JSON (one list) and exit"
+    )
     c.add_argument("--args", default="{}", metavar="JSON", help="the tool's arguments (default {})")
     c.add_argument("--audit", metavar="FILE", help="append audit records to FILE as JSON Lines")
     c.add_argument(
@@ -268,6 +271,8 @@ async def _run_connect(args: argparse.Namespace) -> int:
         raise UsageError("--args must be a JSON object")
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
+    if args.list_tools and args.call:
+        raise UsageError("give --call TOOL or --list-tools, not both")
     sandbox = _sandbox_choice(args)
     echo = _ServerEcho(quiet=args.quiet)
     config = BrokerConfig(
@@ -301,6 +306,9 @@ async def _run_connect(args: argparse.Namespace) -> int:
             sandbox=sandbox if command else None,
         )
         echo.start(conn.name)
+        if args.list_tools:
+            print(json.dumps(conn.tools, ensure_ascii=False))
+            return EXIT_OK
         if args.call:
             status = await _call(conn, args.call, tool_args, args.timeout)
             # Said once the call is over: a server that asks for the roots and then uses files/*

@@ -40,7 +40,9 @@ class MemoryEventStore(EventStore):
         self.events.append((stream_id, message))
         return str(len(self.events))
 
-    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
         self.replayed_after.append(last_event_id)
         if not last_event_id.isdigit() or not 0 < int(last_event_id) <= len(self.events):
             return None
@@ -72,7 +74,9 @@ def build_server(store: MemoryEventStore) -> MCPServer[Any]:
 def main() -> None:
     def http(fd: int) -> None:
         store = MemoryEventStore()
-        app = build_server(store).streamable_http_app(host=LOOPBACK, event_store=store, retry_interval=RETRY_MS)
+        app = build_server(store).streamable_http_app(
+            host=LOOPBACK, event_store=store, retry_interval=RETRY_MS
+        )
         serve_on_inherited(app, fd)
 
     def stdio() -> None:

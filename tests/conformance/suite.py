@@ -1,0 +1,113 @@
+"""The official MCP conformance suite (``@modelcontextprotocol/conformance``), pinned, one scenario at a time.
+
+:func:`install` installs the suite's committed lock (``js/``) with Node 24
+(:mod:`tests.support.node`); :meth:`Suite.run_client` runs one client scenario against a
+command and returns what the suite recorded (``checks.json``: one entry per check, with a
+``status`` of ``SUCCESS``, ``FAILURE``, ``WARNING``, ``INFO`` or ``SKIPPED``) and its exit
+status. Scenarios run one after the other: ``--suite`` starts all its clients at once, too
+many for a shared two-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.support.node import Node, install_or_skip
+
+#: The pinned version (also in ``js/package.json`` and its lock).
+VERSION = "0.1.16"
+JS = Path(__file__).resolve().parent / "js"
+#: Seconds one scenario may take, the client's own run included (the suite's limit is 30 s).
+SCENARIO_TIMEOUT = 90
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the suite said about one scenario."""
+
+    scenario: str
+    returncode: int
+    checks: list[dict[str, Any]]
+    output: str
+
+    def with_status(self, status: str) -> list[dict[str, Any]]:
+        return [check for check in self.checks if check["status"] == status]
+
+    def counts(self) -> dict[str, int]:
+        """``SUCCESS``, ``FAILURE`` and ``WARNING``: how many checks had each."""
+        return {status: len(self.with_status(status)) for status in ("SUCCESS", "FAILURE", "WARNING")}
+
+    def problems(self) -> list[str]:
+        """The failures and warnings, one line each (for assertion messages)."""
+        return [
+            f"{check['status']} {check['id']}: {check.get('errorMessage') or check.get('description')}"
+            for check in self.checks
+            if check["status"] in ("FAILURE", "WARNING")
+        ]
+
+
+@dataclass(frozen=True)
+class Suite:
+    node: Node
+    folder: Path
+
+    @property
+    def entry(self) -> str:
+        return str(
+            self.folder / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+        )
+
+    def client_scenarios(self) -> list[str]:
+        """The client scenarios this version lists, in its order."""
+        done = subprocess.run(
+            [self.node.node, self.entry, "list"], capture_output=True, text=True, timeout=60, check=True
+        )
+        lines = done.stdout.split("Client scenarios", 1)[1].splitlines()
+        return [line.split()[1] for line in lines if line.strip().startswith("- ")]
+
+    def run_client(
+        self, scenario: str, command: str, output: Path, env: dict[str, str] | None = None
+    ) -> Outcome:
+        """Run *scenario* with *command* as the client (the suite appends its URL); its checks.
+
+        *command* is split on spaces by the suite and run through a shell.
+        """
+        output.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            [
+                self.node.node,
+                self.entry,
+                "client",
+                "--command",
+                command,
+                "--scenario",
+                scenario,
+                "-o",
+                str(output),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=SCENARIO_TIMEOUT,
+            env={**os.environ, **(env or {})},
+            check=False,
+        )
+        found = sorted(output.glob(f"{scenario}-*/checks.json"))
+        checks: list[dict[str, Any]] = json.loads(found[-1].read_text()) if found else []
+        client_output = ""
+        if found:
+            for name in ("stdout.txt", "stderr.txt"):
+                path = found[-1].parent / name
+                if path.is_file():
+                    client_output += f"--- client {name}\n{path.read_text(errors='replace')}"
+        return Outcome(scenario, done.returncode, checks, done.stdout + done.stderr + client_output)
+
+
+def install() -> Suite:
+    """The installed suite, or a skip (a failure under CI) when Node 24 or npm cannot provide it."""
+    node, folder = install_or_skip(JS, f"conformance-{VERSION}", "the MCP conformance suite")
+    return Suite(node, folder)
