@@ -10,8 +10,10 @@ many for a shared two-core machine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,11 +66,20 @@ class Suite:
 
     def client_scenarios(self) -> list[str]:
         """The client scenarios this version lists, in its order."""
+        return [name for name, _ in self.client_scenarios_with_versions()]
+
+    def client_scenarios_with_versions(self) -> list[tuple[str, set[str]]]:
+        """The client scenarios with the spec revisions each is for (``2025-11-25``, ``draft`` ...)."""
         done = subprocess.run(
             [self.node.node, self.entry, "list"], capture_output=True, text=True, timeout=60, check=True
         )
         lines = done.stdout.split("Client scenarios", 1)[1].splitlines()
-        return [line.split()[1] for line in lines if line.strip().startswith("- ")]
+        found = []
+        for line in lines:
+            if line.strip().startswith("- "):
+                name, _, versions = line.strip()[2:].partition(" ")
+                found.append((name, set(versions.strip("[]").split(","))))
+        return found
 
     def run_client(
         self, scenario: str, command: str, output: Path, env: dict[str, str] | None = None
@@ -78,24 +89,23 @@ class Suite:
         *command* is split on spaces by the suite and run through a shell.
         """
         output.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [
-                self.node.node,
-                self.entry,
-                "client",
-                "--command",
-                command,
-                "--scenario",
-                scenario,
-                "-o",
-                str(output),
-            ],
-            capture_output=True,
+        argv = [self.node.node, self.entry, "client", "--command", command, "--scenario", scenario]
+        # In a session of its own: the suite kills only the shell it started when a client
+        # times out, and whatever is left of the run is killed here, so nothing outlives it.
+        process = subprocess.Popen(
+            [*argv, "-o", str(output)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=SCENARIO_TIMEOUT,
             env={**os.environ, **(env or {})},
-            check=False,
+            start_new_session=True,
         )
+        try:
+            printed, _ = process.communicate(timeout=SCENARIO_TIMEOUT)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
         found = sorted(output.glob(f"{scenario}-*/checks.json"))
         checks: list[dict[str, Any]] = json.loads(found[-1].read_text()) if found else []
         client_output = ""
@@ -104,7 +114,7 @@ class Suite:
                 path = found[-1].parent / name
                 if path.is_file():
                     client_output += f"--- client {name}\n{path.read_text(errors='replace')}"
-        return Outcome(scenario, done.returncode, checks, done.stdout + done.stderr + client_output)
+        return Outcome(scenario, process.returncode, checks, printed + client_output)
 
 
 def install() -> Suite:

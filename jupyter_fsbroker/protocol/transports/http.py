@@ -114,8 +114,11 @@ class HttpWriter:
         url: str,
         inbox: MemoryObjectSendStream[_Item],
         tg: anyio.abc.TaskGroup,
+        background_auth: httpx2.Auth | None = None,
     ) -> None:
         self._client = client
+        # The GET stream, resumptions and the DELETE at close: never a sign-in in the browser.
+        self._background_auth: Any = httpx2.USE_CLIENT_DEFAULT if background_auth is None else background_auth
         self._url = url
         self._inbox = inbox
         self._tg = tg
@@ -166,7 +169,9 @@ class HttpWriter:
             return
         with anyio.move_on_after(_DELETE_TIMEOUT, shield=True):
             try:
-                response = await self._client.delete(self._url, headers=self._headers({}))
+                response = await self._client.delete(
+                    self._url, headers=self._headers({}), auth=self._background_auth
+                )
                 if response.status_code not in (200, 202, 204, 404, 405):
                     log.debug("deleting the HTTP session: status %d", response.status_code)
             except httpx2.HTTPError as exc:
@@ -318,7 +323,7 @@ class HttpWriter:
         headers["last-event-id"] = last_event_id
         request = self._client.build_request("GET", self._url, headers=headers)
         try:
-            response = await self._client.send(request, stream=True)
+            response = await self._client.send(request, stream=True, auth=self._background_auth)
         except httpx2.HTTPError as exc:
             log.debug("resuming an event stream failed: %s", exc)
             return None
@@ -394,7 +399,7 @@ class HttpWriter:
         headers.update(_SSE_HEADERS)
         request = self._client.build_request("GET", self._url, headers=headers)
         for _ in range(self._client.max_redirects + 1):
-            response = await self._client.send(request, stream=True)
+            response = await self._client.send(request, stream=True, auth=self._background_auth)
             try:
                 following = _same_origin_redirect(response, method_kept=False)
                 if following is None:
@@ -421,7 +426,12 @@ def _same_origin_redirect(response: httpx2.Response, *, method_kept: bool) -> ht
 
 @contextlib.asynccontextmanager
 async def open_session(
-    url: str, headers: Mapping[str, str], *, timeout: httpx2.Timeout
+    url: str,
+    headers: Mapping[str, str],
+    *,
+    timeout: httpx2.Timeout,
+    auth: httpx2.Auth | None = None,
+    background_auth: httpx2.Auth | None = None,
 ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[_Item], HttpWriter]]:
     """Open a Streamable HTTP session with the server at *url*; yield ``(read_stream, write_stream)``.
 
@@ -433,12 +443,16 @@ async def open_session(
         Sent with every request (``Authorization`` ...).
     timeout
         The HTTP client's timeouts.
+    auth, background_auth
+        The authentication of the requests the session sends (a sign-in provider), and of
+        those no person waits for (the GET stream, resumptions, the DELETE at close), which
+        must never open a browser; default: *auth*.
     """
     limits = httpx2.Limits(keepalive_expiry=_KEEPALIVE_EXPIRY)
-    async with httpx2.AsyncClient(headers=dict(headers), timeout=timeout, limits=limits) as client:
+    async with httpx2.AsyncClient(headers=dict(headers), timeout=timeout, limits=limits, auth=auth) as client:
         inbox, read_stream = anyio.create_memory_object_stream[_Item](_INBOX)
         async with inbox, read_stream, anyio.create_task_group() as tg:
-            writer = HttpWriter(client, url, inbox, tg)
+            writer = HttpWriter(client, url, inbox, tg, background_auth)
             try:
                 yield read_stream, writer
             finally:
