@@ -26,8 +26,8 @@ import urllib.request
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
-from mcp.server.auth.settings import AuthSettings
 from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 
 if TYPE_CHECKING:
     import jwt

@@ -24,8 +24,9 @@ discovery, registration in the spec's order, PKCE, ``resource``, ``iss``, step-u
 * **Only interactive requests open a browser.** :meth:`BrokerOAuth.non_interactive` is the auth
   of the GET stream and the DELETE at close: refresh only, a 401 is returned as it is.
 
-Failures are raised as :class:`~.errors.SignInError` with fixed texts (mcp's quote ``state``
-values and server bodies).
+Failures are raised as :class:`~.sign_in_errors.SignInError` with fixed texts (mcp's quote
+``state`` values and server bodies), and mcp's own log line for a failed flow ("OAuth flow
+error", logged with its traceback) keeps its words but loses the exception.
 
 The subclass uses mcp's private methods (``_auth_flow``, ``_initialize``,
 ``_handle_token_response``, ``_refresh_token``, ``_handle_refresh_response``,
@@ -54,6 +55,19 @@ log = logging.getLogger(__name__)
 
 #: Refresh this many seconds before the expiry (a tenth of the lifetime for short-lived tokens).
 EARLY_REFRESH = 60.0
+
+
+class _WithoutFlowErrorText(logging.Filter):
+    """Drops the exception from mcp's "OAuth flow error" records (it quotes state values, bodies)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.msg == "OAuth flow error":
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_WithoutFlowErrorText())
 
 
 class BrokerOAuth(OAuthClientProvider):

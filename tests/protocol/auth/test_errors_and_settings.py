@@ -46,3 +46,19 @@ def test_settings_hide_the_secret_and_refuse_what_cannot_work() -> None:
         OAuth(client_metadata_url="https://example.com/")
     with pytest.raises(ValueError, match="store"):
         OAuth(store="keychain")
+
+
+def test_mcps_log_of_a_failed_flow_keeps_no_state_value(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    import jupyter_fsbroker.protocol.auth.provider  # noqa: F401 - installs the filter
+
+    logger = logging.getLogger("mcp.client.auth.oauth2")
+    try:
+        raise OAuthFlowError("State parameter mismatch: tampered != Q1vFsecretstate")
+    except OAuthFlowError:
+        with caplog.at_level(logging.ERROR, logger="mcp.client.auth.oauth2"):
+            logger.exception("OAuth flow error")
+    [record] = caplog.records
+    assert record.getMessage() == "OAuth flow error"
+    assert "Q1vFsecretstate" not in caplog.text
