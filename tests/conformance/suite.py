@@ -98,6 +98,9 @@ class Suite:
             stderr=subprocess.STDOUT,
             text=True,
             env={**os.environ, **(env or {})},
+            # Not the checkout: ``python -m`` puts the working folder first on sys.path, and the
+            # checkout that runs must be the one the environment's PYTHONPATH names.
+            cwd=output,
             start_new_session=True,
         )
         try:
