@@ -4,6 +4,7 @@
 
     jupyter-fsbroker connect [OPTIONS] (--url URL | -- COMMAND [ARG...])
     jupyter-fsbroker trash [list [--json] | restore ID [--to PATH] [--overwrite] | empty [--older-than DAYS]]
+    jupyter-fsbroker signout URL
 
 connects to an MCP server, shares the given roots, and answers its ``files/*``
 requests. With ``--call TOOL`` it calls one tool, prints the result as JSON on
@@ -31,6 +32,16 @@ shown on stderr, one line each, prefixed with the connection's name and made
 safe for a terminal; ``--quiet`` keeps only log messages of level warning and
 above.
 
+A ``--url`` server that asks for MCP authorization (a ``401``) is signed in to:
+the authorization page is printed on stderr and opened with :mod:`webbrowser`
+(``BROWSER`` is honoured; ``--no-browser`` only prints it), and the redirect
+comes back to a listener on 127.0.0.1. The tokens are kept for the user (a file
+only they can read), so the next run needs no browser; ``signout URL`` forgets
+them. ``--oauth-client-id``/``--oauth-client-secret`` name a client registered
+beforehand (the secret is better given as ``JUPYTER_FSBROKER_OAUTH_CLIENT_SECRET``:
+a command line is visible to other users), ``--oauth-client-metadata-url`` the
+client's metadata document, ``--oauth-scope`` the scopes to ask for.
+
 ``trash`` handles the per-user trash that deletes go to, the one every kernel
 of the user shares: it lists the entries (newest first; ``--json`` for
 scripts), restores one where it was deleted from (or ``--to`` elsewhere), or
@@ -43,6 +54,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
 import signal
 import sys
 import time
@@ -60,6 +72,7 @@ from .core.errors import BrokerError
 from .core.serverlog import LEVELS, LogEntry
 from .core.specs import apply_specs, split_header
 from .core.trashcan import TrashCan
+from .protocol.auth import OAuth, sign_out
 from .protocol.connector import connect
 from .protocol.roots_offer import RootsNotice
 from .protocol.server_connection import ServerConnection
@@ -69,6 +82,8 @@ from .sandbox.request import ENV_DEFAULT, parse_ports, sandbox_from_env
 __all__ = ["main"]
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_FAILURE = 0, 1, 2
+#: Where the client secret may come from instead of the command line (which others can see).
+ENV_CLIENT_SECRET = "JUPYTER_FSBROKER_OAUTH_CLIENT_SECRET"  # noqa: S105 - a variable's name
 
 
 class UsageError(Exception):
@@ -163,7 +178,26 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--no-sandbox", action="store_true", help=f"do not confine it, whatever {ENV_DEFAULT} says"
     )
+    c.add_argument("--oauth-client-id", metavar="ID", help="sign in as this pre-registered OAuth client")
+    c.add_argument(
+        "--oauth-client-secret",
+        metavar="SECRET",
+        help=f"that client's secret (safer: the {ENV_CLIENT_SECRET} environment variable, "
+        "since a command line is visible to other users)",
+    )
+    c.add_argument(
+        "--oauth-client-metadata-url",
+        metavar="URL",
+        help="this client's metadata document (an https URL), used as its id where the server supports it",
+    )
+    c.add_argument("--oauth-scope", metavar="SCOPE", help="the OAuth scopes to ask for (space-separated)")
+    c.add_argument(
+        "--no-browser", action="store_true", help="print the sign-in page's address, do not open a browser"
+    )
     c.add_argument("--call", metavar="TOOL", help="call TOOL, print its result as JSON and exit")
+    c.add_argument(
+        "--list-tools", action="store_true", help="print the server's tools as JSON (one list) and exit"
+    )
     c.add_argument("--args", default="{}", metavar="JSON", help="the tool's arguments (default {})")
     c.add_argument("--audit", metavar="FILE", help="append audit records to FILE as JSON Lines")
     c.add_argument(
@@ -189,7 +223,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("command", nargs=argparse.REMAINDER, help="after --: the server command and its arguments")
     _add_trash_parser(commands)
+    out = commands.add_parser(
+        "signout",
+        help="forget the sign-in to a server",
+        description="Forget the tokens kept for the server at URL: the next connection signs in again.",
+    )
+    out.add_argument("url", metavar="URL", help="the server's Streamable HTTP endpoint")
     return parser
+
+
+def _oauth(args: argparse.Namespace) -> OAuth:
+    """The sign-in settings of the options (and of the environment, for the secret)."""
+    if args.oauth_client_secret and not args.oauth_client_id:
+        raise UsageError("--oauth-client-secret needs --oauth-client-id")
+    secret = args.oauth_client_secret or os.environ.get(ENV_CLIENT_SECRET) or None
+
+    def tell(server: str, authorization_url: str) -> None:
+        print(f"jupyter-fsbroker: sign in to {server} in your browser: {authorization_url}", file=sys.stderr)
+
+    try:
+        return OAuth(
+            client_id=args.oauth_client_id,
+            client_secret=secret if args.oauth_client_id else None,
+            client_metadata_url=args.oauth_client_metadata_url,
+            scope=args.oauth_scope,
+            open_browser=not args.no_browser,
+            on_sign_in=tell,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _add_trash_parser(commands: Any) -> None:
@@ -268,6 +330,11 @@ async def _run_connect(args: argparse.Namespace) -> int:
         raise UsageError("--args must be a JSON object")
     if args.timeout <= 0:
         raise UsageError("--timeout must be positive")
+    if args.list_tools and args.call:
+        raise UsageError("give --call TOOL or --list-tools, not both")
+    oauth = _oauth(args)
+    if command and (args.oauth_client_id or args.oauth_client_metadata_url or args.oauth_scope):
+        raise UsageError("the --oauth options are for a --url server")
     sandbox = _sandbox_choice(args)
     echo = _ServerEcho(quiet=args.quiet)
     config = BrokerConfig(
@@ -296,11 +363,15 @@ async def _run_connect(args: argparse.Namespace) -> int:
             args=command[1:],
             url=args.url,
             headers=headers,
+            auth=oauth if args.url else None,
             consenter=consenter,
             on_log=echo,
             sandbox=sandbox if command else None,
         )
         echo.start(conn.name)
+        if args.list_tools:
+            print(json.dumps(conn.tools, ensure_ascii=False))
+            return EXIT_OK
         if args.call:
             status = await _call(conn, args.call, tool_args, args.timeout)
             # Said once the call is over: a server that asks for the roots and then uses files/*
@@ -420,6 +491,17 @@ async def _serve(conn: ServerConnection) -> int:
             loop.remove_signal_handler(sig)
 
 
+def _run_sign_out(url: str) -> int:
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"not an http(s) URL: {url!r}")
+    known = sign_out(url)
+    print(
+        f"jupyter-fsbroker: {'signed out of' if known else 'was not signed in to'} {printable(url)}",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``jupyter-fsbroker`` with *argv* (default: the process's arguments); return the exit status."""
     parser = build_parser()
@@ -427,6 +509,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.subcommand == "trash":
             return _run_trash(args)
+        if args.subcommand == "signout":
+            return _run_sign_out(args.url)
         if args.subcommand != "connect":
             parser.print_help(sys.stderr)
             return EXIT_FAILURE

@@ -39,7 +39,9 @@ LEAK_GRACE = 30.0
 
 #: The folders of ``tests/`` whose tests are the system lane: they need a browser, Node and npm,
 #: Landlock, faults and load, executed notebooks or fuzzing, and take minutes.
-SYSTEM_FOLDERS = frozenset({"browser", "interop", "reliability", "notebooks", "security", "sandbox"})
+SYSTEM_FOLDERS = frozenset(
+    {"browser", "conformance", "interop", "reliability", "notebooks", "security", "sandbox"}
+)
 TESTS = Path(__file__).resolve().parent
 
 

@@ -53,7 +53,7 @@ import posixpath
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
@@ -63,6 +63,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from jupyter_fsbroker.serverkit import MAX_CHUNK_BYTES, FilesClient, enable_files, files, run_stdio
+from jupyter_fsbroker.serverkit.bearer import protect
 
 from .csvstream import CsvProfiler, RowFilter, render_report, report_path
 
@@ -126,14 +127,19 @@ async def _filtered(fs: FilesClient, path: str, keep: RowFilter) -> AsyncIterato
         yield rest.encode("utf-8")
 
 
-def build_server(*, require_brokering: bool = False) -> MCPServer[Any]:
-    """The analysis server with its tools (see the module's docstring)."""
+def build_server(*, require_brokering: bool = False, auth: Mapping[str, Any] | None = None) -> MCPServer[Any]:
+    """The analysis server with its tools (see the module's docstring).
+
+    *auth*: the keyword arguments of :func:`~jupyter_fsbroker.serverkit.bearer.protect`'s
+    answer, to serve behind MCP authorization.
+    """
     server: MCPServer[Any] = MCPServer(
         "jupyter-fsbroker-analysis",
         instructions=(
             "Analyses files the user shares from their notebook (SEP-1708 brokered filesystem). "
             "Paths are as the notebook shares them, e.g. 'data/sales.csv'."
         ),
+        **(auth or {}),
     )
     enable_files(server, require=require_brokering)
 
@@ -326,12 +332,19 @@ def serve_http(server: MCPServer[Any], host: str, port: int) -> None:
     (``analysis server: listening on http://127.0.0.1:PORT/mcp``), so that
     port 0 gives a free port that no other process can take meanwhile.
     """
-    import uvicorn
+    _serve(server, _listen(host, port), host)
 
-    sock = _listen(host, port)
+
+def _endpoint(sock: socket.socket) -> str:
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
-    print(f"analysis server: listening on http://{shown}:{bound[1]}/mcp", file=sys.stderr, flush=True)
+    return f"http://{shown}:{bound[1]}/mcp"
+
+
+def _serve(server: MCPServer[Any], sock: socket.socket, host: str) -> None:
+    import uvicorn
+
+    print(f"analysis server: listening on {_endpoint(sock)}", file=sys.stderr, flush=True)
     app = server.streamable_http_app(host=host)
     config = uvicorn.Config(app, log_level=server.settings.log_level.lower(), lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
@@ -354,12 +367,27 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="refuse clients without the filesystemBrokering capability already at initialize",
     )
+    parser.add_argument(
+        "--auth-issuer",
+        metavar="URL",
+        help="with --http: serve behind MCP authorization, accepting the JWT access tokens this "
+        "authorization server issues for this server's URL",
+    )
+    parser.add_argument(
+        "--auth-scope", action="append", default=[], metavar="SCOPE", help="a scope every request needs"
+    )
     args = parser.parse_args(argv)
-    server = build_server(require_brokering=args.require_brokering)
     if args.http is None:
-        run_stdio(server)
-    else:
-        serve_http(server, *args.http)
+        if args.auth_issuer or args.auth_scope:
+            parser.error("--auth-issuer and --auth-scope need --http")
+        run_stdio(build_server(require_brokering=args.require_brokering))
+        return
+    host, port = args.http
+    sock = _listen(host, port)  # first: the URL, and so the resource, names the bound port
+    auth = None
+    if args.auth_issuer:
+        auth = protect(issuer=args.auth_issuer, resource_url=_endpoint(sock), scopes=args.auth_scope or None)
+    _serve(build_server(require_brokering=args.require_brokering, auth=auth), sock, host)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from ..core.broker import Broker
 from ..core.consent import Consenter
 from ..core.serverlog import LogEntry
 from ..sandbox import SandboxChoice
+from .auth.oauth_settings import OAuth
 from .roots_gate import RootsGrace
 from .sandboxing import SandboxValue, closing_launch, sandboxed_stdio
 from .server_connection import ServerConnection
@@ -48,6 +49,7 @@ class ConnectOptions(TypedDict, total=False):
     cwd: str | None
     url: str | None
     headers: Mapping[str, str] | None
+    auth: OAuth | None
     consenter: Consenter | None
     timeout: float | None
     keepalive: float | None
@@ -68,6 +70,7 @@ async def connect(
     cwd: str | None = None,
     url: str | None = None,
     headers: Mapping[str, str] | None = None,
+    auth: OAuth | None = None,
     consenter: Consenter | None = None,
     timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
     keepalive: float | None = DEFAULT_KEEPALIVE,
@@ -103,6 +106,12 @@ async def connect(
     url, headers
         Streamable HTTP: the endpoint and extra HTTP headers (``Authorization``
         ...). Server-sent events have no size cap, so 2 MiB chunks fit.
+    auth
+        Streamable HTTP: sign in when the server asks for MCP authorization
+        (a ``401``), with these :class:`~jupyter_fsbroker.protocol.auth.OAuth`
+        settings; the tokens are kept for the next connection. ``None``: a
+        ``401`` fails the connection. A sign-in may take a person up to
+        ``auth.sign_in_timeout`` seconds, which are added to *timeout*.
     consenter
         Answers ``files/consent``; default: refuse everything not pre-approved.
     timeout
@@ -161,6 +170,10 @@ async def connect(
     """
     if (command is None) == (url is None):
         raise ValueError("give either command (stdio) or url (Streamable HTTP)")
+    if auth is not None and url is None:
+        raise ValueError("auth is for servers reached by URL (Streamable HTTP)")
+    if auth is not None and timeout is not None:
+        timeout += auth.sign_in_timeout
     launch = None
     if command is not None:
         parameters, launch = await sandboxed_stdio(broker, command, args, env, cwd, sandbox)
@@ -189,7 +202,7 @@ async def connect(
             name,
             transport="http",
             target=display_url(url),
-            opener=lambda on_line: http_transport(url, dict(headers or {})),
+            opener=lambda on_line: http_transport(url, dict(headers or {}), auth),
             consenter=consenter,
             keepalive=keepalive,
             roots_grace=roots_grace,

@@ -96,6 +96,14 @@ def test_call_over_http(workdir: Path, http_server: str) -> None:
     assert (workdir / "data" / "sales.report.md").read_text().startswith("#")
 
 
+def test_list_tools_prints_the_tools_and_exits(workdir: Path) -> None:
+    out = run_cli("--root", "data=./data", "--list-tools", "--", *SERVER)
+    assert out.returncode == 0, out.stderr
+    tools = json.loads(out.stdout)
+    assert "profile_csv" in {tool["name"] for tool in tools}
+    assert all("inputSchema" in tool for tool in tools)
+
+
 def test_exit_codes_for_usage_and_failures(workdir: Path) -> None:
     for args in (
         ("--bogus",),
@@ -103,6 +111,7 @@ def test_exit_codes_for_usage_and_failures(workdir: Path) -> None:
         ("--url", "http://127.0.0.1:1/mcp", "--", "python"),
         ("--root", "./missing", "--url", "http://127.0.0.1:1/mcp"),
         ("--args", "[1]", "--call", "x", "--", *SERVER),
+        ("--list-tools", "--call", "x", "--", *SERVER),
         ("--allow", "/etc:read", "--root", "./data", "--", *SERVER),
     ):
         out = run_cli(*args)

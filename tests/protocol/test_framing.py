@@ -18,7 +18,7 @@ from jupyter_fsbroker.protocol.framing import (
     read_id,
     too_large,
 )
-from jupyter_fsbroker.protocol.transports.http import _EventStream
+from jupyter_fsbroker.protocol.transports.events import EventStream
 
 
 def malformed(data: bytes) -> MalformedMessage:
@@ -131,7 +131,7 @@ def test_a_base64_read_is_spliced_in_and_reads_the_same() -> None:
 
 
 def test_server_sent_events_are_split_on_any_line_ending_across_chunks() -> None:
-    stream = _EventStream()
+    stream = EventStream()
     got: list[object] = []
     for chunk in (
         b"event: message\r",
@@ -148,7 +148,7 @@ def test_server_sent_events_are_split_on_any_line_ending_across_chunks() -> None
 
 
 def test_a_server_sent_event_too_long_is_dropped() -> None:
-    stream = _EventStream()
+    stream = EventStream()
     head = b'data: {"jsonrpc":"2.0","id":5,"method":"files/write","params":{"content":"'
     got: list[object] = list(stream.feed(head))
     piece = b"A" * (1 << 20)

@@ -8,8 +8,10 @@ whose answer is JSON or a server-sent event stream (which also carries the
 server's requests while it runs); a GET stream for server→client messages
 outside any request, opened once ``notifications/initialized`` is accepted;
 ``DELETE`` of the session on close. Redirects are followed only when they keep
-the method and stay on the endpoint's origin. Resumability (``Last-Event-ID``)
-is not implemented.
+the method and stay on the endpoint's origin. A request's event stream that ends
+or breaks before its answer is resumed (SEP-1699): after the server's ``retry``
+delay, a GET with ``Last-Event-ID`` continues it, so the call is answered rather
+than lost.
 
 Why not mcp's ``streamable_http_client`` (mcp 2.3; the figures are in
 ``benchmarks/README.md``, "Why the code is shaped this way"):
@@ -63,7 +65,8 @@ from mcp_types import (
     RequestId,
 )
 
-from ..framing import MAX_MESSAGE_BYTES, MalformedMessage, parse_message, too_large
+from ..framing import parse_message
+from .events import EventStream
 
 __all__ = ["HttpWriter", "open_session"]
 
@@ -80,6 +83,10 @@ _GET_RETRY_DELAY = 1.0
 # How long a request's event stream may stay open after its answer before it is dropped
 # (the server normally ends it at once, and then the connection can be reused).
 _STREAM_END_WAIT = 0.5
+# Resuming a request's event stream: the delay when the server names none (mcp's client waits
+# as long), and how many resumptions in a row may fail before the request does.
+_DEFAULT_RETRY_MS = 1000
+_RESUME_ATTEMPTS = 2
 # Closing: how long the DELETE of the session may take.
 _DELETE_TIMEOUT = 5.0
 # Messages received and not yet taken by the session before the streams wait.
@@ -107,8 +114,11 @@ class HttpWriter:
         url: str,
         inbox: MemoryObjectSendStream[_Item],
         tg: anyio.abc.TaskGroup,
+        background_auth: httpx2.Auth | None = None,
     ) -> None:
         self._client = client
+        # The GET stream, resumptions and the DELETE at close: never a sign-in in the browser.
+        self._background_auth: Any = httpx2.USE_CLIENT_DEFAULT if background_auth is None else background_auth
         self._url = url
         self._inbox = inbox
         self._tg = tg
@@ -159,7 +169,9 @@ class HttpWriter:
             return
         with anyio.move_on_after(_DELETE_TIMEOUT, shield=True):
             try:
-                response = await self._client.delete(self._url, headers=self._headers({}))
+                response = await self._client.delete(
+                    self._url, headers=self._headers({}), auth=self._background_auth
+                )
                 if response.status_code not in (200, 202, 204, 404, 405):
                     log.debug("deleting the HTTP session: status %d", response.status_code)
             except httpx2.HTTPError as exc:
@@ -254,8 +266,42 @@ class HttpWriter:
         )
 
     async def _read_events(self, response: httpx2.Response, request_id: RequestId | None) -> bool:
-        """Deliver each event of *response*; return whether the answer to *request_id* came."""
-        events = _EventStream()
+        """Deliver each event of *response*; return whether the answer to *request_id* came.
+
+        A request's stream that ends or breaks before the answer is resumed when the server
+        gave its events ids: after the server's ``retry`` delay (no backoff of our own: the
+        spec says the client must respect it), a GET with ``Last-Event-ID`` continues the
+        stream. The GET stream (*request_id* ``None``) is reopened by its own loop instead.
+        """
+        events = EventStream()
+        failures = 0
+        while True:
+            try:
+                if await self._read_stream(response, request_id, events):
+                    return True
+            except httpx2.HTTPError as exc:
+                if request_id is None:
+                    raise
+                log.debug("an event stream broke: %s", exc)
+            finally:
+                await response.aclose()
+            if request_id is None:
+                return False
+            resumed = None
+            while resumed is None:
+                if events.last_event_id is None or failures >= _RESUME_ATTEMPTS or self._closed:
+                    await self._error(request_id, CONNECTION_CLOSED, "SSE stream ended without a response")
+                    return False
+                retry_ms = _DEFAULT_RETRY_MS if events.retry_ms is None else events.retry_ms
+                await anyio.sleep(retry_ms / 1000)
+                resumed = await self._resume(events.last_event_id)
+                failures = 0 if resumed is not None else failures + 1
+            response = resumed
+
+    async def _read_stream(
+        self, response: httpx2.Response, request_id: RequestId | None, events: EventStream
+    ) -> bool:
+        """Deliver the events of one response; return whether the answer to *request_id* came."""
         chunks = response.aiter_bytes()
         async for chunk in chunks:
             answered = False
@@ -268,9 +314,24 @@ class HttpWriter:
                     async for _ in chunks:
                         pass
                 return True
-        if request_id is not None:
-            await self._error(request_id, CONNECTION_CLOSED, "SSE stream ended without a response")
         return False
+
+    async def _resume(self, last_event_id: str) -> httpx2.Response | None:
+        """GET the endpoint with ``Last-Event-ID``: the stream's continuation, or ``None``."""
+        headers = self._headers({})
+        headers.update(_SSE_HEADERS)
+        headers["last-event-id"] = last_event_id
+        request = self._client.build_request("GET", self._url, headers=headers)
+        try:
+            response = await self._client.send(request, stream=True, auth=self._background_auth)
+        except httpx2.HTTPError as exc:
+            log.debug("resuming an event stream failed: %s", exc)
+            return None
+        kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if response.status_code != 200 or kind != "text/event-stream":
+            await response.aclose()
+            return None
+        return response
 
     async def _deliver(self, item: _Item, request_id: RequestId | None) -> bool:
         """Hand *item* to the session; return whether it answers *request_id*."""
@@ -338,7 +399,7 @@ class HttpWriter:
         headers.update(_SSE_HEADERS)
         request = self._client.build_request("GET", self._url, headers=headers)
         for _ in range(self._client.max_redirects + 1):
-            response = await self._client.send(request, stream=True)
+            response = await self._client.send(request, stream=True, auth=self._background_auth)
             try:
                 following = _same_origin_redirect(response, method_kept=False)
                 if following is None:
@@ -350,98 +411,6 @@ class HttpWriter:
                 await response.aclose()
             request = following
         return None
-
-
-class _EventStream:
-    """Server-sent events from raw bytes: each event's ``data`` (a message) or an error for one too long.
-
-    A line that spans chunks is kept as a list of chunks and joined once, when
-    it ends (growing one buffer chunk by chunk would copy a 2.7 MB event
-    dozens of times).
-    """
-
-    def __init__(self) -> None:
-        self._parts: list[bytes] = []  # the line not yet ended
-        self._partial = 0  # its size
-        self._skip_lf = False  # the last chunk ended with CR: a LF next ends nothing
-        self._data: list[bytes] = []
-        self._size = 0
-        self._event = b""
-        self._skipping = False
-
-    def feed(self, chunk: bytes) -> list[bytes | MalformedMessage]:
-        events: list[bytes | MalformedMessage] = []
-        position = 0
-        if self._skip_lf:
-            self._skip_lf = False
-            if chunk[:1] == b"\n":
-                position = 1
-        while True:
-            end, after = _end_of_line(chunk, position)
-            if end < 0:
-                break
-            if self._parts:
-                line = b"".join((*self._parts, chunk[position:end]))
-                self._parts.clear()
-                self._partial = 0
-            else:
-                line = chunk[position:end]
-            self._line(line, events)
-            position = after
-            if after == len(chunk) and chunk[end : end + 1] == b"\r":
-                self._skip_lf = True
-        if position < len(chunk):
-            self._parts.append(chunk[position:] if position else chunk)
-            self._partial += len(chunk) - position
-        if self._size + self._partial > MAX_MESSAGE_BYTES and not self._skipping:
-            prefix = (self._data[0] if self._data else self._parts[0])[:4096]
-            events.append(too_large(prefix, self._size + self._partial))
-            self._skipping = True
-        if self._skipping:
-            self._data.clear()
-            self._size = 0
-            self._parts.clear()
-            self._partial = 0
-        return events
-
-    def _line(self, line: bytes, events: list[bytes | MalformedMessage]) -> None:
-        if not line:
-            if self._size > MAX_MESSAGE_BYTES and not self._skipping:
-                events.append(too_large(self._data[0][:4096], self._size))
-            elif self._data and not self._skipping and self._event in (b"", b"message"):
-                events.append(self._data[0] if len(self._data) == 1 else b"\n".join(self._data))
-            self._data = []
-            self._size = 0
-            self._event = b""
-            self._skipping = False
-            return
-        if line.startswith(b":"):
-            return
-        if line.startswith(b"data:"):
-            value = line[6:] if line[5:6] == b" " else line[5:]
-            self._data.append(value)
-            self._size += len(value)
-            return
-        name, _, value = line.partition(b":")
-        if value.startswith(b" "):
-            value = value[1:]
-        if name == b"event":
-            self._event = value
-
-
-def _end_of_line(chunk: bytes, position: int) -> tuple[int, int]:
-    """``(end, after)`` of the first line ending (CR LF, LF or CR) from *position*, or ``(-1, -1)``.
-
-    Two ``find`` calls (memchr) rather than a regular expression: a 2.7 MB event
-    costs microseconds instead of milliseconds.
-    """
-    lf = chunk.find(b"\n", position)
-    cr = chunk.find(b"\r", position, lf if lf >= 0 else len(chunk))
-    if cr < 0:
-        return (lf, lf + 1) if lf >= 0 else (-1, -1)
-    if cr + 1 == lf:
-        return cr, lf + 1
-    return cr, cr + 1
 
 
 def _same_origin_redirect(response: httpx2.Response, *, method_kept: bool) -> httpx2.Request | None:
@@ -457,7 +426,12 @@ def _same_origin_redirect(response: httpx2.Response, *, method_kept: bool) -> ht
 
 @contextlib.asynccontextmanager
 async def open_session(
-    url: str, headers: Mapping[str, str], *, timeout: httpx2.Timeout
+    url: str,
+    headers: Mapping[str, str],
+    *,
+    timeout: httpx2.Timeout,
+    auth: httpx2.Auth | None = None,
+    background_auth: httpx2.Auth | None = None,
 ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[_Item], HttpWriter]]:
     """Open a Streamable HTTP session with the server at *url*; yield ``(read_stream, write_stream)``.
 
@@ -469,12 +443,16 @@ async def open_session(
         Sent with every request (``Authorization`` ...).
     timeout
         The HTTP client's timeouts.
+    auth, background_auth
+        The authentication of the requests the session sends (a sign-in provider), and of
+        those no person waits for (the GET stream, resumptions, the DELETE at close), which
+        must never open a browser; default: *auth*.
     """
     limits = httpx2.Limits(keepalive_expiry=_KEEPALIVE_EXPIRY)
-    async with httpx2.AsyncClient(headers=dict(headers), timeout=timeout, limits=limits) as client:
+    async with httpx2.AsyncClient(headers=dict(headers), timeout=timeout, limits=limits, auth=auth) as client:
         inbox, read_stream = anyio.create_memory_object_stream[_Item](_INBOX)
         async with inbox, read_stream, anyio.create_task_group() as tg:
-            writer = HttpWriter(client, url, inbox, tg)
+            writer = HttpWriter(client, url, inbox, tg, background_auth)
             try:
                 yield read_stream, writer
             finally:

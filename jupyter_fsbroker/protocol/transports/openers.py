@@ -17,6 +17,8 @@ from typing import TextIO
 import httpx2
 from mcp.client.stdio import StdioServerParameters
 
+from ..auth.oauth_settings import OAuth
+from ..auth.signing_in import signing_in
 from ..middleware import MessageReader, MessageWriter
 from ..stderr import captured_stderr
 from .http import open_session
@@ -48,9 +50,18 @@ async def stdio_transport(
 
 @asynccontextmanager
 async def http_transport(
-    url: str, headers: dict[str, str]
+    url: str, headers: dict[str, str], auth: OAuth | None = None
 ) -> AsyncIterator[tuple[MessageReader, MessageWriter]]:
-    async with open_session(url, headers, timeout=_HTTP_TIMEOUT) as streams:
+    if auth is None:
+        async with open_session(url, headers, timeout=_HTTP_TIMEOUT) as streams:
+            yield streams
+        return
+    async with (
+        signing_in(url, auth) as provider,
+        open_session(
+            url, headers, timeout=_HTTP_TIMEOUT, auth=provider, background_auth=provider.non_interactive()
+        ) as streams,
+    ):
         yield streams
 
 

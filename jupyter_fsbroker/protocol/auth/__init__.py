@@ -1,0 +1,31 @@
+"""Signing in to servers that ask for MCP authorization (OAuth 2.1, the 2025-11-25 spec).
+
+``connect(..., url=URL, auth=OAuth(...))`` signs in when the server answers ``401``: the
+authorization page opens in the browser, the redirect comes back to a loopback listener, and
+the tokens are kept per user (:mod:`.store`) so the next connection needs no browser.
+"""
+
+from .oauth_settings import OAuth, SignInPrompt
+from .provider import BrokerOAuth
+from .receivers import AuthorizationResponse, LoopbackReceiver
+from .sign_in_errors import SignInError, SignInKind
+from .signing_in import resource_of, sign_out, signing_in
+from .store import FileTokenStore, MemoryTokenStore, ResourceStorage, StoredSignIn, TokenStore
+
+__all__ = [
+    "AuthorizationResponse",
+    "BrokerOAuth",
+    "FileTokenStore",
+    "LoopbackReceiver",
+    "MemoryTokenStore",
+    "OAuth",
+    "ResourceStorage",
+    "SignInError",
+    "SignInKind",
+    "SignInPrompt",
+    "StoredSignIn",
+    "TokenStore",
+    "resource_of",
+    "sign_out",
+    "signing_in",
+]

@@ -1,0 +1,76 @@
+"""How to sign in to a server that asks for MCP authorization: the :class:`OAuth` value.
+
+A server that answers ``401`` with ``WWW-Authenticate`` starts the flow of the MCP
+authorization spec (2025-11-25, OAuth 2.1); :class:`OAuth` says what this client may bring to
+it. Everything is optional: with nothing given, the client registers itself with the
+authorization server (dynamic client registration) and asks for the scopes the server names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+__all__ = ["OAuth", "SignInPrompt"]
+
+#: Called on the event loop when a person must sign in: ``(server URL, authorization URL)``.
+#: It must not block (opening a browser is done separately, in a worker thread).
+SignInPrompt = Callable[[str, str], object]
+
+
+@dataclass(frozen=True)
+class OAuth:
+    """Settings for signing in to one server (``connect(..., auth=OAuth(...))``).
+
+    Parameters
+    ----------
+    client_id, client_secret
+        A client registered with the authorization server beforehand. Without them the
+        client uses *client_metadata_url* where the server supports it, else dynamic
+        registration. The secret is never shown (``repr`` hides it).
+    client_metadata_url
+        The https URL of this client's metadata document (a Client ID Metadata Document):
+        where the authorization server supports them, it is the client's id.
+    scope
+        The scopes to ask for (space-separated); default: those the server names in its
+        challenge or metadata, and none if it names none.
+    open_browser
+        Open the authorization page with :mod:`webbrowser` (``BROWSER`` is honoured) when a
+        person must sign in; ``False``: only *on_sign_in* is told.
+    on_sign_in
+        Told the authorization URL when a person must sign in (the command line prints it).
+    store
+        Where signed-in tokens are kept: ``"file"`` (the user's data folder, readable by
+        the user only), ``"memory"`` (this process only), or a folder for the file store.
+    sign_in_timeout
+        Seconds a person has to complete a sign-in.
+    max_step_ups
+        How many times in one connection a server may ask for more scope (``403
+        insufficient_scope``) for the same scope before the call fails instead.
+    """
+
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    client_metadata_url: str | None = None
+    scope: str | None = None
+    open_browser: bool = True
+    on_sign_in: SignInPrompt | None = field(default=None, repr=False, compare=False)
+    store: str | Path = "file"
+    sign_in_timeout: float = 600.0
+    max_step_ups: int = 2
+
+    def __post_init__(self) -> None:
+        if self.client_secret is not None and not self.client_id:
+            raise ValueError("a client secret needs its client id")
+        if self.client_metadata_url is not None:
+            parsed = urlparse(self.client_metadata_url)
+            if parsed.scheme != "https" or not parsed.netloc or parsed.path in ("", "/"):
+                raise ValueError("the client metadata URL must be an https URL with a path")
+        if isinstance(self.store, str) and self.store not in ("file", "memory"):
+            raise ValueError(f"store must be 'file', 'memory' or a folder, not {self.store!r}")
+        if not self.sign_in_timeout > 0:
+            raise ValueError("sign_in_timeout must be positive")
+        if self.max_step_ups < 0:
+            raise ValueError("max_step_ups must not be negative")

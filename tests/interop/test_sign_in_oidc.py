@@ -1,0 +1,123 @@
+"""Signing in through the CLI against a real authorization server (oidc-provider), in headless Chromium.
+
+The authorization server (``oidc/as_server.mjs``: oidc-provider 9.13.3, on the Node 24 wheel)
+issues JWT access tokens for the example analysis server, run with ``--auth-issuer``. The CLI
+signs in as it does for a person: its ``BROWSER`` (``oidc/sign_in_browser.py``) completes the
+authorization server's login and consent pages in Chromium. Each sign-in a person was asked
+for is one line of the browser's log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jupyter_fsbroker.protocol.auth import FileTokenStore, resource_of
+from tests.support.ci import cannot_run
+from tests.support.env import server_env
+from tests.support.node import install_or_skip
+from tests.support.processes import stop_process
+from tests.support.servers import analysis_server_http
+
+OIDC = Path(__file__).resolve().parent / "oidc"
+CHROMIUM = "/usr/bin/chromium"
+CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
+
+
+@pytest.fixture
+def issuer(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The authorization server's issuer URL and its log file."""
+    node, folder = install_or_skip(OIDC, "oidc-provider-9.13.3", "the sign-in tests")
+    script = folder / "as_server.mjs"
+    shutil.copyfile(OIDC / "as_server.mjs", script)  # beside its node_modules, for the import
+    log = tmp_path / "as.log"
+    with log.open("w") as stderr:
+        process = subprocess.Popen([node.node, str(script)], stdout=subprocess.PIPE, stderr=stderr, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line, log.read_text()
+        yield json.loads(line)["issuer"], log
+    finally:
+        stop_process(process)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def test_sign_in_then_reuse_refresh_and_sign_out(issuer: tuple[str, Path], tmp_path: Path) -> None:
+    if not Path(CHROMIUM).exists():
+        cannot_run(f"the sign-in tests NOT RUN: no Chromium at {CHROMIUM}")
+    issuer_url, as_log = issuer
+    sign_ins = tmp_path / "sign-ins.log"
+    sign_ins.write_text("")
+    env = {
+        **os.environ,
+        **server_env(),
+        "XDG_DATA_HOME": str(tmp_path / "share"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "BROWSER": f"{sys.executable} {OIDC / 'sign_in_browser.py'} %s",
+        "FSBROKER_SIGN_IN_LOG": str(sign_ins),
+    }
+
+    def connect(url: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*CLI, "--url", url, "--list-tools"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=tmp_path,
+        )
+
+    def asked() -> int:
+        return len(sign_ins.read_text().splitlines())
+
+    with analysis_server_http("--auth-issuer", issuer_url) as server:
+        store = FileTokenStore(tmp_path / "share" / "jupyter_fsbroker" / "oauth")
+        outputs = []
+        first = connect(server.url)
+        outputs.append(first.stdout + first.stderr)
+        assert first.returncode == 0, first.stderr
+        assert "profile_csv" in first.stdout and asked() == 1
+        record = store.load(resource_of(server.url))
+        assert record is not None and record.tokens is not None
+        access = record.tokens["access_token"]
+        refresh = record.tokens["refresh_token"]
+        # Signed in: the next run reuses the token; no person is asked.
+        second = connect(server.url)
+        outputs.append(second.stdout + second.stderr)
+        assert second.returncode == 0 and asked() == 1, second.stderr
+        # Expired (as far as the client knows): refreshed at the authorization server, no browser.
+        store.save(type(record)(**{**record.__dict__, "expires_at": time.time() - 1}))
+        third = connect(server.url)
+        outputs.append(third.stdout + third.stderr)
+        assert third.returncode == 0 and asked() == 1, third.stderr
+        renewed = store.load(resource_of(server.url))
+        assert renewed is not None and renewed.tokens is not None
+        assert renewed.tokens["access_token"] != access
+        assert "grant refresh_token" in as_log.read_text()
+        # Signed out: the next run asks again.
+        out = subprocess.run(
+            [sys.executable, "-m", "jupyter_fsbroker", "signout", server.url],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert out.returncode == 0 and store.load(resource_of(server.url)) is None
+        fourth = connect(server.url)
+        outputs.append(fourth.stdout + fourth.stderr)
+        assert fourth.returncode == 0 and asked() == 2, fourth.stderr
+        server_log = server.log
+    secrets = {access, refresh, renewed.tokens["access_token"]}
+    for text in [*outputs, server_log, as_log.read_text()]:
+        assert not [secret for secret in secrets if secret in text]
