@@ -18,7 +18,7 @@ from jupyter_fsbroker.protocol.framing import (
     read_id,
     too_large,
 )
-from jupyter_fsbroker.protocol.transports.events import EventStream
+from jupyter_fsbroker.protocol.transports.sse import EventStream
 
 
 def malformed(data: bytes) -> MalformedMessage:

@@ -11,7 +11,7 @@ import pytest
 
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.protocol import open_connection
-from jupyter_fsbroker.protocol.transports.events import EventStream
+from jupyter_fsbroker.protocol.transports.sse import EventStream
 from tests.protocol.servers.harness import payload
 from tests.support.handover import HandedOverServer
 

@@ -66,7 +66,7 @@ from mcp_types import (
 )
 
 from ..framing import parse_message
-from .events import EventStream
+from .sse import EventStream
 
 __all__ = ["HttpWriter", "open_session"]
 
