@@ -326,6 +326,15 @@ class Entry:
             mtime=get_opt_str(entry, "mtime"),
         )
 
+    @classmethod
+    def page(cls, result: Mapping[str, Any]) -> list[Entry]:
+        """The entries of one raw ``files/list`` result; malformed items are skipped."""
+        entries = result.get("entries")
+        items = entries if isinstance(entries, list) else []
+        return [
+            cls.from_result(cast("Mapping[str, Any]", item)) for item in items if isinstance(item, Mapping)
+        ]
+
 
 @dataclass(frozen=True)
 class FileStat:
@@ -361,6 +370,13 @@ class Created:
     type: str
     lock_id: str | None = None
 
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any], path: str, type: str) -> Created:
+        """Read the raw ``files/create`` result of a request for *type* at *path* (the defaults)."""
+        return cls(
+            get_str(result, "path", path), get_str(result, "type", type), get_opt_str(result, "lockId")
+        )
+
 
 @dataclass(frozen=True)
 class Deleted:
@@ -368,6 +384,11 @@ class Deleted:
 
     path: str
     trashed: bool
+
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any], path: str) -> Deleted:
+        """Read the raw ``files/delete`` result of a request for *path* (the default)."""
+        return cls(get_str(result, "path", path), result.get("trashed") is True)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
-"""Reading a whole file as an ordered stream of chunks, with several ``files/read`` in flight.
+"""Reading a file: one ``files/read``, or the whole file as an ordered stream of chunks.
 
-:class:`ChunkStream` plans the offsets, keeps at most ``concurrency`` reads
-unanswered and at most that many chunks in memory, and checks that the file
-does not change between chunks. It sends its reads through the function it is
-given (the :class:`~.files_client.FilesClient`'s ``read``, with its retries and
-consent); it never writes.
+:func:`read_chunk` is one request. :class:`ChunkStream` plans the offsets,
+keeps at most ``concurrency`` reads unanswered and at most that many chunks in
+memory, and checks that the file does not change between chunks. Both send
+through their tool call's :class:`~.requester.Requester` (retries, consent);
+they never write.
 """
 
 from __future__ import annotations
@@ -12,35 +12,87 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
+from ..wire.caps import DEFAULT_CHUNK_BYTES
 from .answers import ReadBytes, ReadChunk
 from .exceptions import ClientInternalError, ContentEncodingError, PreconditionFailedError, TooLargeError
-from .lenient import CHUNK_SAFE_CODECS
+from .lenient import CHUNK_SAFE_CODECS, compact_params
+from .requester import Requester
 
-__all__ = ["ChunkStream"]
+__all__ = ["ChunkStream", "collect", "open_stream", "read_chunk"]
 
 T = TypeVar("T", bytes, str)
 
 _Fetched = tuple[ReadChunk | ReadBytes, bytes | str]
 
 
-class _Read(Protocol):
-    """One ``files/read`` request (what :meth:`FilesClient.read` does)."""
+async def read_chunk(
+    requester: Requester,
+    path: str,
+    *,
+    offset: int,
+    length: int | None,
+    encoding: str,
+    keep_locked: bool,
+    lock_id: str | None,
+) -> ReadChunk:
+    """One ``files/read`` request (see :meth:`FilesClient.read`)."""
+    request = compact_params(
+        path=path,
+        encoding=encoding,
+        offset=offset,
+        length=length,
+        keepLocked=keep_locked or None,
+        lockId=lock_id,
+    )
+    nbytes = DEFAULT_CHUNK_BYTES if length is None else length
+    result = await requester.op("files/read", request, op="read", paths=[path], nbytes=nbytes)
+    return ReadChunk.from_result(result, encoding, offset)
 
-    def __call__(
-        self, path: str, *, offset: int, length: int, encoding: str, lock_id: str | None
-    ) -> Awaitable[ReadChunk]: ...
+
+async def _read_binary(
+    requester: Requester, path: str, *, offset: int, length: int, lock_id: str | None
+) -> ReadBytes:
+    """:func:`read_chunk` of a binary chunk, its content decoded where it arrives (see :class:`ReadBytes`)."""
+    request = compact_params(path=path, encoding="base64", offset=offset, length=length, lockId=lock_id)
+    result = await requester.op("files/read", request, op="read", paths=[path], nbytes=length, binary=True)
+    return ReadBytes.from_result(result, offset)
 
 
-class _ReadBytes(Protocol):
-    """One ``files/read`` request for base64, its content decoded (see :class:`.answers.ReadBytes`)."""
+def open_stream(
+    requester: Requester,
+    cap: int,
+    path: str,
+    *,
+    chunk_size: int,
+    concurrency: int,
+    encoding: str,
+    lock_id: str | None,
+    on_close: Callable[[ChunkStream[Any]], None] | None = None,
+) -> ChunkStream[Any]:
+    """:class:`ChunkStream` of *path*, requests under *cap* bytes (see :meth:`FilesClient.iter_chunks`)."""
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be at least 1")
+    size = min(chunk_size, cap)
+    if encoding != "base64":
+        # A resync read asks for up to one character more than a chunk: stay under the cap.
+        size = min(size, cap - 64)
+    return ChunkStream(requester, path, size, concurrency, encoding, lock_id, on_close=on_close)
 
-    def __call__(
-        self, path: str, *, offset: int, length: int, lock_id: str | None
-    ) -> Awaitable[ReadBytes]: ...
+
+async def collect(stream: ChunkStream[Any], max_size: int | None) -> list[Any]:
+    """Every chunk of *stream*, refusing a file larger than *max_size*."""
+    parts: list[Any] = []
+    async with stream as chunks:
+        chunks.max_size = max_size
+        async for part in chunks:
+            parts.append(part)
+    return parts
 
 
 class ChunkStream(Generic[T]):
@@ -63,8 +115,7 @@ class ChunkStream(Generic[T]):
 
     def __init__(
         self,
-        read: _Read,
-        read_bytes: _ReadBytes,
+        requester: Requester,
         path: str,
         chunk_size: int,
         concurrency: int,
@@ -73,8 +124,7 @@ class ChunkStream(Generic[T]):
         *,
         on_close: Callable[[ChunkStream[Any]], None] | None = None,
     ) -> None:
-        self._read = read
-        self._read_bytes = read_bytes
+        self._requester = requester
         self._on_close = on_close
         self.path = path
         self.chunk_size = chunk_size
@@ -148,9 +198,19 @@ class ChunkStream(Generic[T]):
     async def _fetch(self, offset: int, length: int, wire: str) -> _Fetched:
         self.requests += 1
         if wire == "base64":
-            piece = await self._read_bytes(self.path, offset=offset, length=length, lock_id=self.lock_id)
+            piece = await _read_binary(
+                self._requester, self.path, offset=offset, length=length, lock_id=self.lock_id
+            )
             return piece, piece.data
-        chunk = await self._read(self.path, offset=offset, length=length, encoding=wire, lock_id=self.lock_id)
+        chunk = await read_chunk(
+            self._requester,
+            self.path,
+            offset=offset,
+            length=length,
+            encoding=wire,
+            keep_locked=False,
+            lock_id=self.lock_id,
+        )
         return chunk, chunk.content
 
     def _check(self, chunk: ReadChunk | ReadBytes) -> None:

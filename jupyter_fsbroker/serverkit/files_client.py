@@ -2,9 +2,10 @@
 
 One method per ``files/*`` operation, returning the frozen values of
 :mod:`.answers` and raising the typed errors of :mod:`.exceptions`. The methods
-build params and read answers; the sending (timeouts, retries, consent) is the
-:class:`~.requester.Requester`'s, streamed reads are :mod:`.chunks`', staged
-writes :mod:`.writing`', locks :mod:`.locking`' and watches :mod:`.subscription`'.
+build params and read answers, or hand the work to the module whose concept it
+is: the sending (timeouts, retries, consent) is the
+:class:`~.requester.Requester`'s, reads are :mod:`.chunks`', staged writes
+:mod:`.writing`', locks :mod:`.locking`' and watches :mod:`.subscription`'.
 """
 
 from __future__ import annotations
@@ -13,27 +14,25 @@ import base64
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any, Literal, TypedDict, Unpack, cast, overload
+from typing import Any, Literal, TypedDict, Unpack, overload
 
 import mcp_types
 from mcp.server.session import ServerSession
 
 from ..wire.brokering import PER_PATH_CONSENT
 from ..wire.caps import DEFAULT_CHUNK_BYTES
-from ..wire.methods import OPERATIONS, WATCH_EVENTS
 from .answers import (
     ConsentResult,
     Created,
     Deleted,
     Entry,
     FileStat,
-    ReadBytes,
     ReadChunk,
     RootEntry,
     WriteResult,
 )
-from .chunks import ChunkStream
-from .exceptions import NotFoundError, PermissionDeniedError
+from .chunks import ChunkStream, collect, open_stream, read_chunk
+from .exceptions import NotFoundError
 from .lenient import compact_params, get_opt_str, get_str
 from .locking import hold_lock, unlock
 from .peers import ConnectionFiles
@@ -74,6 +73,12 @@ class FilesClient:
 
     Use it as an async context manager (``async with files(ctx) as fs``) to
     close any watch or chunk stream left open when the block ends.
+
+    One class for every operation, as ``httpx.Client`` is: a tool holds one
+    object, finds every operation on it, and its operations share one
+    request's state (retry and timeout policies, consent asked so far, the
+    client's content cap, the streams to close). The work lives in the kit's
+    modules; each method here only binds that state to it.
     """
 
     def __init__(
@@ -89,9 +94,6 @@ class FilesClient:
         retry: RetryPolicy | None = None,
         timeouts: Timeouts | None = None,
     ) -> None:
-        _check_names("operation", consent_operations, OPERATIONS)
-        for ops in (consent_access or {}).values():
-            _check_names("operation", ops, OPERATIONS)
         #: When refused requests are repeated (read at every request).
         self.retry = retry or RetryPolicy()
         #: How long answers are awaited (read at every request).
@@ -214,14 +216,7 @@ class FilesClient:
         self, message: str, paths: ConsentPaths, operations: Sequence[str] | None = None
     ) -> ConsentResult:
         """:meth:`consent`, raising :class:`PermissionDeniedError` (``consent_refused``) on a refusal."""
-        answer = await self.consent(message, paths, operations)
-        if not answer.granted:
-            raise PermissionDeniedError(
-                "the user did not grant access",
-                data={"error": "PERMISSION_DENIED", "reason": "consent_refused"},
-                method="files/consent",
-            )
-        return answer
+        return await self._requester.require_consent(message, paths, operations)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -236,25 +231,15 @@ class FilesClient:
         lock_id: str | None = None,
     ) -> ReadChunk:
         """One ``files/read`` request: up to *length* bytes (default 1 MiB, at most 2 MiB) at *offset*."""
-        request = compact_params(
-            path=path,
-            encoding=encoding,
+        return await read_chunk(
+            self._requester,
+            path,
             offset=offset,
             length=length,
-            keepLocked=keep_locked or None,
-            lockId=lock_id,
+            encoding=encoding,
+            keep_locked=keep_locked,
+            lock_id=lock_id,
         )
-        nbytes = DEFAULT_CHUNK_BYTES if length is None else length
-        result = await self._requester.op("files/read", request, op="read", paths=[path], nbytes=nbytes)
-        return ReadChunk.from_result(result, encoding, offset)
-
-    async def _read_bytes(self, path: str, *, offset: int, length: int, lock_id: str | None) -> ReadBytes:
-        """:meth:`read` of a binary chunk, its content decoded where it arrives (see :class:`ReadBytes`)."""
-        request = compact_params(path=path, encoding="base64", offset=offset, length=length, lockId=lock_id)
-        result = await self._requester.op(
-            "files/read", request, op="read", paths=[path], nbytes=length, binary=True
-        )
-        return ReadBytes.from_result(result, offset)
 
     @overload
     def iter_chunks(  # type: ignore[overload-overlap]
@@ -319,22 +304,14 @@ class FilesClient:
         PreconditionFailedError
             ``reason="changed_during_read"``: the file's etag changed between chunks.
         """
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        if chunk_size < 1:
-            raise ValueError("chunk_size must be at least 1")
-        size = min(chunk_size, self._cap.limit)
-        if encoding != "base64":
-            # A resync read asks for up to one character more than a chunk: stay under the cap.
-            size = min(size, self._cap.limit - 64)
-        stream: ChunkStream[Any] = ChunkStream(
-            self.read,
-            self._read_bytes,
+        stream = open_stream(
+            self._requester,
+            self._cap.limit,
             path,
-            size,
-            concurrency,
-            encoding,
-            lock_id,
+            chunk_size=chunk_size,
+            concurrency=concurrency,
+            encoding=encoding,
+            lock_id=lock_id,
             on_close=self._open.discard,
         )
         self._open.add(stream)
@@ -357,7 +334,7 @@ class FilesClient:
             The file is larger than *max_size* bytes (checked on the first chunk).
         """
         stream = self.iter_chunks(path, chunk_size=chunk_size, concurrency=concurrency, lock_id=lock_id)
-        return b"".join(await _collect(stream, max_size))
+        return b"".join(await collect(stream, max_size))
 
     async def read_text(
         self,
@@ -383,7 +360,7 @@ class FilesClient:
         stream = self.iter_chunks(
             path, chunk_size=chunk_size, concurrency=concurrency, encoding=encoding, lock_id=lock_id
         )
-        return "".join(await _collect(stream, max_size))
+        return "".join(await collect(stream, max_size))
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -418,8 +395,8 @@ class FilesClient:
         chunk_size
             Bytes per request (at most 2 MiB; default 1 MiB).
         """
-        write, chunk_size = self._atomic_write(path, options)
-        return await write.write_bytes(data, chunk_size)
+        write = AtomicWrite(self._requester, self._cap, path, WriteOptions.from_keywords(options))
+        return await write.write_bytes(data, options.get("chunk_size", DEFAULT_CHUNK_BYTES))
 
     async def write_text(
         self, path: str, text: str, encoding: str = "utf-8", **options: Unpack[WriteKeywords]
@@ -434,20 +411,8 @@ class FilesClient:
         ContentEncodingError
             *text* cannot be encoded in *encoding*.
         """
-        write, chunk_size = self._atomic_write(path, options)
-        return await write.write_text(text, encoding, chunk_size)
-
-    def _atomic_write(self, path: str, options: WriteKeywords) -> tuple[AtomicWrite, int]:
-        """The write of *path* that *options* ask for, and its chunk size."""
-        wanted = WriteOptions(
-            create=options.get("create", True),
-            exclusive=options.get("exclusive", False),
-            if_match=options.get("if_match"),
-            keep_locked=options.get("keep_locked", False),
-            lock_id=options.get("lock_id"),
-        )
-        write = AtomicWrite(self._requester, self._cap, path, wanted)
-        return write, options.get("chunk_size", DEFAULT_CHUNK_BYTES)
+        write = AtomicWrite(self._requester, self._cap, path, WriteOptions.from_keywords(options))
+        return await write.write_text(text, encoding, options.get("chunk_size", DEFAULT_CHUNK_BYTES))
 
     # -- directories and metadata --------------------------------------------------------------
 
@@ -482,10 +447,8 @@ class FilesClient:
                 cursor=cursor,
             )
             result = await self._requester.op("files/list", request, op="read", paths=[path])
-            entries = result.get("entries")
-            for entry in entries if isinstance(entries, list) else []:
-                if isinstance(entry, Mapping):
-                    yield Entry.from_result(cast("Mapping[str, Any]", entry))
+            for entry in Entry.page(result):
+                yield entry
             cursor = get_opt_str(result, "nextCursor")
             if not cursor:
                 return
@@ -540,15 +503,13 @@ class FilesClient:
         result = await self._requester.op(
             "files/create", request, op="write", paths=[path], nbytes=len(content or "")
         )
-        return Created(
-            get_str(result, "path", path), get_str(result, "type", type), get_opt_str(result, "lockId")
-        )
+        return Created.from_result(result, path, type)
 
     async def delete(self, path: str, *, recursive: bool = False, if_match: str | None = None) -> Deleted:
         """``files/delete``: moves to the client's trash unless it deletes permanently."""
         request = compact_params(path=path, recursive=recursive or None, ifMatch=if_match)
         result = await self._requester.op("files/delete", request, op="delete", paths=[path])
-        return Deleted(get_str(result, "path", path), result.get("trashed") is True)
+        return Deleted.from_result(result, path)
 
     async def rename(
         self, path: str, new_path: str, *, overwrite: bool = False, if_match: str | None = None
@@ -631,32 +592,8 @@ class FilesClient:
         ValueError
             *events* names an event kind that does not exist.
         """
-        if events is not None:
-            _check_names("event", events, WATCH_EVENTS)
         watch = Watch(
-            self._requester,
-            self._conn,
-            path,
-            recursive,
-            None if events is None else tuple(events),
-            buffer,
-            on_close=self._open.discard,
+            self._requester, self._conn, path, recursive, events, buffer, on_close=self._open.discard
         )
         self._open.add(watch)
         return watch
-
-
-async def _collect(stream: ChunkStream[Any], max_size: int | None) -> list[Any]:
-    """Every chunk of *stream*, refusing a file larger than *max_size*."""
-    parts: list[Any] = []
-    async with stream as chunks:
-        chunks.max_size = max_size
-        async for part in chunks:
-            parts.append(part)
-    return parts
-
-
-def _check_names(kind: str, names: Sequence[str], known: Sequence[str]) -> None:
-    for name in names:
-        if name not in known:
-            raise ValueError(f"unknown {kind} {name!r}; use some of {', '.join(known)}")

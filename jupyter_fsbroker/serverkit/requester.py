@@ -38,13 +38,14 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import RootModel
 
 from ..wire.catalogue import NOT_GRANTED
+from ..wire.methods import OPERATIONS
 from .answers import ConsentResult, PathConsentResult, RootEntry, roots_from_result
 from .direct import current_channel
 from .exceptions import FilesRequestError, InvalidParamsError, PermissionDeniedError, error_from_jsonrpc
 from .lenient import compact_params
 from .retry import RetryPolicy, Timeouts
 
-__all__ = ["ConsentPaths", "Policies", "Requester", "consent_may_cure", "flat_groups"]
+__all__ = ["ConsentPaths", "Policies", "Requester", "check_names", "consent_may_cure", "flat_groups"]
 
 #: The paths of a consent: one, several, or ``{path: operations}`` (the per-path form).
 ConsentPaths = str | Sequence[str] | Mapping[str, Sequence[str]]
@@ -52,6 +53,13 @@ ConsentPaths = str | Sequence[str] | Mapping[str, Sequence[str]]
 log = logging.getLogger(__name__)
 
 _RawRequest = mcp_types.Request[dict[str, Any], str]
+
+
+def check_names(kind: str, names: Sequence[str], known: Sequence[str]) -> None:
+    """Raise ``ValueError`` for the first of *names* that is not one of *known*."""
+    for name in names:
+        if name not in known:
+            raise ValueError(f"unknown {kind} {name!r}; use some of {', '.join(known)}")
 
 
 class _RawResult(RootModel[dict[str, Any]]):
@@ -124,6 +132,9 @@ class Requester:
         consent_access: Mapping[str, Sequence[str]] | None = None,
         per_path_consent: bool = False,
     ) -> None:
+        check_names("operation", consent_operations, OPERATIONS)
+        for ops in (consent_access or {}).values():
+            check_names("operation", ops, OPERATIONS)
         self._session = session
         self._per_path_consent = per_path_consent
         self._metadata = ServerMessageMetadata(related_request_id=request_id)
@@ -225,6 +236,19 @@ class Requester:
         )
         result = await self.request("files/consent", request, timeout=self.timeouts.consent)
         return ConsentResult.from_result(result, asked, asked_ops)
+
+    async def require_consent(
+        self, message: str, paths: ConsentPaths, operations: Sequence[str] | None = None
+    ) -> ConsentResult:
+        """:meth:`consent`, raising :class:`PermissionDeniedError` (``consent_refused``) on a refusal."""
+        answer = await self.consent(message, paths, operations)
+        if not answer.granted:
+            raise PermissionDeniedError(
+                "the user did not grant access",
+                data={"error": "PERMISSION_DENIED", "reason": "consent_refused"},
+                method="files/consent",
+            )
+        return answer
 
     async def _flat_consents(self, message: str, access: Mapping[str, Sequence[str]]) -> PathConsentResult:
         """*access* asked of a client that knows only the flat form: one request per set of operations.

@@ -10,17 +10,18 @@ slow for its buffer loses events (counted), never the connection.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..wire.methods import WATCH_EVENTS
 from .answers import ChangeEvent
 from .exceptions import ClientDisconnectedError, ClientInternalError, NotFoundError
 from .lenient import compact_params, get_opt_str
 from .peers import ConnectionFiles
-from .requester import Requester
+from .requester import Requester, check_names
 
 __all__ = ["Watch"]
 
@@ -42,14 +43,16 @@ class Watch:
         connection: ConnectionFiles,
         path: str,
         recursive: bool,
-        events: tuple[str, ...] | None,
+        events: Sequence[str] | None,
         buffer: int,
         *,
         on_close: Callable[[Watch], None] | None = None,
     ) -> None:
+        if events is not None:
+            check_names("event", events, WATCH_EVENTS)
         self.path = path
         self.recursive = recursive
-        self.events = events
+        self.events = None if events is None else tuple(events)
         self.watch_id: str | None = None
         self._requester = requester
         self._conn = connection

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import codecs
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,17 @@ class WriteOptions:
     if_match: str | None
     keep_locked: bool
     lock_id: str | None
+
+    @classmethod
+    def from_keywords(cls, options: Mapping[str, Any]) -> WriteOptions:
+        """The options of :meth:`FilesClient.write_bytes`' keyword parameters, with their defaults."""
+        return cls(
+            create=options.get("create", True),
+            exclusive=options.get("exclusive", False),
+            if_match=options.get("if_match"),
+            keep_locked=options.get("keep_locked", False),
+            lock_id=options.get("lock_id"),
+        )
 
     def params(self, path: str, content: str, encoding: str, *, first: bool, final: bool) -> dict[str, Any]:
         """The params of one ``files/write``: the first chunk carries the conditions, the final the lock."""
