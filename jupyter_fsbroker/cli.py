@@ -102,12 +102,35 @@ def build_parser() -> argparse.ArgumentParser:
         description="Broker an MCP server's access to local folders (SEP-1708 files/*).",
     )
     commands = parser.add_subparsers(dest="subcommand", metavar="COMMAND", parser_class=_Parser)
+    _add_connect_parser(commands)
+    _add_trash_parser(commands)
+    _add_signout_parser(commands)
+    return parser
+
+
+def _add_connect_parser(commands: Any) -> None:
+    """``connect``: its options in the order ``--help`` shows them."""
     c = commands.add_parser(
         "connect",
         help="connect to an MCP server and serve its files/* requests",
         description="Connect to an MCP server (--url URL, or -- COMMAND [ARG...] over stdio) "
         "and answer its files/* requests for the shared roots.",
     )
+    _add_root_options(c)
+    _add_connection_options(c)
+    _add_sandbox_options(c)
+    _add_auth_options(c)
+    _add_call_options(c)
+    _add_audit_options(c)
+    # --call's limit, listed last (where --help has always shown it).
+    c.add_argument(
+        "--timeout", type=float, default=300.0, metavar="SECONDS", help="limit for --call (default 300)"
+    )
+    c.add_argument("command", nargs=argparse.REMAINDER, help="after --: the server command and its arguments")
+
+
+def _add_root_options(c: argparse.ArgumentParser) -> None:
+    """The shared roots and the grants given beforehand."""
     c.add_argument(
         "--root", action="append", default=[], metavar="[NAME=]DIR", help="a read-write root (repeatable)"
     )
@@ -122,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="pre-approve a root-relative PATH for OPS, a comma list of read,write,delete,watch "
         "(default read)",
     )
+
+
+def _add_connection_options(c: argparse.ArgumentParser) -> None:
+    """Which server, how it is named, what it learns of the roots, what of it is shown."""
     c.add_argument("--url", help="the server's Streamable HTTP endpoint")
     c.add_argument(
         "--header", action="append", default=[], metavar="'NAME: VALUE'", help="an HTTP header (repeatable)"
@@ -151,6 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not show the server's stderr, nor its log messages below warning",
     )
+
+
+def _add_sandbox_options(c: argparse.ArgumentParser) -> None:
+    """The confinement of a local server."""
     c.add_argument(
         "--sandbox",
         action="store_true",
@@ -178,6 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--no-sandbox", action="store_true", help=f"do not confine it, whatever {ENV_DEFAULT} says"
     )
+
+
+def _add_auth_options(c: argparse.ArgumentParser) -> None:
+    """Signing in to a server that asks for MCP authorization."""
     c.add_argument("--oauth-client-id", metavar="ID", help="sign in as this pre-registered OAuth client")
     c.add_argument(
         "--oauth-client-secret",
@@ -194,11 +229,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--no-browser", action="store_true", help="print the sign-in page's address, do not open a browser"
     )
+
+
+def _add_call_options(c: argparse.ArgumentParser) -> None:
+    """Calling one tool (or listing the tools) instead of serving."""
     c.add_argument("--call", metavar="TOOL", help="call TOOL, print its result as JSON and exit")
     c.add_argument(
         "--list-tools", action="store_true", help="print the server's tools as JSON (one list) and exit"
     )
     c.add_argument("--args", default="{}", metavar="JSON", help="the tool's arguments (default {})")
+
+
+def _add_audit_options(c: argparse.ArgumentParser) -> None:
+    """The audit log and the trash that deletes go to."""
     c.add_argument("--audit", metavar="FILE", help="append audit records to FILE as JSON Lines")
     c.add_argument(
         "--audit-required",
@@ -218,18 +261,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="how much the trash holds in all; a larger delete is refused (default 1 GiB, or a tenth "
         "of the trash's disk if that is smaller)",
     )
-    c.add_argument(
-        "--timeout", type=float, default=300.0, metavar="SECONDS", help="limit for --call (default 300)"
-    )
-    c.add_argument("command", nargs=argparse.REMAINDER, help="after --: the server command and its arguments")
-    _add_trash_parser(commands)
+
+
+def _add_signout_parser(commands: Any) -> None:
+    """``signout URL``."""
     out = commands.add_parser(
         "signout",
         help="forget the sign-in to a server",
         description="Forget the tokens kept for the server at URL: the next connection signs in again.",
     )
     out.add_argument("url", metavar="URL", help="the server's Streamable HTTP endpoint")
-    return parser
 
 
 def _oauth(args: argparse.Namespace) -> OAuth:
