@@ -163,13 +163,98 @@ def test_no_import_cycle() -> None:
 # -- module size -----------------------------------------------------------------------------------
 
 #: A module longer than this almost always holds more than one concept.
-MAX_LINES = 800
+MAX_LINES = 600
+
+#: Modules allowed past :data:`MAX_LINES`, each until it is split, and never past this.
+OVERSIZED_LINES = 800
+OVERSIZED = frozenset(
+    {
+        # Its split (with protocol/middleware.py and protocol/transports/pipes.py) is under way.
+        f"{NAME}/protocol/server_connection.py",
+    }
+)
 
 
-def test_no_module_over_800_lines() -> None:
+def test_no_module_over_600_lines() -> None:
+    """No module has more than 600 lines (blank lines, comments and docstrings included).
+
+    The modules in ``OVERSIZED`` may have up to 800 until they are split; one that is back
+    under 600 must leave the list, so the list names only what is still too long.
+    """
     sizes = {_relative(p): len(p.read_text(encoding="utf-8").splitlines()) for p in MODULES.values()}
-    offenders = {path: lines for path, lines in sorted(sizes.items()) if lines > MAX_LINES}
+    offenders = {
+        path: lines
+        for path, lines in sorted(sizes.items())
+        if lines > (OVERSIZED_LINES if path in OVERSIZED else MAX_LINES)
+    }
     assert offenders == {}, f"modules over {MAX_LINES} lines: {offenders}"
+    stale = sorted(path for path in OVERSIZED if sizes.get(path, 0) <= MAX_LINES)
+    assert stale == [], f"no longer over {MAX_LINES} lines (remove them from OVERSIZED): {stale}"
+
+
+# -- function size ---------------------------------------------------------------------------------
+
+#: A function with more lines of code than this almost always does more than one thing.
+MAX_FUNCTION_LINES = 80
+
+#: The written reason that lets a function be longer: ``# long: <reason>``.
+_LONG = re.compile(r"#\s*long:\s*\S")
+
+
+def long_functions(paths: list[Path]) -> dict[str, int]:
+    """``{"file:line name": lines of code}`` of the functions of *paths* over the limit, unexplained.
+
+    Lines of code are the function's lines (nested functions included) that are not blank,
+    a comment or a docstring. A function is explained by a ``# long: <reason>`` comment on
+    its ``def`` line, on the line above it, or above its first decorator.
+    """
+    found: dict[str, int] = {}
+    for path in paths:
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        tree = ast.parse(source, str(path))
+        docstrings = _docstring_lines(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            span = range(node.lineno, (node.end_lineno or node.lineno) + 1)
+            code = [n for n in span if n not in docstrings and lines[n - 1].strip()[:1] not in ("", "#")]
+            if len(code) <= MAX_FUNCTION_LINES:
+                continue
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            marks = {node.lineno, node.lineno - 1, first - 1} - {0}
+            if not any(_LONG.search(lines[n - 1]) for n in marks):
+                found[f"{_relative(path)}:{node.lineno} {node.name}"] = len(code)
+    return found
+
+
+def test_the_function_measure_counts_code_and_reads_reasons(tmp_path: Path) -> None:
+    def function(name: str, code_lines: int, above: str = "") -> str:
+        body = "\n".join(f"    x{i} = {i}  # why" for i in range(code_lines - 2))
+        doc = '    """A docstring\n\n    of four lines.\n    """'
+        return f"{above}\ndef {name}():\n{doc}\n\n    # a comment\n{body}\n    return x0\n"
+
+    source = tmp_path / "mod.py"
+    source.write_text(
+        function("fits", 80)
+        + function("too_long", 81)
+        + function("explained", 81, "# long: one table, row by row")
+        + function("no_reason", 81, "# long:")
+        + function("decorated", 81, "# long: one table\n@staticmethod")
+    )
+    lines = source.read_text().splitlines()
+    line_of = {name: lines.index(f"def {name}():") + 1 for name in ("too_long", "no_reason")}
+    assert long_functions([source]) == {f"{source.name}:{n} {name}": 81 for name, n in line_of.items()}
+
+
+def test_no_function_over_80_lines_of_code() -> None:
+    """No function has more than 80 lines of code without a written reason.
+
+    Measured as :func:`long_functions` says (docstrings, comments and blank lines aside); the
+    reason is a ``# long: <reason>`` comment on the ``def`` line or the line above.
+    """
+    found = long_functions(list(MODULES.values()))
+    assert found == {}, f"functions over {MAX_FUNCTION_LINES} lines of code without # long: {found}"
 
 
 # -- names -----------------------------------------------------------------------------------------
