@@ -17,7 +17,6 @@ import pytest
 
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
-from jupyter_fsbroker.core.serverlog import LogEntry
 from jupyter_fsbroker.protocol import (
     ConnectError,
     ConnectionClosedError,
@@ -362,34 +361,41 @@ async def test_a_cancelled_connect_stops_the_server(broker: Broker, tmp_path: Pa
 
 @pytest.mark.anyio
 async def test_a_request_waiting_for_the_name_is_answered_closed_when_the_connection_closes(
-    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest
 ) -> None:
     # Unnamed, the connection opens its broker side only once initialize is answered; this
     # server asks files/read first and never answers, so the request waits for a name that
     # never comes. Closing the connection then answers it as the core answers a closed one.
     out = tmp_path / "received.json"
-    sent = anyio.Event()
+    waiting = anyio.Event()
 
-    def on_log(entry: LogEntry) -> None:
-        if entry.text.strip() == "sent files/read":
-            sent.set()
+    class Waiting(logging.Handler):
+        # The desk says so on the loop, this test's own thread, once the request waits.
+        def emit(self, record: logging.LogRecord) -> None:
+            if "waits for the connection to be named" in record.getMessage():
+                waiting.set()
+
+    desk_log = logging.getLogger("jupyter_fsbroker.protocol.desk.core_slot")
+    handler, level = Waiting(), desk_log.level
+    desk_log.addHandler(handler)
+    desk_log.setLevel(logging.DEBUG)
+    request.addfinalizer(lambda: (desk_log.removeHandler(handler), desk_log.setLevel(level)))
 
     with anyio.fail_after(TIMEOUT):
         with anyio.CancelScope() as scope:
 
-            async def close_once_sent() -> None:
-                await sent.wait()
+            async def close_once_waiting() -> None:
+                await waiting.wait()
                 scope.cancel()  # closes the connection while it is connecting
 
             async with anyio.create_task_group() as tg:
-                tg.start_soon(close_once_sent)
+                tg.start_soon(close_once_waiting)
                 await connect(
                     broker,
                     None,
                     command=sys.executable,
                     args=[EARLY_REQUEST_SERVER, str(out)],
                     timeout=None,
-                    on_log=on_log,
                 )
     assert scope.cancelled_caught
     answers = [message for message in json.loads(out.read_text()) if message.get("id") == "early"]

@@ -17,6 +17,7 @@ answers are encoded in.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,8 @@ from .desk import FilesRoute
 from .route import CONSENT
 
 __all__ = ["CoreSlot"]
+
+log = logging.getLogger(__name__)
 
 
 class CoreSlot:
@@ -102,8 +105,9 @@ class CoreSlot:
     async def handle(self, method: str, params: Any) -> dict[str, Any]:
         """On the loop: answer one request (waiting for the name first, if need be)."""
         self._requested()
-        if self._connection is None:
+        if self._connection is None and not self._settled.is_set():
             # A server that asks before the handshake ended: wait for the name.
+            log.debug("%s waits for the connection to be named", method)
             await self._settled.wait()
         if self._connection is None:
             raise ClosedError("the connection closed before it was named")
