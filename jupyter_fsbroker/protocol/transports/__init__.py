@@ -1,6 +1,7 @@
 """The client's transports to MCP servers: stdio and Streamable HTTP.
 
-Over stdio, :mod:`.spawn` starts a server and :mod:`.pipes` carries its messages; over
+Over stdio, :mod:`.spawn` starts a server and :mod:`.pipes` carries its messages (framed
+into lines by :mod:`.lines`); over
 Streamable HTTP, :mod:`.http`.
 
 :mod:`.openers` holds the two ways to reach a server that the connection uses

@@ -9,7 +9,7 @@ Why not mcp's ``stdio_client`` (mcp 2.3; the figures are in
 * it re-splits its whole line buffer on every pipe read
   (``(buffer + chunk).split("\\n")``): quadratic in the message size, so that
   staged writes of large chunks cost the client more than twice the CPU they
-  cost here. Here each byte is searched for a newline once.
+  cost here. Here each byte is searched for a newline once (:mod:`.lines`).
 * it drops a line that fails validation without answering it, so a server's
   malformed request waits out its own timeout. Here every line goes through
   :func:`~jupyter_fsbroker.protocol.framing.parse_message` and a malformed one reaches the middleware,
@@ -48,7 +48,8 @@ from mcp.shared.message import SessionMessage
 
 from ...core.hop import post
 from ..desk.route import Where
-from ..framing import MAX_MESSAGE_BYTES, MalformedMessage, parse_message, too_large
+from ..framing import MalformedMessage, parse_message, too_large
+from .lines import LineSplitter
 from .reading import ReadingThreads
 
 __all__ = ["PipeReader", "PipeWriter"]
@@ -87,10 +88,7 @@ class PipeReader:
         self._items: collections.deque[tuple[_Item, int]] = collections.deque()
         self._queued_bytes = 0
         self._waiter: asyncio.Future[None] | None = None
-        self._buffer = bytearray()
-        self._searched = 0  # bytes at the start of _buffer known to hold no newline
-        self._skipped: int | None = None  # bytes of an over-long line dropped so far
-        self._skipped_prefix = b""
+        self._lines = LineSplitter(self._line, self._too_long)
         self._read_size = _READ_MIN
         self._eof = False
         self._closed = False
@@ -175,11 +173,11 @@ class PipeReader:
         if data is None or self._closed:
             return True
         if not data:
-            self._last_line()
+            self._lines.end()  # a last message without its newline
             self._flush_candidate()
             self._post(self.detach)
             return False
-        self._feed(data)
+        self._lines.feed(data)
         candidate, self._candidate = self._candidate, None
         if candidate is not None:
             assert self._take is not None and self._threads is not None
@@ -279,58 +277,19 @@ class PipeReader:
             return
         if self._closed:
             return  # draining: a server blocked on a full pipe could not exit
-        self._feed(data)
+        self._lines.feed(data)
         if self._full():
             self._watch(False)
 
-    def _feed(self, data: bytes) -> None:
-        if self._skipped is not None:
-            end = data.find(b"\n")
-            if end < 0:
-                self._skipped += len(data)
-                return
-            self._push(too_large(self._skipped_prefix, self._skipped + end), 0)
-            self._skipped = None
-            data = data[end + 1 :]
-        buffer = self._buffer
-        if not buffer:
-            # The common case: whole messages in one read, framed without a copy into the buffer.
-            start = 0
-            end = data.find(b"\n")
-            while end >= 0:
-                self._line(data[start:end])
-                start = end + 1
-                end = data.find(b"\n", start)
-            if start < len(data):
-                buffer += data[start:] if start else data
-            self._searched = len(buffer)
-        else:
-            buffer += data
-            end = buffer.find(b"\n", self._searched)
-            start = 0
-            while end >= 0:
-                self._line(buffer[start:end])
-                start = end + 1
-                end = buffer.find(b"\n", start)
-            if start:
-                del buffer[:start]
-            self._searched = len(buffer)
-        if len(buffer) > MAX_MESSAGE_BYTES:
-            self._skipped = len(buffer)
-            self._skipped_prefix = bytes(buffer[:4096])
-            buffer.clear()
-            self._searched = 0
-
     def _line(self, line: bytes | bytearray) -> None:
-        if len(line) > MAX_MESSAGE_BYTES:
-            self._push(too_large(bytes(line[:4096]), len(line)), 0)
-        elif line.strip():
-            item = parse_message(line)
-            if self._threads is not None:
-                self._line_on_thread(item, len(line))
-                return
-            if not self._intercepted(item):
-                self._push(item, len(line))
+        item = parse_message(line)
+        if self._threads is not None:
+            self._line_on_thread(item, len(line))
+        elif not self._intercepted(item):
+            self._push(item, len(line))
+
+    def _too_long(self, prefix: bytes, size: int) -> None:
+        self._push(too_large(prefix, size), 0)
 
     def _intercepted(self, item: _Item | MalformedMessage) -> bool:
         take = self._take
@@ -365,13 +324,8 @@ class PipeReader:
         return len(self._items) >= _QUEUE_MESSAGES or self._queued_bytes >= _QUEUE_BYTES
 
     def _end(self) -> None:
-        self._last_line()
+        self._lines.end()  # a last message without its newline
         self.detach()
-
-    def _last_line(self) -> None:
-        if self._buffer.strip() and self._skipped is None:
-            self._line(self._buffer)  # a last message without its newline
-        self._buffer.clear()
 
     def _wake(self) -> None:
         waiter = self._waiter
