@@ -82,8 +82,7 @@ from ..core.limits import Limits
 from ..wire.brokering import BROKERING_FEATURES, PER_PATH_CONSENT, roots_capability
 from ..wire.methods import CHANGED_NOTIFICATION, FILES_PREFIX
 from .desk.budget import MemoryBudget
-from .desk.core_slot import CoreSlot
-from .desk.desk import FilesDesk, FilesHandler, FilesRoute
+from .desk.desk import CoreState, FilesDesk, FilesHandler, FilesRoute
 from .desk.route import Route, Where
 from .framing import MalformedMessage
 from .roots_gate import RootsGate
@@ -96,6 +95,7 @@ __all__ = [
     "PER_PATH_CONSENT",
     "ROOTS_CAPABILITY",
     "BrokerMiddleware",
+    "FilesCore",
     "FilesHandler",
     "MessageReader",
     "MessageWriter",
@@ -120,6 +120,30 @@ class RootsProvider(Protocol):
         ...
 
 
+class FilesCore(CoreState, Protocol):
+    """The broker side of a connection as the desk asks it (:class:`~.desk.core_slot.CoreSlot`)."""
+
+    async def handle(self, method: str, params: Any) -> dict[str, Any]:
+        """On the loop: the result of one ``files/*`` request, or a :class:`~.core.errors.FilesError`."""
+        ...
+
+    def route(self, method: str) -> FilesRoute | None:
+        """Where a request of *method* can be answered off the loop; ``None``: on it."""
+        ...
+
+    def memory_budget(self) -> int:
+        """Bytes the connection's answers may hold while produced and until written (read per request)."""
+        ...
+
+    def read_sizes(self) -> tuple[int, int, int]:
+        """The default and largest ``files/read`` length and the most ``files/list`` entries."""
+        ...
+
+    def buffers(self) -> BufferPool | None:
+        """What lends the buffers large answers are encoded in (``None``: none yet)."""
+        ...
+
+
 class MessageReader(Protocol):
     """The read side of a transport: what the transports of :mod:`.transports` (or mcp's) yield first."""
 
@@ -135,15 +159,11 @@ class MessageWriter(Protocol):
 #: How many ``files/*`` requests of one connection are handled at once, by default.
 DEFAULT_MAX_IN_FLIGHT = Limits.max_in_flight
 
-#: The default memory budget of one connection's answers, in bytes (see :mod:`.budget`).
-DEFAULT_MEMORY_BUDGET = 32 * 1024 * 1024
-
 # Client→server notifications queued at once before they wait for the transport;
 # beyond that, watch events are dropped (and logged) rather than piling up.
 _OUTBOX_SIZE = 10_000
 
 _Stream = MemoryObjectSendStream[SessionMessage | Exception]
-_Sizes = tuple[int, int, int]
 _Answer = tuple[str, dict[str, Any]]
 _INITIALIZED = "notifications/initialized"
 _ROOTS_CHANGED = "notifications/roots/list_changed"
@@ -159,9 +179,9 @@ class BrokerMiddleware:
         The transport's streams (as yielded by the project's transports in
         :mod:`.transports`, or by mcp's ``stdio_client`` and
         ``streamable_http_client``).
-    handle_files
-        Awaited for each ``files/*`` request with ``(method, params)``; returns
-        the result or raises :class:`~jupyter_fsbroker.core.errors.FilesError`.
+    core
+        The broker side as the desk sees it (:class:`FilesCore`; the connection's
+        :class:`~.desk.core_slot.CoreSlot`): it answers ``files/*`` and says the limits.
     roots
         Answers each ``roots/list``; says whether locations are offered.
     on_transport_closed
@@ -171,29 +191,11 @@ class BrokerMiddleware:
         Names the connection in log messages.
     max_in_flight
         How many ``files/*`` requests of this connection are handled at once.
-    memory_budget
-        Bytes that this connection's answers may hold while they are produced
-        and until they are written (see :mod:`.budget`), or a callable
-        returning it (read for every request, so a change applies at once).
-    read_sizes
-        ``(default, maximum)`` length of a ``files/read`` and the most entries
-        of a ``files/list``, for estimating answers (the core's limits), or a
-        callable returning them.
     roots_gate
         Told about the roots' exchange (see :mod:`.roots_gate`).
     on_initialize_result
         Called on the event loop with the raw result of ``initialize`` before
         the session sees it.
-    route_files
-        ``route_files(method)``: where a ``files/*`` request may be answered
-        off the loop (see :mod:`.desk`), or ``None`` for the task's way.
-    buffers
-        Returns what lends the buffers large answers are encoded in (see
-        :mod:`.framing`; the core connection's, once there is one).
-    core
-        The broker side as the desk sees it (:class:`~.desk.core_slot.CoreSlot`):
-        given, it answers ``files/*`` and says the limits, in place of
-        *handle_files*, *route_files*, *memory_budget*, *read_sizes* and *buffers*.
 
     Notes
     -----
@@ -208,41 +210,26 @@ class BrokerMiddleware:
         read_stream: MessageReader,
         write_stream: MessageWriter,
         *,
-        handle_files: FilesHandler | None = None,
+        core: FilesCore,
         roots: RootsProvider,
         on_transport_closed: Callable[[], None] | None = None,
         label: str = "",
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-        memory_budget: int | Callable[[], int] = DEFAULT_MEMORY_BUDGET,
-        read_sizes: _Sizes | Callable[[], _Sizes] = (1024 * 1024, 2 * 1024 * 1024, 10_000),
         roots_gate: RootsGate | None = None,
         on_initialize_result: Callable[[dict[str, Any]], None] | None = None,
-        route_files: Callable[[str], FilesRoute | None] | None = None,
-        buffers: Callable[[], BufferPool | None] | None = None,
-        core: CoreSlot | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
-        if core is not None:
-            handle_files, route_files, buffers = core.handle, core.route, core.buffers
-            memory_budget, read_sizes = core.memory_budget, core.read_sizes
-        if handle_files is None:
-            raise TypeError("give handle_files, or the core slot that answers files/*")
         self._core = core
-        self._budget_limit = memory_budget if callable(memory_budget) else (lambda: memory_budget)
-        self._read_sizes = read_sizes if callable(read_sizes) else (lambda: read_sizes)
         self._malformed = 0
         self._read = read_stream
         self._write = write_stream
-        self._handle_files = handle_files
         self._roots = roots
         self._on_transport_closed = on_transport_closed
         self._label = label
         self._max_in_flight = max_in_flight
         self._gate = roots_gate
         self._on_initialize_result = on_initialize_result
-        self._route_files = route_files
-        self._buffers = buffers
         self._desk: FilesDesk | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -297,13 +284,13 @@ class BrokerMiddleware:
         self._desk = FilesDesk(
             self._loop,
             self._write,
-            handle=self._handle_files,
-            route=self._route_files,
-            budget_limit=self._budget_limit,
-            read_sizes=self._read_sizes,
+            handle=self._core.handle,
+            route=self._core.route,
+            budget_limit=self._core.memory_budget,
+            read_sizes=self._core.read_sizes,
             max_in_flight=self._max_in_flight,
             gate=self._gate,
-            buffers=self._buffers,
+            buffers=self._core.buffers,
             on_failure=self._failed,
             core=self._core,
             label=self._label,

@@ -19,6 +19,7 @@ from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPC
 
 from jupyter_fsbroker.core.errors import FileLocked, NotFound, to_jsonrpc_error
 from jupyter_fsbroker.protocol.middleware import ROOTS_CAPABILITY, BrokerMiddleware
+from tests.support.files_core import HandlerCore
 from tests.support.roots import StaticRoots
 
 TIMEOUT = 5.0
@@ -69,7 +70,7 @@ async def wired(
     middleware = BrokerMiddleware(
         read_stream,
         write_stream,
-        handle_files=handle,
+        core=HandlerCore(handle),
         roots=StaticRoots({"roots": list(ROOTS)}),
         on_transport_closed=None if closed is None else lambda: closed.append("closed"),
         label="test",
@@ -309,7 +310,7 @@ async def test_one_connection_runs_a_bounded_number_of_requests_at_once() -> Non
         gates[2].set()
         assert {(await wire.to_server()).id for _ in range(2)} == {1, 2}  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="at least 1"):
-        BrokerMiddleware(None, None, handle_files=echo, roots=StaticRoots(), max_in_flight=0)
+        BrokerMiddleware(None, None, core=HandlerCore(echo), roots=StaticRoots(), max_in_flight=0)
 
 
 def test_the_protocol_package_loads_mcp_and_the_client_only_when_asked() -> None:

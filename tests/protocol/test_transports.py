@@ -18,6 +18,7 @@ from jupyter_fsbroker.protocol.framing import MalformedMessage
 from jupyter_fsbroker.protocol.middleware import BrokerMiddleware
 from jupyter_fsbroker.protocol.transports.spawn import spawn
 from tests.protocol.test_client_middleware import TIMEOUT, request, wired
+from tests.support.files_core import HandlerCore
 from tests.support.processes import pid_alive
 from tests.support.roots import StaticRoots
 
@@ -44,9 +45,8 @@ async def test_requests_past_the_budget_wait_and_too_many_waiting_are_refused() 
     middleware = BrokerMiddleware(
         read_stream,
         write_stream,
-        handle_files=handle,
+        core=HandlerCore(handle, budget=lambda: 5 * MIN_HELD),
         roots=StaticRoots(),
-        memory_budget=lambda: 5 * MIN_HELD,
     )
     async with middleware.attach(), server_send, server_recv, read_stream, write_stream:
         middleware.budget.max_waiting = 3

@@ -25,6 +25,7 @@ from jupyter_fsbroker.core.pool import RequestPool
 from jupyter_fsbroker.protocol.desk.desk import FilesRoute
 from jupyter_fsbroker.protocol.middleware import BrokerMiddleware
 from jupyter_fsbroker.protocol.transports.pipes import PipeReader, PipeWriter
+from tests.support.files_core import HandlerCore
 from tests.support.roots import StaticRoots
 
 pytestmark = pytest.mark.anyio
@@ -97,12 +98,10 @@ async def served(
     middleware = BrokerMiddleware(
         reader,
         writer,
-        handle_files=on_loop,
+        core=HandlerCore(on_loop, budget=lambda: memory_budget, router=route),
         roots=StaticRoots(),
         label="test",
         max_in_flight=max_in_flight,
-        memory_budget=memory_budget,
-        route_files=route,
     )
     from_client = os.fdopen(server_in, "rb")
     try:
