@@ -11,14 +11,13 @@ from __future__ import annotations
 import ast
 import fnmatch
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.env import server_env
+from tests.support.env import run_python
 
 PACKAGE = Path(__file__).resolve().parents[1] / "jupyter_fsbroker"
 FORBIDDEN_IN_CORE = (
@@ -213,14 +212,7 @@ def loaded_by(statement: str) -> set[str]:
         f"{statement}\n"
         "print(json.dumps(sorted({getattr(m, '__name__', k) for k, m in list(sys.modules.items())})))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **server_env()},
-        check=False,
-    )
+    out = run_python(code)
     assert out.returncode == 0, out.stderr[-3000:]
     return set(json.loads(out.stdout))
 
@@ -266,12 +258,5 @@ def test_a_public_name_of_the_root_loads_its_layer_on_first_use() -> None:
         "from jupyter_fsbroker._version import __version__\n"
         "print(before, Broker is Engine, jupyter_fsbroker.__version__ is __version__)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **server_env()},
-        check=True,
-    )
+    out = run_python(code, check=True)
     assert out.stdout.split() == ["False", "True", "True"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import types
 from typing import Any
@@ -11,7 +9,7 @@ from typing import Any
 import pytest
 
 from jupyter_fsbroker import _lazy
-from tests.support.env import REPO, server_env
+from tests.support.env import REPO, run_python
 from tests.support.sources import absolute_imports, parse
 
 
@@ -66,14 +64,7 @@ def test_the_lazy_packages_load_their_heavy_modules_only_when_asked() -> None:
         "jupyter_fsbroker.widgets.Dashboard\n"
         "print('ipywidgets' in sys.modules)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **server_env()},
-        check=True,
-    )
+    out = run_python(code, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "True"]
 
 

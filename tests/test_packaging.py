@@ -26,7 +26,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from tests.support.env import REPO, server_env
+from tests.support.env import REPO, run_python
 from tests.support.sources import NAME, PACKAGE, absolute_imports, package_modules, parse
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
@@ -142,14 +142,7 @@ def test_the_version_says_unknown_when_the_package_is_not_installed() -> None:
         f"import {NAME}\n"
         f"print({NAME}.__version__)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **server_env()},
-        check=True,
-    )
+    out = run_python(code, timeout=60, check=True)
     assert out.stdout.strip() == "0+unknown"
 
 
@@ -178,14 +171,7 @@ print(len(names))
 def test_the_package_imports_without_o_path() -> None:
     """Every module imports on a platform without ``os.O_PATH`` (macOS), tried on Linux by hiding
     it in a subprocess. How the core resolves paths without it is tested in ``tests/core``."""
-    out = subprocess.run(
-        [sys.executable, "-c", WITHOUT_O_PATH],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **server_env()},
-        check=False,
-    )
+    out = run_python(WITHOUT_O_PATH)
     assert out.returncode == 0, out.stderr[-3000:]
     assert int(out.stdout.strip()) == len(package_modules()) - 2  # all but the package and __main__
 

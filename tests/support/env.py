@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 #: The root of this checkout.
@@ -18,3 +20,18 @@ def server_env() -> dict[str, str]:
     """
     path = os.environ.get("PYTHONPATH")
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(REPO), path) if p)}
+
+
+def run_python(code: str, *, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run *code* in a fresh interpreter importing this checkout; its output as text, once it ends.
+
+    With *check*, a non-zero exit raises :class:`subprocess.CalledProcessError`.
+    """
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **server_env()},
+        check=check,
+    )
