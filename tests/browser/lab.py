@@ -115,6 +115,10 @@ class JupyterLab:
         The JupyterLab theme to start with (``"JupyterLab Light"`` or ``"JupyterLab Dark"``).
     labextension
         Serve this checkout's JupyterLab extension (else it is disabled).
+    base_url
+        The server's ``ServerApp.base_url`` (a JupyterHub user's ``/user/<name>/``, say).
+    server_args
+        More command-line options for the server (``--KernelManager.transport=ipc``, say).
 
     Attributes
     ----------
@@ -127,9 +131,20 @@ class JupyterLab:
     """
 
     def __init__(
-        self, base: Path, *, app: str = "jupyterlab", theme: str | None = None, labextension: bool = False
+        self,
+        base: Path,
+        *,
+        app: str = "jupyterlab",
+        theme: str | None = None,
+        labextension: bool = False,
+        base_url: str = "/",
+        server_args: tuple[str, ...] = (),
     ) -> None:
+        if not (base_url.startswith("/") and base_url.endswith("/")):
+            raise ValueError(f"base_url must start and end with '/': {base_url!r}")
         self.app = app
+        self.base_url = base_url
+        self.server_args = server_args
         self.base = base
         self.root = base / "notebooks"
         self.root.mkdir(parents=True, exist_ok=True)
@@ -161,7 +176,7 @@ class JupyterLab:
     @property
     def url(self) -> str:
         """The server's base URL, ending with ``/``."""
-        return f"http://127.0.0.1:{self.port}/"
+        return f"http://127.0.0.1:{self.port}{self.base_url}"
 
     def command(self) -> list[str]:
         lab_only = [
@@ -185,9 +200,11 @@ class JupyterLab:
             "--ServerApp.allow_root=True",  # containers and CI often run as root
             # A safety net should the test process die without stopping it.
             "--ServerApp.shutdown_no_activity_timeout=600",
+            f"--ServerApp.base_url={self.base_url}",
             *(lab_only if self.app == "jupyterlab" else []),
             # window.jupyterapp, for tests that run the application's commands
             f"--{'LabApp' if self.app == 'jupyterlab' else 'JupyterNotebookApp'}.expose_app_in_browser=True",
+            *self.server_args,
         ]
 
     # -- lifetime ------------------------------------------------------------------------------
@@ -321,14 +338,15 @@ class JupyterLab:
             raise JupyterLabError(f"{method} /{path}: HTTP {exc.code}: {detail}") from None
         return json.loads(raw) if raw.strip() else None
 
-    def create_notebook(self, name: str, cells: list[str]) -> str:
-        """Save a Python notebook *name* (in :attr:`root`) made of *cells*; return its path for the URL."""
+    def create_notebook(self, name: str, cells: list[str], *, kernel: str = "python3") -> str:
+        """Save a Python notebook *name* (in :attr:`root`) made of *cells*, for the kernelspec *kernel*;
+        return its path for the URL."""
         notebook = {
             "nbformat": 4,
             "nbformat_minor": 5,
             "metadata": {
                 "kernelspec": {
-                    "name": "python3",
+                    "name": kernel,
                     "display_name": "Python 3 (ipykernel)",
                     "language": "python",
                 },
