@@ -97,6 +97,15 @@ def test_the_built_extension_carries_the_version_of_pyproject() -> None:
     assert (BUILT / "static" / "style.js").is_file()
 
 
+def test_the_built_extension_ships_the_oauth_callback_page_as_written() -> None:
+    """The wheel installs the built folder: the callback page must be in its static/ (served there)."""
+    static = _built() / "static"
+    for name in ("oauth-callback.html", "oauth-callback.js"):
+        assert (static / name).read_bytes() == (SOURCE / "static" / name).read_bytes(), name
+    ensured = PYPROJECT["tool"]["hatch"]["build"]["hooks"]["jupyter-builder"]["ensured-targets"]
+    assert "jupyter_fsbroker/labextension/static/oauth-callback.html" in ensured  # no wheel without it
+
+
 def test_jupyter_labextension_list_shows_it_enabled_and_ok(tmp_path: Path) -> None:
     built = _built()
     data = tmp_path / "data"
