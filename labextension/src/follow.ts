@@ -13,6 +13,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { KernelLink } from './link';
 import { BrokerModel, FileBrokerModel } from './model';
+import { IPageOrigin } from './protocol';
 
 interface IEntry {
   link: KernelLink;
@@ -27,11 +28,13 @@ export class NotebookFollower {
    * @param tracker - the notebooks.
    * @param model - the model whose `current` follows the current notebook.
    * @param client - who we are, for the kernel (`jupyterlab`, `notebook`).
+   * @param page - where this page is, told each kernel in the `hello`.
    */
   constructor(
     readonly tracker: INotebookTracker,
     readonly model: FileBrokerModel,
-    readonly client: string
+    readonly client: string,
+    readonly page?: IPageOrigin
   ) {
     tracker.widgetAdded.connect((_, panel) => this._watch(panel));
     tracker.forEach(panel => this._watch(panel));
@@ -124,7 +127,7 @@ export class NotebookFollower {
         const model = new BrokerModel(panel.title.label);
         // Owned by the entry: disposed when its last notebook lets go of the kernel.
         // eslint-disable-next-line jupyter/require-disposable-ownership
-        const link = new KernelLink(kernel, model, this.client);
+        const link = new KernelLink(kernel, model, this.client, this.page);
         entry = { link, panels: new Set() };
         this._entries.set(kernel.id, entry);
         kernel.disposed.connect(() => {

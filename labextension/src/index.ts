@@ -16,6 +16,7 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
+import { PageConfig } from '@jupyterlab/coreutils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { Token } from '@lumino/coreutils';
@@ -27,12 +28,14 @@ import { ConsentDialogs } from './consent';
 import { NotebookFollower } from './follow';
 import { FileBrokerModel } from './model';
 import { FileBrokerSidebar } from './sidebar';
+import { pageOrigin, SignInRelay } from './signin';
 import { FileBrokerStatus } from './status';
 /* eslint-enable jupyter/prefer-lazy-imports */
 import { BROKER_TOKEN, OPEN_COMMAND, PLUGIN_IDS, SIDEBAR_ID } from './tokens';
 
 export * from './model';
 export * from './protocol';
+export * from './signin';
 export * from './tokens';
 
 /**
@@ -67,12 +70,22 @@ const broker: JupyterFrontEndPlugin<IFileBroker> = {
     const client = app.name.toLowerCase().includes('notebook')
       ? 'notebook'
       : 'jupyterlab';
-    const follower = new NotebookFollower(tracker, model, client);
+    const page = pageOrigin(
+      window.location.origin,
+      PageConfig.getOption('baseUrl') || '/',
+      PageConfig.getOption('fullLabextensionsUrl')
+    );
+    const follower = new NotebookFollower(tracker, model, client, page);
     const dialogs = new ConsentDialogs();
     follower.modelAdded.connect((_, added) => dialogs.watch(added));
     follower.models.forEach(existing => dialogs.watch(existing));
+    // The callback page's redirects go to the kernel of this tab that waits for them.
+    const relay = new SignInRelay(() => follower.models);
     // Without this, a kernel would keep sending snapshots to the comms of a page that was closed.
-    window.addEventListener('pagehide', () => follower.dispose());
+    window.addEventListener('pagehide', () => {
+      relay.dispose();
+      follower.dispose();
+    });
     return { model, follower, dialogs };
   }
 };

@@ -15,7 +15,7 @@ import { JSONObject } from '@lumino/coreutils';
 import { IDisposable } from '@lumino/disposable';
 
 import { BrokerModel } from './model';
-import { hello } from './protocol';
+import { hello, IPageOrigin } from './protocol';
 import { COMM_TARGET } from './tokens';
 
 /**
@@ -31,11 +31,13 @@ export class KernelLink implements IDisposable {
    * @param kernel - the kernel connection to follow.
    * @param model - the model to feed.
    * @param client - who we are, for the kernel's logs (`jupyterlab`, `notebook`).
+   * @param page - where this page is, for the kernel's choice of a sign-in's redirect.
    */
   constructor(
     readonly kernel: Kernel.IKernelConnection,
     readonly model: BrokerModel,
-    readonly client: string
+    readonly client: string,
+    readonly page?: IPageOrigin
   ) {
     kernel.statusChanged.connect(this._onStatus, this);
     kernel.iopubMessage.connect(this._onIOPub, this);
@@ -119,7 +121,7 @@ export class KernelLink implements IDisposable {
       }
     };
     try {
-      comm.open(hello(this.client) as JSONObject);
+      comm.open(hello(this.client, this.page) as JSONObject);
     } catch (error) {
       this.model.setStatus('idle', String(error));
     }

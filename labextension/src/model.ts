@@ -312,6 +312,27 @@ export class BrokerModel {
   }
 
   /**
+   * Sign out of a connection's server: the kernel forgets its tokens and
+   * closes the connection.
+   */
+  signOut(connectionId: string): Promise<IActionResult> {
+    return this.request({ action: 'sign_out', connection: connectionId });
+  }
+
+  /**
+   * Complete a waiting sign-in with the redirected address (its query, or the
+   * whole URL). The address holds the authorization code: it is sent once and
+   * kept nowhere.
+   */
+  respondToSignIn(signInId: string, address: string): Promise<IActionResult> {
+    return this.request({
+      action: 'sign_in_response',
+      signIn: signInId,
+      address
+    });
+  }
+
+  /**
    * Send *action*; resolves with the kernel's result (never rejects).
    */
   request(action: Action): Promise<IActionResult> {

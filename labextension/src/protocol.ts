@@ -42,6 +42,41 @@ export interface IConnection {
    * the kernel cannot tell.
    */
   confined?: boolean | null;
+  /**
+   * How the connection stands with its authorization server: `null` for a
+   * connection without sign-in settings, absent from an older kernel.
+   */
+  auth?: IAuthState | null;
+}
+
+/**
+ * Where the authorization server's redirect of a sign-in comes back:
+ * the kernel's loopback listener, this extension's callback page, or a
+ * person pasting the address into the sign-in card.
+ */
+export type SignInReceiver = 'loopback' | 'page' | 'paste';
+
+/**
+ * A sign-in waiting for the person. `url` is the authorization URL (it holds
+ * `state` and the PKCE challenge, never a code or a token).
+ */
+export interface ISignInStep {
+  id: string;
+  url: string;
+  receiver: SignInReceiver;
+}
+
+/**
+ * A connection's sign-in state; never a token, code or secret.
+ */
+export interface IAuthState {
+  status: 'signed_out' | 'waiting' | 'signed_in' | 'failed';
+  issuer: string | null;
+  resource: string;
+  expiresAt: string | null;
+  /** What failed (a sign-in error kind: `state_mismatch`, `timed_out` …). */
+  error: string | null;
+  signIn: ISignInStep | null;
 }
 
 /**
@@ -185,7 +220,9 @@ export type Action =
       consent: string;
       approved: IApproval[];
       duration: number | null;
-    };
+    }
+  | { action: 'sign_out'; connection: string }
+  | { action: 'sign_in_response'; signIn: string; address: string };
 
 /**
  * Messages from the kernel.
@@ -223,10 +260,25 @@ export type KernelMessage =
   ISnapshotMessage | IResultMessage | IErrorMessage | IClosingMessage;
 
 /**
+ * Where this page is, for the kernel's choice of a sign-in's redirect.
+ */
+export interface IPageOrigin {
+  /** The page's `location.origin`. */
+  origin: string;
+  /** JupyterLab's base URL path (`/`, `/user/ada/`): always ends with `/`. */
+  baseUrl: string;
+  /** Whether this extension serves `oauth-callback.html` there and relays its redirects. */
+  callbackPage: boolean;
+}
+
+/**
  * The first message: the comm's `comm_open` data.
  */
-export function hello(client: string): Record<string, unknown> {
-  return { version: PROTOCOL_VERSION, type: 'hello', client };
+export function hello(
+  client: string,
+  page?: IPageOrigin
+): Record<string, unknown> {
+  return { version: PROTOCOL_VERSION, type: 'hello', client, ...page };
 }
 
 /**

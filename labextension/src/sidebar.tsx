@@ -18,9 +18,10 @@ import {
 import React from 'react';
 
 import { BrokerModel, ENDED, FileBrokerModel, plural } from './model';
-import { IBrokerState, IConsent } from './protocol';
+import { IAuthState, IBrokerState, IConsent } from './protocol';
+import { signInWords } from './signin';
 
-import { SIDEBAR_BUTTONS, SIDEBAR_ID } from './tokens';
+import { SIDEBAR_BUTTONS, SIDEBAR_ID, SIGN_IN_CLASSES } from './tokens';
 
 const FOLDER_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">
   <path class="jp-icon3" fill="#616161" d="M10 4H4c-1.1 0-2 .9-2 2v12c0 1.1.9 2 2 2h8.1a6.5 6.5 0 0 1-.1-1c0-3.3 2.5-6.1 5.8-6.5V8c0-1.1-.9-2-2-2h-5.8L10 4z"/>
@@ -205,6 +206,31 @@ function Empty(props: { children: React.ReactNode }): JSX.Element {
   return <div className="fsbroker-muted">{props.children}</div>;
 }
 
+function SignInLine(props: { auth: IAuthState }): JSX.Element {
+  const { auth } = props;
+  const failed = auth.status === 'failed';
+  return (
+    <div
+      className={`${SIGN_IN_CLASSES.status} fsbroker-signin-${auth.status} ${failed ? 'fsbroker-denied' : 'fsbroker-muted'}`}
+    >
+      {signInWords(auth, time)}
+      {auth.status === 'waiting' && auth.signIn && (
+        <>
+          {' · '}
+          <a
+            className={SIGN_IN_CLASSES.open}
+            href={auth.signIn.url}
+            target="_blank"
+            rel="noopener noreferrer"
+          >
+            Open sign-in page
+          </a>
+        </>
+      )}
+    </div>
+  );
+}
+
 function time(iso: string): string {
   const date = new Date(iso);
   return isNaN(date.getTime()) ? iso : date.toLocaleTimeString();
@@ -309,16 +335,35 @@ function StateView(
                 {conn.closeReason && (
                   <div className="fsbroker-muted">{conn.closeReason}</div>
                 )}
+                {conn.auth && <SignInLine auth={conn.auth} />}
               </div>
-              <Button
-                small
-                className={`${SIDEBAR_BUTTONS.disconnect} jp-mod-reject`}
-                disabled={ended || busy.has(key)}
-                title="End this connection now: its grants, locks and watches end with it"
-                onClick={() => act(key, () => model.disconnect(conn.id))}
-              >
-                Disconnect
-              </Button>
+              <div className="fsbroker-row-buttons">
+                <Button
+                  small
+                  className={`${SIDEBAR_BUTTONS.disconnect} jp-mod-reject`}
+                  disabled={ended || busy.has(key)}
+                  title="End this connection now: its grants, locks and watches end with it"
+                  onClick={() => act(key, () => model.disconnect(conn.id))}
+                >
+                  Disconnect
+                </Button>
+                {conn.auth && (
+                  <Button
+                    small
+                    className={SIDEBAR_BUTTONS.signOut}
+                    disabled={
+                      conn.auth.status === 'signed_out' ||
+                      busy.has(`signout:${conn.id}`)
+                    }
+                    title="Forget this server's sign-in and close the connection: the next connect asks again"
+                    onClick={() =>
+                      act(`signout:${conn.id}`, () => model.signOut(conn.id))
+                    }
+                  >
+                    Sign out
+                  </Button>
+                )}
+              </div>
             </div>
           );
         })}

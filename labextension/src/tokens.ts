@@ -41,5 +41,12 @@ export const DENY_CLASS = 'fsbroker-dialog-deny';
 export const SIDEBAR_BUTTONS = {
   disconnect: 'fsbroker-sidebar-disconnect',
   revoke: 'fsbroker-sidebar-revoke',
-  forceUnlock: 'fsbroker-sidebar-force-unlock'
+  forceUnlock: 'fsbroker-sidebar-force-unlock',
+  signOut: 'fsbroker-signout'
+} as const;
+
+/** The sidebar's sign-in line of a connection, and its "Open sign-in page" link. */
+export const SIGN_IN_CLASSES = {
+  status: 'fsbroker-sidebar-signin',
+  open: 'fsbroker-sidebar-signin-open'
 } as const;
