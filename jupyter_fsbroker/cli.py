@@ -72,7 +72,7 @@ from .core.errors import BrokerError
 from .core.serverlog import LEVELS, LogEntry
 from .core.specs import apply_specs, split_header
 from .core.trashcan import TrashCan
-from .protocol.auth import OAuth, sign_out
+from .protocol.auth import OAuth, SignIn, sign_out
 from .protocol.connector import connect
 from .protocol.roots_offer import RootsNotice
 from .protocol.server_connection import ServerConnection
@@ -279,8 +279,11 @@ def _oauth(args: argparse.Namespace) -> OAuth:
         raise UsageError("--oauth-client-secret needs --oauth-client-id")
     secret = args.oauth_client_secret or os.environ.get(ENV_CLIENT_SECRET) or None
 
-    def tell(server: str, authorization_url: str) -> None:
-        print(f"jupyter-fsbroker: sign in to {server} in your browser: {authorization_url}", file=sys.stderr)
+    def tell(sign_in: SignIn) -> None:
+        print(
+            f"jupyter-fsbroker: sign in to {sign_in.url} in your browser: {sign_in.authorization_url}",
+            file=sys.stderr,
+        )
 
     try:
         return OAuth(

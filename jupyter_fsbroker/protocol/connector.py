@@ -7,6 +7,7 @@ transport (:mod:`.transports`) and start a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TextIO, TypedDict, Unpack
@@ -16,6 +17,7 @@ from ..core.consent import Consenter
 from ..core.serverlog import LogEntry
 from ..sandbox import SandboxChoice
 from .auth.oauth_settings import OAuth
+from .auth.pending_sign_in import SignIn
 from .roots_gate import RootsGrace
 from .sandboxing import SandboxValue, closing_launch, sandboxed_stdio
 from .server_connection import ServerConnection
@@ -110,8 +112,8 @@ async def connect(
         Streamable HTTP: sign in when the server asks for MCP authorization
         (a ``401``), with these :class:`~jupyter_fsbroker.protocol.auth.OAuth`
         settings; the tokens are kept for the next connection. ``None``: a
-        ``401`` fails the connection. A sign-in may take a person up to
-        ``auth.sign_in_timeout`` seconds, which are added to *timeout*.
+        ``401`` fails the connection. While a person signs in, *timeout* is
+        postponed by ``auth.sign_in_timeout`` seconds (the time they have).
     consenter
         Answers ``files/consent``; default: refuse everything not pre-approved.
     timeout
@@ -172,8 +174,6 @@ async def connect(
         raise ValueError("give either command (stdio) or url (Streamable HTTP)")
     if auth is not None and url is None:
         raise ValueError("auth is for servers reached by URL (Streamable HTTP)")
-    if auth is not None and timeout is not None:
-        timeout += auth.sign_in_timeout
     launch = None
     if command is not None:
         parameters, launch = await sandboxed_stdio(broker, command, args, env, cwd, sandbox)
@@ -197,17 +197,20 @@ async def connect(
         assert url is not None
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"not an http(s) URL: {url!r}")
+        holder: list[ServerConnection] = []
+        auth = _postponing(auth, holder)
         conn = ServerConnection(
             broker,
             name,
             transport="http",
             target=display_url(url),
-            opener=lambda on_line: http_transport(url, dict(headers or {}), auth),
+            opener=lambda on_line: http_transport(url, dict(headers or {}), auth, conn.name),
             consenter=consenter,
             keepalive=keepalive,
             roots_grace=roots_grace,
             advertise_roots=advertise_roots,
         )
+        holder.append(conn)
     if on_log is not None:
         conn.log.follow(on_log)
     try:
@@ -217,6 +220,22 @@ async def connect(
             launch.close()  # the transport removes it too, if it was ever opened
         raise
     return conn
+
+
+def _postponing(auth: OAuth | None, holder: list[ServerConnection]) -> OAuth | None:
+    """*auth*, telling the connection in *holder* to wait for a person who signs in."""
+    if auth is None:
+        return None
+    told = auth.on_sign_in
+    seconds = auth.sign_in_timeout
+
+    def on_sign_in(sign_in: SignIn) -> None:
+        for conn in holder:
+            conn.postpone_deadline(seconds)
+        if told is not None:
+            told(sign_in)
+
+    return dataclasses.replace(auth, on_sign_in=on_sign_in)
 
 
 @asynccontextmanager

@@ -392,6 +392,11 @@ class ServerConnection:
 
     # -- the connection's task ----------------------------------------------------------------
 
+    def postpone_deadline(self, seconds: float) -> None:
+        """Give the handshake *seconds* more (a person is signing in meanwhile); nothing once open."""
+        if not self._ready.done() and self._scope.deadline != math.inf:
+            self._scope.deadline += seconds
+
     async def start(self, timeout: float | None) -> None:
         """Start the connection's task; wait until the handshake is done (what ``connect`` does).
 

@@ -5,7 +5,8 @@ authorization page opens in the browser, the redirect comes back to a loopback l
 the tokens are kept per user (:mod:`.store`) so the next connection needs no browser.
 """
 
-from .oauth_settings import OAuth, SignInPrompt
+from .oauth_settings import OAuth, Redirect, SignInPrompt
+from .pending_sign_in import ReceiverKind, SignIn, SignInState, parse_address
 from .provider import BrokerOAuth
 from .receivers import AuthorizationResponse, LoopbackReceiver
 from .sign_in_errors import SignInError, SignInKind
@@ -19,12 +20,17 @@ __all__ = [
     "LoopbackReceiver",
     "MemoryTokenStore",
     "OAuth",
+    "ReceiverKind",
+    "Redirect",
     "ResourceStorage",
+    "SignIn",
     "SignInError",
     "SignInKind",
     "SignInPrompt",
+    "SignInState",
     "StoredSignIn",
     "TokenStore",
+    "parse_address",
     "resource_of",
     "sign_out",
     "signing_in",

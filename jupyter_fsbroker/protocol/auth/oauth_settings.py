@@ -11,13 +11,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlparse
 
-__all__ = ["OAuth", "SignInPrompt"]
+if TYPE_CHECKING:
+    from .pending_sign_in import ReceiverKind, SignIn
 
-#: Called on the event loop when a person must sign in: ``(server URL, authorization URL)``.
-#: It must not block (opening a browser is done separately, in a worker thread).
-SignInPrompt = Callable[[str, str], object]
+__all__ = ["OAuth", "Redirect", "SignInPrompt"]
+
+#: Called on the event loop when a person must sign in, with the pending
+#: :class:`~.pending_sign_in.SignIn` (its ``authorization_url`` is the page to open; views
+#: subscribe to it). It must not block (opening a browser is done separately, in a worker thread).
+SignInPrompt = Callable[["SignIn"], object]
+
+#: Where the authorization server's redirect comes back (see :attr:`OAuth.redirect`).
+Redirect = Literal["auto", "loopback", "page", "paste"]
 
 
 @dataclass(frozen=True)
@@ -40,10 +48,20 @@ class OAuth:
         Open the authorization page with :mod:`webbrowser` (``BROWSER`` is honoured) when a
         person must sign in; ``False``: only *on_sign_in* is told.
     on_sign_in
-        Told the authorization URL when a person must sign in (the command line prints it).
+        Told the pending :class:`~.pending_sign_in.SignIn` when a person must sign in (the
+        command line prints its ``authorization_url``; the notebook shows a card).
     store
         Where signed-in tokens are kept: ``"file"`` (the user's data folder, readable by
         the user only), ``"memory"`` (this process only), or a folder for the file store.
+    redirect
+        Where the authorization server's redirect comes back: ``"loopback"`` (a listener on
+        ``127.0.0.1``, for a browser on this machine), ``"page"`` (*page_url*, a page that
+        hands the address on, e.g. the JupyterLab extension's callback page), ``"paste"``
+        (the loopback address, which a browser elsewhere cannot load: the person pastes
+        the address it ended on). ``"auto"``: *page_url* when given, else loopback. A
+        pasted address completes a sign-in whatever the receiver.
+    page_url
+        The callback page's URL, for ``redirect="page"`` (and ``"auto"``).
     sign_in_timeout
         Seconds a person has to complete a sign-in.
     max_step_ups
@@ -58,8 +76,17 @@ class OAuth:
     open_browser: bool = True
     on_sign_in: SignInPrompt | None = field(default=None, repr=False, compare=False)
     store: str | Path = "file"
+    redirect: Redirect = "auto"
+    page_url: str | None = None
     sign_in_timeout: float = 600.0
     max_step_ups: int = 2
+
+    @property
+    def receiver(self) -> ReceiverKind:
+        """Where the redirect is expected: *redirect*, with ``"auto"`` decided."""
+        if self.redirect == "auto":
+            return "page" if self.page_url is not None else "loopback"
+        return self.redirect
 
     def __post_init__(self) -> None:
         if self.client_secret is not None and not self.client_id:
@@ -70,6 +97,12 @@ class OAuth:
                 raise ValueError("the client metadata URL must be an https URL with a path")
         if isinstance(self.store, str) and self.store not in ("file", "memory"):
             raise ValueError(f"store must be 'file', 'memory' or a folder, not {self.store!r}")
+        if self.redirect not in ("auto", "loopback", "page", "paste"):
+            raise ValueError(f"redirect must be auto, loopback, page or paste, not {self.redirect!r}")
+        if self.page_url is not None and urlparse(self.page_url).scheme not in ("http", "https"):
+            raise ValueError("the callback page's URL must be an http(s) URL")
+        if self.redirect == "page" and self.page_url is None:
+            raise ValueError("redirect='page' needs the callback page's URL (page_url)")
         if not self.sign_in_timeout > 0:
             raise ValueError("sign_in_timeout must be positive")
         if self.max_step_ups < 0:

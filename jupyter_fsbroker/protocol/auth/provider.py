@@ -46,6 +46,7 @@ from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.shared.auth import OAuthMetadata, OAuthToken, ProtectedResourceMetadata
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
+from .pending_sign_in import SignIn
 from .sign_in_errors import SignInError, sign_in_error
 from .store import ResourceStorage
 
@@ -81,6 +82,8 @@ class BrokerOAuth(OAuthClientProvider):
         super().__init__(*args, **kwargs)
         self.max_step_ups = max_step_ups
         self._step_ups: dict[str, int] = {}
+        #: The latest sign-in a person was asked for (set by whoever presents it).
+        self.sign_in: SignIn | None = None
         #: How many times a person was asked to sign in, and how many refreshes worked.
         self.sign_ins = 0
         self.refreshes = 0
@@ -138,6 +141,8 @@ class BrokerOAuth(OAuthClientProvider):
 
     async def _handle_token_response(self, response: httpx2.Response) -> None:
         await super()._handle_token_response(response)
+        if self.sign_in is not None:
+            self.sign_in.finish()
         storage = self.context.storage
         metadata = self.context.oauth_metadata
         if isinstance(storage, ResourceStorage) and metadata is not None:
@@ -223,10 +228,13 @@ class BrokerOAuth(OAuthClientProvider):
                 return
             finally:
                 await inner.aclose()
-        except (OAuthFlowError, TimeoutError) as exc:
-            raise sign_in_error(exc, self.context.server_url) from None
-        except SignInError:
-            raise
+        except (OAuthFlowError, TimeoutError, SignInError) as exc:
+            error = sign_in_error(exc, self.context.server_url)
+            if self.sign_in is not None:
+                self.sign_in.fail(error.kind)
+            if error is exc:
+                raise
+            raise error from None
 
 
 class _NonInteractive(httpx2.Auth):

@@ -25,6 +25,8 @@ SignInKind = Literal[
     "timed_out",
     "cancelled",
     "step_up_limit",
+    "bad_address",
+    "not_waiting",
     "failed",
 ]
 
@@ -40,6 +42,8 @@ _TEXTS: dict[str, str] = {
     "timed_out": "nobody completed the sign-in in time",
     "cancelled": "the sign-in was cancelled",
     "step_up_limit": "the server keeps asking for more scope; stopped asking",
+    "bad_address": "that is not the address the sign-in ended on (it holds no code)",
+    "not_waiting": "this sign-in no longer waits for an answer",
     "failed": "signing in failed",
 }
 

@@ -1,31 +1,35 @@
 """One server's sign-in for one connection: the provider, its loopback receiver and its store.
 
 :func:`signing_in` is what the HTTP transport opens when a connection has
-:class:`~.settings.OAuth` settings: it binds the loopback receiver (its port is in the
-redirect URI, which registration needs first), builds :class:`~.provider.BrokerOAuth` on the
-record of the server's resource, and, when a person must sign in, tells
-:attr:`OAuth.on_sign_in` the authorization URL and opens it with :mod:`webbrowser` in a
-worker thread (a ``BROWSER`` command blocks until it exits). :func:`sign_out` forgets a
-server's record.
+:class:`~.oauth_settings.OAuth` settings: it binds the loopback receiver unless the redirect
+goes to a page (the port is in the redirect URI, which registration needs first), builds
+:class:`~.provider.BrokerOAuth` on the record of the server's resource, and, when a person
+must sign in, tells :attr:`OAuth.on_sign_in` the pending :class:`~.pending_sign_in.SignIn`
+and opens its authorization URL with :mod:`webbrowser` in a worker thread (a ``BROWSER``
+command blocks until it exits). Whichever comes first completes it: the loopback listener,
+or :meth:`SignIn.complete <.pending_sign_in.SignIn.complete>` with a relayed or pasted
+address. :func:`sign_out` forgets a server's record.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import logging
 import webbrowser
 from collections.abc import AsyncIterator
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import anyio.to_thread
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.auth_utils import resource_url_from_server_url
 
 from .oauth_settings import OAuth
+from .pending_sign_in import SignIn
 from .provider import BrokerOAuth
-from .receivers import LoopbackReceiver
-from .sign_in_errors import SignInError
+from .receivers import AuthorizationResponse, LoopbackReceiver
 from .store import FileTokenStore, MemoryTokenStore, ResourceStorage, TokenStore
 
 __all__ = ["resource_of", "sign_out", "signing_in", "store_for"]
@@ -58,45 +62,102 @@ def sign_out(url: str, settings: OAuth | None = None) -> bool:
     return store_for(settings or OAuth()).forget(resource_of(url))
 
 
-@contextlib.asynccontextmanager
-async def signing_in(url: str, settings: OAuth) -> AsyncIterator[BrokerOAuth]:
-    """The provider for the server at *url*, with its receiver listening, until the block ends."""
-    receiver = LoopbackReceiver()
-    storage = ResourceStorage(store_for(settings), resource_of(url))
-    await receiver.start()
-    try:
-        if settings.client_id:
-            stored = await storage.get_client_info()
-            if stored is None or stored.client_id != settings.client_id:
-                await storage.set_client_info(
-                    OAuthClientInformationFull(
-                        client_id=settings.client_id,
-                        client_secret=settings.client_secret,
-                        redirect_uris=[receiver.redirect_uri],  # type: ignore[list-item]
-                    )
+def _fits(registered: list[str], redirect_uri: str) -> bool:
+    """Whether a client registered with *registered* may use *redirect_uri* (a loopback port may
+    change, RFC 8252 §7.3; any other URI must be registered as it is)."""
+    if redirect_uri in registered:
+        return True
+    wanted = urlsplit(redirect_uri)
+    if wanted.hostname != "127.0.0.1":
+        return False
+    return any(
+        (u.scheme, u.hostname, u.path) == (wanted.scheme, wanted.hostname, wanted.path)
+        for u in map(urlsplit, registered)
+    )
+
+
+def _relay(sign_in: SignIn, listening: asyncio.Future[AuthorizationResponse]) -> None:
+    """The loopback listener's answer, if it got one, completes *sign_in*."""
+    if not listening.cancelled() and listening.exception() is None:
+        sign_in.accept(listening.result())
+
+
+async def _registration(storage: ResourceStorage, settings: OAuth, redirect_uri: str) -> None:
+    """Record the pre-registered client, or drop a registration made for another redirect URI."""
+    stored = await storage.get_client_info()
+    if settings.client_id:
+        if stored is None or stored.client_id != settings.client_id:
+            await storage.set_client_info(
+                OAuthClientInformationFull(
+                    client_id=settings.client_id,
+                    client_secret=settings.client_secret,
+                    redirect_uris=[redirect_uri],  # type: ignore[list-item]
                 )
+            )
+    elif stored is not None and not _fits([str(u) for u in stored.redirect_uris or ()], redirect_uri):
+        storage.clear_client()  # registered for the loopback, now the page (or back): register again
+
+
+@contextlib.asynccontextmanager
+async def signing_in(url: str, settings: OAuth, server: str | None = None) -> AsyncIterator[BrokerOAuth]:
+    """The provider for the server at *url*, with its receiver listening, until the block ends.
+
+    *server* is the connection's name, for the :class:`~.pending_sign_in.SignIn` (default:
+    the URL's host).
+    """
+    receiver_kind = settings.receiver
+    receiver = LoopbackReceiver() if receiver_kind != "page" else None
+    storage = ResourceStorage(store_for(settings), resource_of(url))
+    if receiver is not None:
+        await receiver.start()
+        redirect_uri = receiver.redirect_uri
+    else:
+        assert settings.page_url is not None  # OAuth checks it
+        redirect_uri = settings.page_url
+    provider: BrokerOAuth | None = None
+    try:
+        await _registration(storage, settings, redirect_uri)
 
         async def present(authorization_url: str) -> None:
-            state = parse_qs(urlsplit(authorization_url).query).get("state", [""])[0]
-            receiver.expect(state)
+            assert provider is not None
+            metadata = provider.context.oauth_metadata
+            issuer = str(metadata.issuer) if metadata is not None else provider.context.auth_server_url
+            sign_in = SignIn(
+                server=server or urlsplit(url).hostname or url,
+                url=url,
+                issuer=issuer,
+                resource=storage.resource,
+                authorization_url=authorization_url,
+                receiver=receiver_kind,
+            )
+            provider.sign_in = sign_in
+            if receiver is not None:
+                receiver.expect(sign_in.expected_state)
             if settings.on_sign_in is not None:
-                settings.on_sign_in(url, authorization_url)
+                settings.on_sign_in(sign_in)
             if settings.open_browser:
                 await anyio.to_thread.run_sync(webbrowser.open, authorization_url)
 
         async def wait() -> AuthorizationCodeResult:
+            assert provider is not None and provider.sign_in is not None
+            sign_in = provider.sign_in
+            listening = None
+            if receiver is not None:
+                listening = asyncio.ensure_future(receiver.wait(settings.sign_in_timeout))
+                listening.add_done_callback(functools.partial(_relay, sign_in))
             try:
-                answer = await receiver.wait(settings.sign_in_timeout)
-            except TimeoutError:
-                raise SignInError("timed_out", url) from None
+                answer = await sign_in.wait(settings.sign_in_timeout)
+            finally:
+                if listening is not None:
+                    listening.cancel()
             return AuthorizationCodeResult(code=answer.code, state=answer.state, iss=answer.iss)
 
         metadata = OAuthClientMetadata(
             client_name=CLIENT_NAME,
-            redirect_uris=[receiver.redirect_uri],  # type: ignore[list-item]
+            redirect_uris=[redirect_uri],  # type: ignore[list-item]
             scope=settings.scope,
         )
-        yield BrokerOAuth(
+        provider = BrokerOAuth(
             server_url=url,
             client_metadata=metadata,
             storage=storage,
@@ -105,5 +166,9 @@ async def signing_in(url: str, settings: OAuth) -> AsyncIterator[BrokerOAuth]:
             client_metadata_url=settings.client_metadata_url,
             max_step_ups=settings.max_step_ups,
         )
+        yield provider
     finally:
-        await receiver.aclose()
+        if provider is not None and provider.sign_in is not None:
+            provider.sign_in.cancel()  # the connection ended while a person was signing in
+        if receiver is not None:
+            await receiver.aclose()

@@ -190,6 +190,12 @@ class ResourceStorage:
         if record is not None and record.tokens:
             self.store.save(replace(record, tokens=None, expires_at=None))
 
+    def clear_client(self) -> None:
+        """Forget the client's registration (the next sign-in registers again)."""
+        record = self.store.load(self.resource)
+        if record is not None and record.client:
+            self.store.save(replace(record, client=None))
+
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         client = self.record().client
         return OAuthClientInformationFull.model_validate(client) if client else None

@@ -50,14 +50,14 @@ async def stdio_transport(
 
 @asynccontextmanager
 async def http_transport(
-    url: str, headers: dict[str, str], auth: OAuth | None = None
+    url: str, headers: dict[str, str], auth: OAuth | None = None, name: str | None = None
 ) -> AsyncIterator[tuple[MessageReader, MessageWriter]]:
     if auth is None:
         async with open_session(url, headers, timeout=_HTTP_TIMEOUT) as streams:
             yield streams
         return
     async with (
-        signing_in(url, auth) as provider,
+        signing_in(url, auth, name) as provider,
         open_session(
             url, headers, timeout=_HTTP_TIMEOUT, auth=provider, background_auth=provider.non_interactive()
         ) as streams,
