@@ -89,6 +89,9 @@ def isolated_env(base: Path) -> dict[str, str]:
         # Kernels and the servers they start import this checkout, whatever is installed.
         server_env(),
         JUPYTER_PLATFORM_DIRS="1",
+        # In a virtualenv jupyter_core puts the environment's folders before the user's: the
+        # extension installed there (another checkout's build) would win over this checkout's.
+        JUPYTER_PREFER_ENV_PATH="0",
         PYDEVD_DISABLE_FILE_VALIDATION="1",
         PYTHONUNBUFFERED="1",
     )
