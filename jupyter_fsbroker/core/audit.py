@@ -11,7 +11,10 @@ Besides the servers' requests, the log records what happens to the trash's
 entries outside a request: the user's restores and emptying (``actor``
 ``"user"``, ``server`` ``"(you)"``) and the retention's removals (``actor``
 ``"broker"``, ``server`` ``"(retention)"``), method ``trash/restore``,
-``trash/empty`` or ``trash/expire``.
+``trash/empty`` or ``trash/expire``; and the sign-ins to servers that ask for authorization
+(``actor`` ``"user"``, ``server`` the connection's name): method ``auth/signed_in``,
+``auth/signed_out`` or ``auth/sign_in_failed`` (``reason``: why), with the ``issuer`` and
+``resource`` only.
 
 **Written first.** When the broker requires an audit
 (:attr:`~jupyter_fsbroker.core.config.BrokerConfig.audit_required`), each
@@ -105,6 +108,9 @@ class AuditRecord:
     audit_id
         The id that pairs the record with the line announcing its request,
         when the audit is required (see :meth:`AuditLog.begin`).
+    issuer, resource
+        A sign-in's authorization server and resource (methods ``auth/…``, see the
+        module's docstring); never a token.
     """
 
     time: float
@@ -123,6 +129,8 @@ class AuditRecord:
     cause: str | None = None
     actor: str = "server"
     audit_id: str | None = None
+    issuer: str | None = None
+    resource: str | None = None
 
     @property
     def curable(self) -> bool:
@@ -157,6 +165,9 @@ class AuditRecord:
             out["actor"] = self.actor
         if self.audit_id is not None:
             out["auditId"] = self.audit_id
+        if self.resource is not None:
+            out["issuer"] = self.issuer
+            out["resource"] = self.resource
         return out
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -25,9 +26,11 @@ from ..sandbox import Sandbox
 from .calls import CallRunner
 from .notebook_connection import KernelConnection
 from .servers import ServerTarget, TargetOptions
+from .sign_ins import NotebookSignIns
 from .views import NotebookViews
 
 if TYPE_CHECKING:  # the MCP client is imported with the first connection (see .servers)
+    from ..protocol.auth import SignIn
     from ..protocol.server_connection import ServerConnection
 
 __all__ = ["ConnectionRegistry"]
@@ -59,6 +62,9 @@ class ConnectionRegistry:
         Called on the caller's thread before each connect (the warm-up's imports).
     closed
         Returns whether the owner is closed: then nothing new connects.
+    sign_ins
+        Decides the sign-in settings of URL connections, and shows a sign-in a connect starts
+        in the connecting cell (with *views*).
     """
 
     def __init__(
@@ -72,8 +78,10 @@ class ConnectionRegistry:
         default_sandbox: Callable[[], Sandbox | None],
         before: Callable[[], None],
         closed: Callable[[], bool],
+        sign_ins: NotebookSignIns,
     ) -> None:
         self._owner = owner
+        self._sign_ins = sign_ins
         self._core = core
         self._runner = runner
         self._views = views
@@ -120,20 +128,28 @@ class ConnectionRegistry:
         self._runner.check_thread()
         self._before()
         target = self._target(name, **options)
-        return self._register(self._runner.run(self._open(target)))
+        future = self._runner.submit(self._open(target))
+        return self._register(self._sign_ins.wait_connecting(name, future, self._show_sign_in))
 
     async def aconnect(self, name: str, **options: Unpack[TargetOptions]) -> KernelConnection:
         """:meth:`connect` for async cells."""
         self._runner.check_thread()
         self._before()
         target = self._target(name, **options)
-        return self._register(await self._runner.run_async(self._open(target)))
+        future = self._runner.submit(self._open(target))
+        return self._register(await self._sign_ins.await_connecting(name, future, self._show_sign_in))
+
+    def _show_sign_in(self, sign_in: SignIn) -> None:
+        self._views.show_sign_in(sign_in, self._sign_ins.respond)
 
     def _target(self, name: str, **options: Unpack[TargetOptions]) -> ServerTarget:
         """Check the arguments; tell a connection of the same name to close."""
         if self._closed():
             raise ClosedError("the broker is closed (%reload_ext jupyter_fsbroker starts a new one)")
         target = ServerTarget.check(name, default_sandbox=self._default_sandbox(), **options)
+        target = dataclasses.replace(
+            target, auth=self._sign_ins.settings_for(name, target.url, options.get("auth"))
+        )
         with self._lock:
             old = self._by_name.get(name)
         if old is not None and not old.closed:

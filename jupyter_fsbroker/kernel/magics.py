@@ -75,6 +75,11 @@ def build_parser() -> MagicArgumentParser:
         const=True,
         help="hand the server the shared folders' locations (file:// paths), not only their names",
     )
+    p.add_argument("--oauth-client-id", metavar="ID", help="sign in as this pre-registered OAuth client")
+    p.add_argument("--oauth-scope", metavar="SCOPE", help="the OAuth scopes to ask for (space-separated)")
+    p.add_argument("--no-auth", action="store_true", help="never sign in: a server's 401 fails the connect")
+    p = commands.add_parser("signout", help="forget the sign-in to a connection's server (and close it)")
+    p.add_argument("name", metavar="NAME")
     p = commands.add_parser("call", help="call a tool and show its result")
     p.add_argument("name", metavar="NAME")
     p.add_argument("tool", metavar="TOOL")
@@ -125,6 +130,25 @@ def _sandbox(args: argparse.Namespace) -> bool | str | Sandbox | None:
     return Sandbox(level="roots" if args.sandbox_roots else "files", connect_ports=ports)
 
 
+def _auth(broker: NotebookBroker, args: argparse.Namespace) -> Any:
+    """What ``connect``'s sign-in options ask for (``None``: the ``FSBroker.oauth_*`` settings)."""
+    if args.no_auth:
+        if args.oauth_client_id or args.oauth_scope:
+            raise UsageError("--no-auth contradicts the other sign-in options")
+        return False
+    if not (args.oauth_client_id or args.oauth_scope):
+        return None
+    import dataclasses
+
+    base = broker.sign_ins.traitlet_settings()
+    changes = {"client_id": args.oauth_client_id, "scope": args.oauth_scope}
+    if args.oauth_client_id and args.oauth_client_id != base.client_id:
+        changes["client_secret"] = None  # the setting's secret belongs to the setting's client
+    return dataclasses.replace(
+        base, **{k: v for k, v in changes.items() if v is not None or k == "client_secret"}
+    )
+
+
 @magics_class
 class FSBrokerMagics(Magics):
     """The ``%fsbroker`` line magic.
@@ -168,6 +192,11 @@ class FSBrokerMagics(Magics):
                                                     default]
           %fsbroker connect ... --advertise-roots   tell the server where the shared folders are
                                                     too (by default: their names only)
+          %fsbroker connect NAME --url URL [--oauth-client-id ID] [--oauth-scope SCOPE]
+                                                    a server that asks you to sign in shows a
+                                                    "Sign in" card in the cell (FSBroker.oauth_*
+                                                    settings; --no-auth: never sign in)
+          %fsbroker signout NAME                    forget the sign-in's tokens, close NAME
           %fsbroker call NAME TOOL [JSON]           call a tool and show its result; JSON (the
                                                     arguments) is the rest of the line
           %fsbroker disconnect NAME                 close a connection: its grants, locks and
@@ -242,6 +271,8 @@ class FSBrokerMagics(Magics):
                 raise UsageError(f"--command: {exc}") from None
             if not command:
                 raise UsageError("--command is empty")
+            if args.oauth_client_id or args.oauth_scope or args.no_auth:
+                raise UsageError("the sign-in options are for --url servers")
             conn = broker.connect(
                 args.name,
                 command=command,
@@ -260,7 +291,17 @@ class FSBrokerMagics(Magics):
                 headers=dict(split_header(h) for h in args.header),
                 timeout=args.timeout,
                 advertise_roots=args.advertise_roots,
+                auth=_auth(broker, args),
             )
+
+    def _do_signout(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
+        known = broker.sign_out(args.name)
+        conn = broker.connections.get(args.name)
+        if conn is not None:
+            conn.wait_closed()  # as disconnect does: the next cell finds it closed
+        print(
+            f"Signed out of {args.name}." if known else f"{args.name} was not signed in; closed it if open."
+        )
 
     def _do_call(self, broker: NotebookBroker, args: argparse.Namespace) -> Any:  # pragma: no cover
         # Reached only when the line did not match _CALL (e.g. "call NAME" without a tool).

@@ -54,6 +54,7 @@ from .prompting import CallScope, KernelConsenter
 from .servers import DEFAULT_CONNECT_TIMEOUT, TargetOptions
 from .settings import FSBroker
 from .settings_link import SettingsLink
+from .sign_ins import NotebookSignIns
 from .views import NotebookViews, widgets_available
 from .warming import WarmUp
 
@@ -119,6 +120,8 @@ class NotebookBroker:
         self._base_config = config or BrokerConfig()
         self.core = Broker(self.settings.make_config(self._base_config))
         self._kernel_consenter: KernelConsenter | None = None
+        #: The sign-ins of URL connections (see :mod:`.sign_ins`).
+        self.sign_ins = NotebookSignIns(self.settings, self.core.audit)
         self._views = NotebookViews(
             self.core,
             lambda: self._registry.all(),
@@ -146,6 +149,7 @@ class NotebookBroker:
             default_sandbox=self.settings.default_sandbox,
             before=self._warm.start,
             closed=lambda: self._closed,
+            sign_ins=self.sign_ins,
         )
         self._settings_link = SettingsLink(
             self.settings,
@@ -338,6 +342,7 @@ class NotebookBroker:
         timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
         sandbox: bool | str | Sandbox | None = None,
         advertise_roots: bool | None = None,
+        auth: Any = None,
     ) -> KernelConnection:
         """Connect to an MCP server and give it brokered access to the shared folders.
 
@@ -371,6 +376,12 @@ class NotebookBroker:
             learns their names only, which is all that ``files/*`` needs; a
             server that opens files itself then finds none of them, and
             ``conn.roots_notice`` says so when it asked.
+        auth
+            Sign in to a *url* server that asks for it (MCP authorization): ``None``/``True``
+            with the ``FSBroker.oauth_*`` settings, an :class:`~jupyter_fsbroker.protocol.auth.OAuth`,
+            or ``False`` (a ``401`` fails). On by default: it does nothing until the server
+            answers ``401``, and then signing in is the only way on; the cell shows a "Sign in"
+            card (nothing opens by itself) and the tokens are kept (``sign_out`` forgets them).
 
         Returns
         -------
@@ -402,7 +413,18 @@ class NotebookBroker:
             timeout=timeout,
             sandbox=sandbox,
             advertise_roots=advertise_roots,
+            auth=auth,
         )
+
+    def sign_out(self, name: str) -> bool:
+        """Forget the tokens kept for connection *name*'s server, close the connection if open;
+        whether tokens were kept. ``ConfigError``: no URL connection of that name."""
+        conn = self._registry.by_name().get(name)
+        url = conn.target if conn is not None and conn.transport == "http" else None
+        known = self.sign_ins.sign_out(name, url)
+        if conn is not None and not conn.closed:
+            conn.close()  # its token is no longer the user's wish
+        return known
 
     async def aconnect(self, name: str, **options: Unpack[TargetOptions]) -> KernelConnection:
         """:meth:`connect` for async cells: ``conn = await broker.aconnect(...)``; the same arguments."""

@@ -16,7 +16,7 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from ..core.broker import Broker
 from ..core.consent import Consenter
@@ -76,6 +76,7 @@ class TargetOptions(TypedDict, total=False):
     timeout: float | None
     sandbox: bool | str | Sandbox | None
     advertise_roots: bool | None
+    auth: Any  # OAuth | bool | None (see NotebookBroker.connect)
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,9 @@ class ServerTarget:
         How a local server is confined, and whether that was asked for or is the default.
     advertise_roots
         Whether the server is handed the roots' locations (``None``: the setting decides).
+    auth
+        The sign-in settings (an :class:`~jupyter_fsbroker.protocol.auth.OAuth`), decided by
+        the notebook's sign-ins (:mod:`.sign_ins`); ``None``: a ``401`` fails the connection.
     """
 
     name: str
@@ -107,6 +111,7 @@ class ServerTarget:
     timeout: float | None
     sandbox: SandboxChoice = _NO_SANDBOX
     advertise_roots: bool | None = None
+    auth: Any = None
 
     @classmethod
     def check(
@@ -183,4 +188,5 @@ class ServerTarget:
             timeout=self.timeout,
             sandbox=self.sandbox if self.argv else None,
             advertise_roots=self.advertise_roots,
+            auth=self.auth,
         )

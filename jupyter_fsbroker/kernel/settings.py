@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from typing import Any
 
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, TraitError, Unicode, default, validate
@@ -32,7 +33,10 @@ from ..core.limits import Limits
 from ..core.specs import split_allow
 from ..sandbox.request import ENV_DEFAULT, Sandbox, sandbox_from_env
 
-__all__ = ["LIVE_TRAITS", "FSBroker"]
+__all__ = ["ENV_CLIENT_SECRET", "LIVE_TRAITS", "FSBroker"]
+
+#: The environment variable that holds ``FSBroker.oauth_client_secret`` (and the CLI's).
+ENV_CLIENT_SECRET = "JUPYTER_FSBROKER_OAUTH_CLIENT_SECRET"  # noqa: S105 - a variable's name
 
 #: Traits whose changes after load are applied to the running broker's configuration.
 LIVE_TRAITS = (
@@ -179,7 +183,64 @@ class FSBroker(Configurable):
         "overrides it; where Landlock is unavailable a default sandbox is a warning, not an error.",
     ).tag(config=True)
 
+    oauth_client_id = Unicode(
+        None,
+        allow_none=True,
+        help="Sign in to servers that ask for authorization (OAuth) as this client, registered with "
+        "their authorization server beforehand. Default: the client registers itself (or uses "
+        "oauth_client_metadata_url).",
+    ).tag(config=True)
+
+    oauth_client_secret = Unicode(
+        None,
+        allow_none=True,
+        help=f"The secret of oauth_client_id. Default: ${ENV_CLIENT_SECRET}, which is safer than a "
+        "config file or a notebook. Never shown.",
+    ).tag(config=True)
+
+    oauth_client_metadata_url = Unicode(
+        None,
+        allow_none=True,
+        help="The https URL of this client's metadata document (an OAuth Client ID Metadata Document).",
+    ).tag(config=True)
+
+    oauth_scope = Unicode(
+        None,
+        allow_none=True,
+        help="The OAuth scopes to ask for (space-separated); default: those the server names.",
+    ).tag(config=True)
+
+    oauth_redirect = CaselessStrEnum(
+        ("auto", "loopback", "page", "paste"),
+        "auto",
+        help="Where the sign-in's redirect comes back: 'loopback' (a listener on 127.0.0.1 of the "
+        "kernel's machine), 'page' (the JupyterLab extension's callback page, for a kernel on another "
+        "machine), 'paste' (you paste the address the browser ended on into the card), or 'auto': the "
+        "page when JupyterLab's page is not on a loopback address and serves it, else loopback. A "
+        "pasted address works in every case.",
+    ).tag(config=True)
+
+    oauth_store = Unicode(
+        "file",
+        help="Where sign-in tokens are kept: 'file' (your data folder, readable by you only), "
+        "'memory' (this kernel only) or a folder.",
+    ).tag(config=True)
+
     # -- validation ----------------------------------------------------------------------------
+
+    @default("oauth_client_secret")
+    def _secret_from_environment(self) -> str | None:
+        return os.environ.get(ENV_CLIENT_SECRET) or None
+
+    @classmethod
+    def class_get_trait_help(cls, trait: Any, inst: Any = None, helptext: str | None = None) -> str:
+        # %config FSBroker lists current values: never the secret's.
+        if trait.name == "oauth_client_secret":
+            inst = None
+        return str(super().class_get_trait_help(trait, inst, helptext))
+
+    def __repr__(self) -> str:
+        return f"<FSBroker settings{' (oauth_client_secret set)' if self.oauth_client_secret else ''}>"
 
     @default("sandbox")
     def _sandbox_from_environment(self) -> str:

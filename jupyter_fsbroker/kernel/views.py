@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..console.sign_in_text import sign_in_text
 from ..console.status import TextView, status_text
 from ..core.broker import Broker
 from ..core.consent import ConsentRequest
@@ -49,6 +51,7 @@ from .prompting import Ask
 from .snapshot import state_snapshot
 
 if TYPE_CHECKING:  # the widget modules import ipywidgets (and IPython): only when widgets show
+    from ..protocol.auth import SignIn
     from ..widgets.places import PromptShelf
 
 __all__ = ["NotebookViews", "widgets_available"]
@@ -63,6 +66,12 @@ def widgets_available() -> bool:
         return importlib.util.find_spec("ipywidgets") is not None
     except (ImportError, ValueError):
         return False
+
+
+def _tell_outcome(sign_in: SignIn) -> None:
+    """Where there are no widgets: say how a sign-in ended (the cell still runs)."""
+    if sign_in.state != "waiting":
+        print(sign_in_text(sign_in), file=sys.stderr)
 
 
 def _render_detached(dashboard: Any, render: Callable[[], None]) -> None:
@@ -253,6 +262,31 @@ class NotebookViews:
             display(card)  # type: ignore[no-untyped-call,unused-ignore]
         except Exception:
             log.exception("could not show the connection card")
+
+    def show_sign_in(self, sign_in: SignIn, respond: Callable[[str, str], tuple[bool, str]]) -> None:
+        """Show a sign-in a connect started, in the connecting cell's output (call it on the cell's
+        thread): the card (built on the views' thread, its clicks free to arrive while the cell
+        blocks), or the words where there are no widgets."""
+        if not self.widgets:
+            print(sign_in_text(sign_in), file=sys.stderr)
+            sign_in.subscribe(_tell_outcome)
+            return
+        try:
+            from IPython.display import display
+
+            from ..widgets.sign_in_card import SignInCard
+
+            def build() -> Any:
+                card = SignInCard(sign_in, lambda address: respond(sign_in.id, address), views=self.thread)
+                ipk.free_routing(card)
+                return card
+
+            card = self.thread.call(lambda: ipk.run_detached(build))
+            self.keep(card)
+            display(card)  # type: ignore[no-untyped-call,unused-ignore]
+        except Exception:
+            log.exception("could not show the sign-in card")
+            print(sign_in_text(sign_in), file=sys.stderr)
 
     def connection_changed(self, conn: KernelConnection) -> None:
         """Show a connection's new state (it opened, closed or ended): its card and the dashboard.

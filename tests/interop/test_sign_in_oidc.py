@@ -1,6 +1,6 @@
 """Signing in through the CLI against a real authorization server (oidc-provider), in headless Chromium.
 
-The authorization server (``oidc/as_server.mjs``: oidc-provider 9.13.3, on the Node 24 wheel)
+The authorization server (:mod:`tests.support.authserver`: oidc-provider 9.13.3, on the Node 24 wheel)
 issues JWT access tokens for the example analysis server, run with ``--auth-issuer``. The CLI
 signs in as it does for a person: its ``BROWSER`` (``oidc/sign_in_browser.py``) completes the
 authorization server's login and consent pages in Chromium. Each sign-in a person was asked
@@ -9,9 +9,7 @@ for is one line of the browser's log.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -21,13 +19,11 @@ from pathlib import Path
 import pytest
 
 from jupyter_fsbroker.protocol.auth import FileTokenStore, resource_of
+from tests.support.authserver import OIDC, authorization_server
 from tests.support.ci import cannot_run
 from tests.support.env import server_env
-from tests.support.node import install_or_skip
-from tests.support.processes import stop_process
 from tests.support.servers import analysis_server_http
 
-OIDC = Path(__file__).resolve().parent / "oidc"
 CHROMIUM = "/usr/bin/chromium"
 CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
 
@@ -35,21 +31,8 @@ CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
 @pytest.fixture
 def issuer(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """The authorization server's issuer URL and its log file."""
-    node, folder = install_or_skip(OIDC, "oidc-provider-9.13.3", "the sign-in tests")
-    script = folder / "as_server.mjs"
-    shutil.copyfile(OIDC / "as_server.mjs", script)  # beside its node_modules, for the import
-    log = tmp_path / "as.log"
-    with log.open("w") as stderr:
-        process = subprocess.Popen([node.node, str(script)], stdout=subprocess.PIPE, stderr=stderr, text=True)
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line, log.read_text()
-        yield json.loads(line)["issuer"], log
-    finally:
-        stop_process(process)
-        if process.stdout is not None:
-            process.stdout.close()
+    with authorization_server(tmp_path) as server:
+        yield server.issuer, server.log
 
 
 def test_sign_in_then_reuse_refresh_and_sign_out(issuer: tuple[str, Path], tmp_path: Path) -> None:

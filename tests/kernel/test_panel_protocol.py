@@ -35,7 +35,37 @@ def test_hello_refresh_and_each_action_of_the_shared_fixture_are_read() -> None:
     assert (answer.action, answer.target) == ("answer_consent", "consent_1")
     assert answer.approved == (proto.Approval("data/sales.csv", ("read",)),)
     assert answer.duration == 900.0
-    assert set(FROM_PANEL) == {"hello", "refresh", "disconnect", "revoke", "force_unlock", "answer_consent"}
+    hello = proto.parse(FROM_PANEL["hello"])
+    assert (hello.origin, hello.base_url, hello.callback_page) == (
+        "https://hub.example.com",
+        "/user/ada/",
+        True,
+    )
+    out = proto.parse(FROM_PANEL["sign_out"])
+    assert (out.action, out.target) == ("sign_out", "c2")
+    response = proto.parse(FROM_PANEL["sign_in_response"])
+    assert (response.action, response.target) == ("sign_in_response", "Zk3x9Q-signin")
+    assert response.address.startswith("?code=") and "c0de" not in repr(response)
+    assert set(FROM_PANEL) == {
+        "hello",
+        "refresh",
+        "disconnect",
+        "revoke",
+        "force_unlock",
+        "answer_consent",
+        "sign_out",
+        "sign_in_response",
+    }
+
+
+def test_a_hello_without_a_usable_page_says_nothing_of_one() -> None:
+    for page in ({}, {"origin": "javascript:x", "baseUrl": "/"}, {"origin": "https://h", "baseUrl": 3}):
+        hello = proto.parse(
+            {"version": 1, "type": "hello", "client": "jupyterlab", "callbackPage": True, **page}
+        )
+        assert (hello.origin, hello.base_url, hello.callback_page) == ("", "", False)
+    with pytest.raises(proto.ProtocolError, match="address"):
+        proto.parse(action(action="sign_in_response", signIn="s1"))
 
 
 def test_an_answer_is_read_in_canonical_order_and_an_empty_one_denies() -> None:

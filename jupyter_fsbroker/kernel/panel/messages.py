@@ -8,7 +8,7 @@ anything, never touches a broker, and imports nothing but the standard library.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
@@ -32,7 +32,7 @@ PROTOCOL_VERSION = 1
 TARGET = "jupyter_fsbroker.panel"
 
 #: The actions a panel may ask for.
-ACTIONS = ("disconnect", "revoke", "force_unlock", "answer_consent")
+ACTIONS = ("disconnect", "revoke", "force_unlock", "answer_consent", "sign_out", "sign_in_response")
 
 _OPERATIONS = ("read", "write", "delete", "watch")
 
@@ -82,6 +82,11 @@ class Incoming:
         Seconds the consent's grants last; ``None``: as long as the connection.
     client
         Who the panel is (``jupyterlab``, ``notebook``), from ``hello``.
+    origin, base_url, callback_page
+        Where the panel's page is (``location.origin``, JupyterLab's base URL ending in ``/``)
+        and whether its extension serves the sign-in callback page, from ``hello``.
+    address
+        The address a sign-in's redirect ended on (``sign_in_response``); never echoed.
     """
 
     type: str
@@ -91,6 +96,10 @@ class Incoming:
     approved: tuple[Approval, ...] = ()
     duration: float | None = None
     client: str = ""
+    origin: str = ""
+    base_url: str = ""
+    callback_page: bool = False
+    address: str = field(default="", repr=False)
 
 
 _TARGET_FIELDS = {
@@ -98,6 +107,8 @@ _TARGET_FIELDS = {
     "revoke": "grant",
     "force_unlock": "lock",
     "answer_consent": "consent",
+    "sign_out": "connection",
+    "sign_in_response": "signIn",
 }
 
 
@@ -131,6 +142,24 @@ def _duration(value: object) -> float | None:
     return float(value)
 
 
+def _hello(data: dict[str, Any]) -> Incoming:
+    """``hello``: who the panel is and, optionally, where its page is (an unusable one is ignored)."""
+    client, origin, base_url = data.get("client"), data.get("origin"), data.get("baseUrl")
+    page = (
+        isinstance(origin, str)
+        and origin.startswith(("http://", "https://"))
+        and isinstance(base_url, str)
+        and base_url.startswith("/")
+    )
+    return Incoming(
+        "hello",
+        client=client if isinstance(client, str) else "",
+        origin=str(origin) if page else "",
+        base_url=str(base_url) if page else "",
+        callback_page=page and data.get("callbackPage") is True,
+    )
+
+
 def parse(data: object) -> Incoming:
     """Check a message from a panel.
 
@@ -150,8 +179,7 @@ def parse(data: object) -> Incoming:
         )
     kind = data.get("type")
     if kind == "hello":
-        client = data.get("client")
-        return Incoming("hello", client=client if isinstance(client, str) else "")
+        return _hello(data)
     if kind == "refresh":
         return Incoming("refresh")
     if kind != "action":
@@ -161,6 +189,8 @@ def parse(data: object) -> Incoming:
     if action not in _TARGET_FIELDS:
         raise ProtocolError(f"unknown action {action!r}")
     target = _string(data, _TARGET_FIELDS[action])
+    if action == "sign_in_response":
+        return Incoming("action", ident, action, target, address=_string(data, "address"))
     if action != "answer_consent":
         return Incoming("action", ident, action, target)
     return Incoming(

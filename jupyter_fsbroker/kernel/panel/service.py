@@ -6,7 +6,8 @@ page) opens its own comm to the target; the service answers it with snapshots
 of the broker (:mod:`.state`), re-sent at most every
 :data:`REFRESH_INTERVAL` seconds while things change, and carries out the
 panel's actions — Disconnect, Revoke, Force release, answering a consent —
-through the notebook broker's public API. The messages are
+through the notebook broker's public API, and the sign-ins' Sign out and relayed
+redirects (:mod:`..sign_ins`). The messages are
 ``labextension/PROTOCOL.md``'s (:mod:`.messages`).
 
 Threading: JupyterLab sends a comm's messages on a kernel subshell, so the
@@ -30,6 +31,7 @@ from ...console.status import grant_holder
 from ...core.consent import ConsentDecision
 from ...core.errors import BrokerError, FilesError
 from .. import ipykernel_compat as ipk
+from ..sign_ins import PanelPage
 from . import messages as proto
 from .state import PanelState
 
@@ -111,6 +113,9 @@ class PanelService:
                 comm.close(data=proto.closing("the file broker was closed"))
                 return
             self._peers[comm.comm_id] = peer
+        if hello.origin:  # where the sign-ins' redirect may come back (see ..sign_ins)
+            page = PanelPage(hello.origin, hello.base_url, hello.callback_page)
+            self._broker.sign_ins.panel_attached(comm.comm_id, page)
         self._send(peer, self._snapshot(peer))
 
     def _message(self, peer: _Peer, msg: dict[str, Any]) -> None:
@@ -133,6 +138,7 @@ class PanelService:
     def _forget(self, peer: _Peer) -> None:
         with self._lock:
             self._peers.pop(peer.comm.comm_id, None)
+        self._broker.sign_ins.panel_detached(peer.comm.comm_id)
 
     # -- actions -------------------------------------------------------------------------------
 
@@ -154,6 +160,10 @@ class PanelService:
             except FilesError:
                 return False, "That grant was already gone."
             return True, f"Revoked {', '.join(grant.operations)} on {grant.path} for {grant_holder(grant)}."
+        if incoming.action == "sign_out":
+            return self._sign_out(incoming.target)
+        if incoming.action == "sign_in_response":
+            return broker.sign_ins.respond(incoming.target, incoming.address)  # type: ignore[no-any-return]
         if incoming.action == "force_unlock":
             try:
                 broker.force_unlock(incoming.target)
@@ -161,6 +171,16 @@ class PanelService:
                 return False, "That lock was already released."
             return True, "Lock released."
         return self._answer(incoming)
+
+    def _sign_out(self, target: str) -> tuple[bool, str]:
+        """Sign out of the connection whose id (or placeholder's id, see :mod:`.state`) is *target*."""
+        broker = self._broker
+        conn = next((c for c in broker.connections.values() if c.id == target), None)
+        name = conn.name if conn is not None else self._state.signing_in_name(target)
+        if name is None:
+            return False, "That connection is gone."
+        broker.sign_out(name)
+        return True, f"Signed out of {name}."
 
     def _answer(self, incoming: proto.Incoming) -> tuple[bool, str]:
         request = next((r for r in self._state.pending() if r.id == incoming.target), None)

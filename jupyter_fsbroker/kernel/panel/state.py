@@ -30,7 +30,10 @@ from .. import ipykernel_compat as ipk
 from ..prompting import Ask, KernelConsenter
 from ..snapshot import state_snapshot
 
-__all__ = ["Outcome", "PanelState"]
+__all__ = ["SIGNING_IN", "Outcome", "PanelState"]
+
+#: The id prefix of a connection entry that stands for a sign-in before its connection exists.
+SIGNING_IN = "signing-in:"
 
 #: How many change events, audit records and consent outcomes a snapshot carries.
 TAIL = 50
@@ -73,6 +76,35 @@ def _outcome(ask: Ask, answered_here: bool) -> Outcome:
     return Outcome(request.id, request.server, kind, text, "panel" if answered_here else "notebook", now)
 
 
+def _add_sign_ins(connections: list[dict[str, Any]], broker: Any) -> None:
+    """Each connection's ``auth``, and an entry for each sign-in whose connection is not open yet."""
+    sign_ins = getattr(broker, "sign_ins", None)
+    if sign_ins is None:
+        return
+    for entry in connections:
+        entry["auth"] = sign_ins.auth_json(entry["name"])
+    open_names = {e["name"] for e in connections if e["state"] not in ("closed", "closing")}
+    for sign_in in sign_ins.waiting():
+        if sign_in.server in open_names:
+            continue
+        connections.append(
+            {
+                "id": SIGNING_IN + sign_in.id,
+                "name": sign_in.server,
+                "serverName": None,
+                "server": None,
+                "transport": "http",
+                "target": sign_in.url,
+                "state": "connecting",
+                "closeReason": None,
+                "protocolVersion": None,
+                "sandbox": None,
+                "confined": None,
+                "auth": sign_ins.auth_json(sign_in.server),
+            }
+        )
+
+
 class PanelState:
     """The snapshot source of one notebook broker.
 
@@ -95,6 +127,9 @@ class PanelState:
         self._kernel = ipk.get_kernel()
         self._closed = False
         self._unsubscribe = follow_broker(broker.core, changed, change=self._on_change)
+        sign_ins = getattr(broker, "sign_ins", None)
+        if sign_ins is not None:
+            self._unsubscribe.append(sign_ins.subscribe(lambda sign_in: changed()))
         consenter = broker.consenter
         if isinstance(consenter, KernelConsenter):
             self._unsubscribe.append(consenter.subscribe(self._on_ask))
@@ -161,6 +196,7 @@ class PanelState:
             outcomes = list(self._outcomes)
         connections = sorted(broker.connections.values(), key=lambda conn: conn.name)
         state = state_snapshot(broker.core, connections, pending=self.pending(), activity=TAIL)
+        _add_sign_ins(state["connections"], broker)
         state["grants"].sort(key=lambda g: (g["connectionId"] is not None, g["server"], g["path"]))
         state["consents"] = state.pop("pending")
         state.update(
@@ -180,6 +216,12 @@ class PanelState:
             subshells={"supported": ipk.supports_subshells(self._kernel), "used": used_subshell},
         )
         return state
+
+    def signing_in_name(self, placeholder_id: str) -> str | None:
+        """The connection name of a placeholder entry's id (a sign-in before its connection)."""
+        sign_ins = getattr(self._broker, "sign_ins", None)
+        sign_in = sign_ins.find(placeholder_id.removeprefix(SIGNING_IN)) if sign_ins is not None else None
+        return sign_in.server if sign_in is not None else None
 
     def transitional(self) -> bool:
         """Whether a connection is in transit: connecting or closing, or opened in the core and not yet

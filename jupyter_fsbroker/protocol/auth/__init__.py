@@ -10,7 +10,7 @@ from .pending_sign_in import ReceiverKind, SignIn, SignInState, parse_address
 from .provider import BrokerOAuth
 from .receivers import AuthorizationResponse, LoopbackReceiver
 from .sign_in_errors import SignInError, SignInKind
-from .signing_in import resource_of, sign_out, signing_in
+from .signing_in import resource_of, sign_out, signing_in, store_for
 from .store import FileTokenStore, MemoryTokenStore, ResourceStorage, StoredSignIn, TokenStore
 
 __all__ = [
@@ -34,4 +34,5 @@ __all__ = [
     "resource_of",
     "sign_out",
     "signing_in",
+    "store_for",
 ]

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Literal
 from urllib.parse import parse_qs, urlsplit
 
+from ...core.listeners import Listeners
 from .receivers import AuthorizationResponse
 from .sign_in_errors import SignInError, SignInKind
 
@@ -101,7 +102,7 @@ class SignIn:
         self._state: SignInState = "waiting"
         self._error: SignInKind | None = None
         self._answer: concurrent.futures.Future[AuthorizationResponse] = concurrent.futures.Future()
-        self._observers: list[Callable[[SignIn], object]] = []
+        self._observers: Listeners[[SignIn]] = Listeners()
 
     def __repr__(self) -> str:
         return f"<SignIn {self.server!r} {self._state} via {self.receiver}>"
@@ -193,24 +194,10 @@ class SignIn:
 
     def subscribe(self, observer: Callable[[SignIn], object]) -> Callable[[], None]:
         """Call *observer* with this sign-in on every change; returns the unsubscribe function."""
-        with self._lock:
-            self._observers.append(observer)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if observer in self._observers:
-                    self._observers.remove(observer)
-
-        return unsubscribe
+        return self._observers.add(observer)
 
     def _notify(self) -> None:
-        with self._lock:
-            observers = list(self._observers)
-        for observer in observers:
-            try:
-                observer(self)
-            except Exception:
-                log.exception("a sign-in observer failed")
+        self._observers.notify(self)
 
     # -- the flow (the event loop) -------------------------------------------------------------
 
