@@ -11,6 +11,7 @@ import {
   PROTOCOL_VERSION,
   refresh
 } from '../protocol';
+import { pageOrigin, signInWords, waitingSignIn } from '../signin';
 
 function consent(id: string): IConsent {
   return {
@@ -294,7 +295,16 @@ describe('the shared fixture of panel messages', () => {
   const { panelToKernel: fromPanel, kernelToPanel: toPanel } = fixture;
 
   it('is what the panel sends: hello, refresh and each action', async () => {
-    expect(hello('jupyterlab')).toEqual(fromPanel.hello);
+    expect(
+      hello(
+        'jupyterlab',
+        pageOrigin(
+          'https://hub.example.com',
+          '/user/ada/',
+          '/user/ada/lab/extensions'
+        )
+      )
+    ).toEqual(fromPanel.hello);
     expect(refresh()).toEqual(fromPanel.refresh);
     const model = new BrokerModel();
     const sink = new RecordingSink();
@@ -308,11 +318,21 @@ describe('the shared fixture of panel messages', () => {
       [{ path: 'data/sales.csv', operations: ['read'] }],
       900
     );
+    void model.signOut('c2');
+    // The relay finds the snapshot's waiting sign-in by its state and sends the address as is.
+    const waiting = waitingSignIn([model], 'st4te');
+    expect(waiting?.signIn.id).toBe('Zk3x9Q-signin');
+    void model.respondToSignIn(
+      waiting!.signIn.id,
+      fromPanel.sign_in_response.address
+    );
     expect(sink.sent).toEqual([
       fromPanel.disconnect,
       fromPanel.revoke,
       fromPanel.force_unlock,
-      fromPanel.answer_consent
+      fromPanel.answer_consent,
+      fromPanel.sign_out,
+      fromPanel.sign_in_response
     ]);
     model.receive(toPanel.result);
     await expect(released).resolves.toEqual({
@@ -327,8 +347,17 @@ describe('the shared fixture of panel messages', () => {
     model.consentsAdded.connect((_, list) => added.push(list.map(c => c.id)));
     model.receive(toPanel.snapshot);
     expect(model.status).toBe('ready');
-    expect(model.openConnections).toBe(1);
+    // analysis, hosted, and remote (connecting while its sign-in waits)
+    expect(model.openConnections).toBe(3);
     expect(model.lockCount).toBe(1);
+    const auth = model.state!.connections.map(c =>
+      c.auth ? signInWords(c.auth, () => '13:00') : null
+    );
+    expect(auth).toEqual([
+      null,
+      'Signed in to https://as.example.com · expires 13:00',
+      'Waiting for sign-in'
+    ]);
     expect(added).toEqual([['consent_1']]);
     model.receive(toPanel.error);
     expect(model.lastResult).toEqual({
