@@ -13,8 +13,10 @@ with a relayed or pasted address (:meth:`NotebookSignIns.respond`) and reads its
 The kernel cannot open a browser tab for the person (it may run on another machine), so the
 sign-in settings never open one: the card's link does. Where the redirect comes back
 (:meth:`NotebookSignIns.receiver`): the JupyterLab extension's callback page when a panel says
-it serves one and the page is not on a loopback origin (a remote kernel), else the kernel's
-loopback listener; a pasted address works with either.
+it serves one and the page is not on a loopback origin (a remote kernel); a loopback page's
+browser is asked to fetch a probe from the kernel's loopback first (:mod:`.loopback_probe`: an
+SSH tunnel makes a local page with a remote kernel); else the kernel's loopback listener. A
+pasted address works with either.
 
 Nothing here reads or shows a token: the state comes from the store's record (issuer, expiry).
 """
@@ -35,6 +37,7 @@ from ..core.audit import USER_ACTOR, AuditLog, AuditRecord
 from ..core.errors import ConfigError
 from ..core.listeners import Listeners
 from ..wire.timestamps import iso_utc
+from .loopback_probe import reaches_loopback
 from .settings import FSBroker
 
 if TYPE_CHECKING:  # the MCP client is imported with the first URL connection
@@ -98,6 +101,7 @@ class NotebookSignIns:
         self._entries: dict[str, _Entry] = {}
         self._pages: dict[str, PanelPage] = {}
         self._bells: dict[str, concurrent.futures.Future[SignIn]] = {}
+        self._prober: Callable[[str], object] | None = None
 
     def subscribe(self, listener: Callable[[SignIn], None]) -> Callable[[], None]:
         """Call *listener* (any thread, must not block) with each sign-in that changed."""
@@ -113,7 +117,17 @@ class NotebookSignIns:
         wanted = str(self._settings.oauth_redirect)
         if wanted != "auto":
             return wanted  # type: ignore[return-value]
-        return "page" if self._remote_page() is not None else "loopback"
+        if self._remote_page() is not None:
+            return "page"
+        page, prober = self._any_page(), self._prober
+        if page is not None and page.loopback and prober is not None:
+            # A loopback page may still be far from the kernel (an SSH tunnel): ask its browser.
+            return "loopback" if reaches_loopback(prober) else "page"
+        return "loopback"
+
+    def set_prober(self, prober: Callable[[str], object] | None) -> None:
+        """Who asks the panels to fetch a probe URL (:mod:`.loopback_probe`); ``None``: nobody."""
+        self._prober = prober
 
     def _remote_page(self) -> PanelPage | None:
         with self._lock:

@@ -28,7 +28,7 @@ import { ConsentDialogs } from './consent';
 import { NotebookFollower } from './follow';
 import { FileBrokerModel } from './model';
 import { FileBrokerSidebar } from './sidebar';
-import { pageOrigin, SignInRelay } from './signin';
+import { pageOrigin, probeLoopback, SignInRelay } from './signin';
 import { FileBrokerStatus } from './status';
 /* eslint-enable jupyter/prefer-lazy-imports */
 import { BROKER_TOKEN, OPEN_COMMAND, PLUGIN_IDS, SIDEBAR_ID } from './tokens';
@@ -77,8 +77,16 @@ const broker: JupyterFrontEndPlugin<IFileBroker> = {
     );
     const follower = new NotebookFollower(tracker, model, client, page);
     const dialogs = new ConsentDialogs();
-    follower.modelAdded.connect((_, added) => dialogs.watch(added));
-    follower.models.forEach(existing => dialogs.watch(existing));
+    const probe = (_: unknown, url: string) =>
+      probeLoopback(url, window.location.origin);
+    follower.modelAdded.connect((_, added) => {
+      dialogs.watch(added);
+      added.probeRequested.connect(probe);
+    });
+    follower.models.forEach(existing => {
+      dialogs.watch(existing);
+      existing.probeRequested.connect(probe);
+    });
     // The callback page's redirects go to the kernel of this tab that waits for them.
     const relay = new SignInRelay(() => follower.models);
     // Without this, a kernel would keep sending snapshots to the comms of a page that was closed.

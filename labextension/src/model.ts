@@ -200,6 +200,14 @@ export class BrokerModel {
     );
   }
 
+  /**
+   * Emitted with the URL the kernel asks this page to fetch, to learn whether
+   * the browser reaches the kernel's loopback (`probeLoopback` does it).
+   */
+  get probeRequested(): ISignal<this, string> {
+    return this._probeRequested;
+  }
+
   // -- fed by the link ----------------------------------------------------------------------
 
   /**
@@ -265,6 +273,9 @@ export class BrokerModel {
         break;
       case 'closing':
         this.setStatus('unloaded', message.reason);
+        break;
+      case 'probe':
+        this._probeRequested.emit(message.url);
         break;
     }
   }
@@ -426,6 +437,7 @@ export class BrokerModel {
   private _actions = 0;
   private _waiting = new Map<string, (result: IActionResult) => void>();
   private _changed = new Signal<this, void>(this);
+  private _probeRequested = new Signal<this, string>(this);
   private _consentsAdded = new Signal<this, IConsent[]>(this);
   private _consentsEnded = new Signal<
     this,

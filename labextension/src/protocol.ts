@@ -256,8 +256,22 @@ export interface IClosingMessage {
   reason: string;
 }
 
+/**
+ * The kernel asks whether this page's browser reaches its `127.0.0.1` (an
+ * SSH tunnel makes a loopback page with a remote kernel): fetch `url`.
+ */
+export interface IProbeMessage {
+  version: number;
+  type: 'probe';
+  url: string;
+}
+
 export type KernelMessage =
-  ISnapshotMessage | IResultMessage | IErrorMessage | IClosingMessage;
+  | ISnapshotMessage
+  | IResultMessage
+  | IErrorMessage
+  | IClosingMessage
+  | IProbeMessage;
 
 /**
  * Where this page is, for the kernel's choice of a sign-in's redirect.
@@ -310,7 +324,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-const TYPES = ['snapshot', 'result', 'error', 'closing'];
+const TYPES = ['snapshot', 'result', 'error', 'closing', 'probe'];
 
 /**
  * Check a message from the kernel: its version first, then its shape.
@@ -335,6 +349,9 @@ export function parse(data: unknown): Parsed {
   }
   if (data.type === 'snapshot' && !isObject(data.state)) {
     return { kind: 'invalid', why: 'a snapshot without state' };
+  }
+  if (data.type === 'probe' && typeof data.url !== 'string') {
+    return { kind: 'invalid', why: 'a probe without url' };
   }
   return { kind: 'message', message: data as unknown as KernelMessage };
 }

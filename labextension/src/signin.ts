@@ -115,6 +115,38 @@ export function pageOrigin(
   };
 }
 
+const LOOPBACK_HOSTS = ['127.0.0.1', 'localhost', '[::1]'];
+const PROBE_URL = /^http:\/\/127\.0\.0\.1:\d{1,5}\/probe\/[A-Za-z0-9_-]{8,64}$/;
+
+/**
+ * Fetch the kernel's probe URL, but only from a page on a loopback origin (a
+ * page elsewhere would make the browser ask the person about local network
+ * access) and only a loopback probe URL; whether it was fetched.
+ */
+export function probeLoopback(
+  url: string,
+  origin: string,
+  fetcher: (url: string, init: RequestInit) => Promise<unknown> = (u, i) =>
+    fetch(u, i)
+): boolean {
+  let host: string;
+  try {
+    host = new URL(origin).hostname;
+  } catch {
+    return false;
+  }
+  if (!LOOPBACK_HOSTS.includes(host) || !PROBE_URL.test(url)) {
+    return false;
+  }
+  // Opaque (no-cors): the kernel learns of the request itself; the answer is never read.
+  void fetcher(url, {
+    mode: 'no-cors',
+    cache: 'no-store',
+    credentials: 'omit'
+  }).catch(() => undefined);
+  return true;
+}
+
 /**
  * Relays the callback page's redirects to the kernel that waits for them.
  */

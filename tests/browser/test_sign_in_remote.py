@@ -7,10 +7,15 @@ redirect therefore comes back to the JupyterLab extension's callback page, which
 the waiting kernel through the tab's panel comm. When no JupyterLab tab can take it (the
 sign-in was finished in another browser profile), the page shows the address to paste into
 the card. The sidebar shows the sign-in and signs out; the next connect asks again.
+
+The page is on a loopback origin, as through an SSH tunnel: the kernel asks the browser to
+fetch a probe from its loopback, which fails here, so the callback page is chosen; a kernel of
+the same JupyterLab on the browser's machine gets the probe and keeps its loopback redirect.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -72,9 +77,10 @@ def _cells(url: str) -> list[str]:
     connect = f"analysis = broker.connect('analysis', url={url!r})\nprint('tools:', analysis.tool_names)"
     return [
         "%load_ext jupyter_fsbroker",
-        # The page is on a loopback origin (127.0.0.1): "auto" would take the kernel's loopback
-        # listener, which would do on a laptop; this kernel is remote, so the page is asked for.
-        "%config FSBroker.oauth_redirect = 'page'\nimport jupyter_fsbroker as fsb\nbroker = fsb.get_broker()",
+        # The page is on a loopback origin (127.0.0.1), as through an SSH tunnel: the default
+        # ("auto") asks the browser to fetch a probe from the kernel's loopback, which it cannot
+        # reach, so the callback page is chosen.
+        "import jupyter_fsbroker as fsb\nbroker = fsb.get_broker()",
         connect,
         connect,
     ]
@@ -105,7 +111,9 @@ def test_sign_in_through_the_callback_page_then_sign_out_and_paste_the_next_one(
 
     lab, namespace = remote
     requests: list[str] = []
+    failed: list[str] = []
     page.context.on("request", lambda request: requests.append(request.url))
+    page.context.on("requestfailed", lambda request: failed.append(request.url))
     # -- the callback page relays ---------------------------------------------------------
     cells = _cells(analysis.url)
     notebook = Notebook(page, lab, lab.create_notebook("sign-in.ipynb", cells, kernel=KERNEL_NAME))
@@ -133,10 +141,12 @@ def test_sign_in_through_the_callback_page_then_sign_out_and_paste_the_next_one(
     assert "code=" not in tab.url
     output = notebook.wait_done(2)
     assert "profile_csv" in output, output
-    # The browser only ever talked to JupyterLab and the authorization server: it never
-    # tried a loopback port of the kernel (nor could it have reached one).
-    origins = {f"{urlsplit(u).scheme}://{urlsplit(u).netloc}" for u in requests if u.startswith("http")}
-    assert origins <= {f"http://127.0.0.1:{lab.port}", authorization.issuer}, origins
+    # The browser talked to JupyterLab and the authorization server; the only other thing it
+    # tried is the kernel's probe, which failed: the code never went to the kernel's loopback.
+    known = (f"http://127.0.0.1:{lab.port}/", authorization.issuer + "/")
+    others = [u for u in requests if u.startswith("http") and not u.startswith(known)]
+    assert len(others) == 1 and urlsplit(others[0]).path.startswith("/probe/"), others
+    assert others[0] in failed
     for port in listening:  # and whatever the kernel listens on there refuses the browser's host
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
@@ -172,3 +182,34 @@ def test_sign_in_through_the_callback_page_then_sign_out_and_paste_the_next_one(
     expect(card.locator(".fsbroker-signin-paste")).to_be_hidden()
     assert address not in page.content()  # the code does not stay on the page
     assert authorization.grants("authorization_code") == 2  # one per sign-in, none in between
+
+
+def test_a_kernel_on_the_browsers_machine_keeps_the_loopback_redirect(
+    remote: tuple[JupyterLab, NetworkNamespace],
+    authorization: AuthorizationServer,
+    analysis: AnalysisServer,
+    page: Any,
+) -> None:
+    """The same JupyterLab and page, a kernel on the host: the probe arrives, the loopback stays."""
+    from playwright.sync_api import expect
+
+    lab, _namespace = remote
+    notebook = Notebook(page, lab, lab.create_notebook("local.ipynb", _cells(analysis.url)[:3]))
+    notebook.open()
+    notebook.run_and_wait(0)
+    notebook.run_and_wait(1)
+    page.evaluate("() => window.jupyterapp.commands.execute('fsbroker:open-sidebar')")
+    expect(page.locator("#fsbroker-sidebar .fsbroker-summary")).to_be_visible(timeout=SHOW_TIMEOUT_MS)
+    notebook.run(2)
+    link = notebook.cell(2).locator(".fsbroker-signin .fsbroker-signin-open")
+    expect(link).to_be_visible(timeout=SHOW_TIMEOUT_MS)
+    authorize = link.get_attribute("href")
+    assert authorize is not None
+    redirect_uri = parse_qs(urlsplit(authorize).query)["redirect_uri"][0]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/callback", redirect_uri), redirect_uri
+    with page.context.expect_page() as opened:
+        link.click()
+    _sign_in(opened.value)
+    expect(opened.value.locator("body")).to_contain_text("Signed in")
+    output = notebook.wait_done(2)
+    assert "profile_csv" in output, output

@@ -21,6 +21,7 @@ __all__ = [
     "closing",
     "error",
     "parse",
+    "probe",
     "result",
     "snapshot",
 ]
@@ -219,6 +220,11 @@ def error(code: str, message: str) -> dict[str, Any]:
     if code == "version_mismatch":
         body["supported"] = [PROTOCOL_VERSION]
     return body
+
+
+def probe(url: str) -> dict[str, Any]:
+    """Ask a panel on a loopback page to fetch *url* (``no-cors``): does its browser reach the kernel?"""
+    return {"version": PROTOCOL_VERSION, "type": "probe", "url": url}
 
 
 def closing(reason: str) -> dict[str, Any]:

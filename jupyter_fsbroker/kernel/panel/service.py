@@ -78,6 +78,7 @@ class PanelService:
         self._views = broker.views_thread
         self._state = PanelState(broker, self.schedule)
         ipk.register_comm_target(kernel, proto.TARGET, self._open)
+        broker.sign_ins.set_prober(self.probe)
 
     @classmethod
     def start(cls, broker: Any) -> PanelService | None:
@@ -221,6 +222,13 @@ class PanelService:
         except Exception:
             log.debug("could not send to panel %s", peer.comm.comm_id, exc_info=True)
 
+    def probe(self, url: str) -> None:
+        """Ask every panel to fetch *url* (a panel on a loopback page does; see ..loopback_probe)."""
+        with self._lock:
+            peers = [] if self._closed else list(self._peers.values())
+        for peer in peers:
+            self._send(peer, proto.probe(url))
+
     def schedule(self) -> None:
         """Send every panel a snapshot soon (coalesced: at most one per interval). Never blocks."""
         with self._lock:
@@ -255,6 +263,7 @@ class PanelService:
             self._closed = True
             peers, self._peers = list(self._peers.values()), {}
         ipk.unregister_comm_target(self._kernel, proto.TARGET, self._open)
+        self._broker.sign_ins.set_prober(None)
         self._state.close()
         for peer in peers:
             try:

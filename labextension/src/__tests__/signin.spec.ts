@@ -14,6 +14,7 @@ import {
 import {
   IChannel,
   pageOrigin,
+  probeLoopback,
   SignInRelay,
   signInWords,
   stateOf,
@@ -305,5 +306,58 @@ describe('BrokerModel sign-in actions', () => {
         connection: 'c1'
       }
     ]);
+  });
+});
+
+describe('probeLoopback', () => {
+  const url = 'http://127.0.0.1:41234/probe/Zk3x9Q_abc-123';
+
+  function recording(): {
+    fetcher: (url: string, init: RequestInit) => Promise<unknown>;
+    calls: [string, RequestInit][];
+  } {
+    const calls: [string, RequestInit][] = [];
+    return {
+      calls,
+      fetcher: (u, init) => {
+        calls.push([u, init]);
+        return Promise.reject(new Error('refused')); // a remote kernel: nothing there
+      }
+    };
+  }
+
+  it('fetches the probe, opaque, from a loopback page', () => {
+    const { fetcher, calls } = recording();
+    expect(probeLoopback(url, 'http://127.0.0.1:8888', fetcher)).toBe(true);
+    expect(probeLoopback(url, 'http://localhost:8888', fetcher)).toBe(true);
+    expect(calls).toEqual([
+      [url, { mode: 'no-cors', cache: 'no-store', credentials: 'omit' }],
+      [url, { mode: 'no-cors', cache: 'no-store', credentials: 'omit' }]
+    ]);
+  });
+
+  it('never fetches from a page elsewhere, nor anything but a loopback probe', () => {
+    const { fetcher, calls } = recording();
+    expect(probeLoopback(url, 'https://hub.example.com', fetcher)).toBe(false);
+    for (const other of [
+      'http://10.0.0.1:41234/probe/Zk3x9Q_abc-123',
+      'http://127.0.0.1:41234/callback?code=x',
+      'http://127.0.0.1:41234/probe/short',
+      'http://127.0.0.1.evil.example/probe/Zk3x9Q_abc-123'
+    ]) {
+      expect(probeLoopback(other, 'http://127.0.0.1:8888', fetcher)).toBe(
+        false
+      );
+    }
+    expect(calls).toEqual([]);
+  });
+
+  it('is what a probe message from the kernel asks for', () => {
+    const model = new BrokerModel();
+    const asked: string[] = [];
+    model.probeRequested.connect((_, u) => asked.push(u));
+    model.receive({ version: PROTOCOL_VERSION, type: 'probe', url });
+    model.receive({ version: PROTOCOL_VERSION, type: 'probe' });
+    expect(asked).toEqual([url]);
   });
 });
