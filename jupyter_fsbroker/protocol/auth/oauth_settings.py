@@ -15,6 +15,9 @@ from urllib.parse import urlparse
 
 __all__ = ["OAuth", "SignInPrompt"]
 
+#: The stores ``OAuth(store=...)`` names (or a folder, as a :class:`~pathlib.Path`).
+STORES = ("auto", "keyring", "file", "memory")
+
 #: Called on the event loop when a person must sign in: ``(server URL, authorization URL)``.
 #: It must not block (opening a browser is done separately, in a worker thread).
 SignInPrompt = Callable[[str, str], object]
@@ -42,8 +45,11 @@ class OAuth:
     on_sign_in
         Told the authorization URL when a person must sign in (the command line prints it).
     store
-        Where signed-in tokens are kept: ``"file"`` (the user's data folder, readable by
-        the user only), ``"memory"`` (this process only), or a folder for the file store.
+        Where signed-in tokens are kept: ``"auto"`` (the default: the user's data folder,
+        readable by the user only, with the secrets in the system keyring where one works
+        and the ``keyring`` extra is installed), ``"keyring"`` (the same, warning where no
+        keyring works), ``"file"`` (the data folder only), ``"memory"`` (this process only),
+        or a folder for the file store.
     sign_in_timeout
         Seconds a person has to complete a sign-in.
     max_step_ups
@@ -57,7 +63,7 @@ class OAuth:
     scope: str | None = None
     open_browser: bool = True
     on_sign_in: SignInPrompt | None = field(default=None, repr=False, compare=False)
-    store: str | Path = "file"
+    store: str | Path = "auto"
     sign_in_timeout: float = 600.0
     max_step_ups: int = 2
 
@@ -68,8 +74,10 @@ class OAuth:
             parsed = urlparse(self.client_metadata_url)
             if parsed.scheme != "https" or not parsed.netloc or parsed.path in ("", "/"):
                 raise ValueError("the client metadata URL must be an https URL with a path")
-        if isinstance(self.store, str) and self.store not in ("file", "memory"):
-            raise ValueError(f"store must be 'file', 'memory' or a folder, not {self.store!r}")
+        if isinstance(self.store, str) and self.store not in STORES:
+            raise ValueError(
+                f"store must be one of {', '.join(map(repr, STORES))} or a folder, not {self.store!r}"
+            )
         if not self.sign_in_timeout > 0:
             raise ValueError("sign_in_timeout must be positive")
         if self.max_step_ups < 0:
