@@ -152,7 +152,7 @@ def _check(backend: Any) -> Any:
                 why = f"its round trip failed ({exc})"
             else:
                 return candidate
-        log.info("not using the keyring %s: %s", type(candidate).__name__, why)
+        log.info("not using the keyring %s.%s: %s", type(candidate).__module__, type(candidate).__name__, why)
     return None
 
 
