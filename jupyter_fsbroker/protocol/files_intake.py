@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCRequest
@@ -25,9 +25,7 @@ from .desk.budget import MemoryBudget
 from .desk.desk import CoreState, FilesDesk, FilesRoute
 from .desk.route import Route, Where
 from .roots_gate import RootsGate
-
-if TYPE_CHECKING:
-    from .middleware import MessageWriter
+from .transports.message_streams import MessageWriter
 
 __all__ = ["FilesCore", "FilesIntake", "is_files_request"]
 

@@ -56,7 +56,7 @@ import copy
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -74,6 +74,7 @@ from .files_intake import FilesCore, FilesIntake, is_files_request
 from .framing import MalformedMessage
 from .roots_exchange import RootsExchange, RootsProvider
 from .roots_gate import RootsGate
+from .transports.message_streams import MessageReader, MessageWriter
 
 __all__ = [
     "BROKERING_FEATURES",
@@ -94,18 +95,6 @@ log = logging.getLogger(__name__)
 
 #: What ``capabilities.roots`` of the outgoing ``initialize`` carries (PROTOCOL.md).
 ROOTS_CAPABILITY: dict[str, Any] = roots_capability()
-
-
-class MessageReader(Protocol):
-    """The read side of a transport: what the transports of :mod:`.transports` (or mcp's) yield first."""
-
-    def __aiter__(self) -> AsyncIterator[SessionMessage | Exception]: ...
-
-
-class MessageWriter(Protocol):
-    """The write side of a transport."""
-
-    async def send(self, item: SessionMessage, /) -> None: ...
 
 
 #: How many ``files/*`` requests of one connection are handled at once, by default.
