@@ -9,9 +9,7 @@ for is one line of the browser's log.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -21,40 +19,22 @@ from pathlib import Path
 import pytest
 
 from jupyter_fsbroker.protocol.auth import FileTokenStore, resource_of
-from tests.support.ci import cannot_run
+from tests.interop.authorization_server import SIGN_IN_BROWSER, authorization_server, require_chromium
 from tests.support.env import server_env
-from tests.support.node import install_or_skip
-from tests.support.processes import stop_process
 from tests.support.servers import analysis_server_http
 
-OIDC = Path(__file__).resolve().parent / "oidc"
-CHROMIUM = "/usr/bin/chromium"
 CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
 
 
 @pytest.fixture
 def issuer(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """The authorization server's issuer URL and its log file."""
-    node, folder = install_or_skip(OIDC, "oidc-provider-9.13.3", "the sign-in tests")
-    script = folder / "as_server.mjs"
-    shutil.copyfile(OIDC / "as_server.mjs", script)  # beside its node_modules, for the import
-    log = tmp_path / "as.log"
-    with log.open("w") as stderr:
-        process = subprocess.Popen([node.node, str(script)], stdout=subprocess.PIPE, stderr=stderr, text=True)
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line, log.read_text()
-        yield json.loads(line)["issuer"], log
-    finally:
-        stop_process(process)
-        if process.stdout is not None:
-            process.stdout.close()
+    with authorization_server(tmp_path) as server:
+        yield server.issuer, server.log
 
 
 def test_sign_in_then_reuse_refresh_and_sign_out(issuer: tuple[str, Path], tmp_path: Path) -> None:
-    if not Path(CHROMIUM).exists():
-        cannot_run(f"the sign-in tests NOT RUN: no Chromium at {CHROMIUM}")
+    require_chromium()
     issuer_url, as_log = issuer
     sign_ins = tmp_path / "sign-ins.log"
     sign_ins.write_text("")
@@ -63,7 +43,7 @@ def test_sign_in_then_reuse_refresh_and_sign_out(issuer: tuple[str, Path], tmp_p
         **server_env(),
         "XDG_DATA_HOME": str(tmp_path / "share"),
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
-        "BROWSER": f"{sys.executable} {OIDC / 'sign_in_browser.py'} %s",
+        "BROWSER": SIGN_IN_BROWSER,
         "FSBROKER_SIGN_IN_LOG": str(sign_ins),
     }
 

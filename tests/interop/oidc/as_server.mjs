@@ -3,7 +3,10 @@
 // with JWT access tokens (RFC 9068) whose `aud` is the resource, `iss` in every authorization
 // response (RFC 9207). The only pages of its own: a login form for one user and a consent page.
 //
-//   node as_server.mjs [--user ada] [--password PW] [--token-ttl SECONDS]
+//   node as_server.mjs [--user ada] [--password PW] [--token-ttl SECONDS] [--withheld-scope SCOPE]...
+//
+// A withheld scope is one it knows (a client may register for it and ask for it) but grants to
+// no resource: a server that requires it keeps answering 403 insufficient_scope.
 //
 // Listens on 127.0.0.1 (a free port) and prints {"issuer": "http://127.0.0.1:PORT"} on stdout.
 
@@ -17,6 +20,7 @@ const { values: opt } = parseArgs({
     user: { type: 'string', default: 'ada' },
     password: { type: 'string', default: 'lovelace-1815' },
     'token-ttl': { type: 'string', default: '3600' },
+    'withheld-scope': { type: 'string', multiple: true, default: [] },
   },
 });
 const ttl = Number(opt['token-ttl']);
@@ -35,7 +39,7 @@ function loopbackResource(indicator) {
 const configuration = {
   jwks: { keys: [key] },
   cookies: { keys: [randomBytes(32).toString('hex')] },
-  scopes: ['openid', 'offline_access', 'mcp:tools'],
+  scopes: ['openid', 'offline_access', 'mcp:tools', ...opt['withheld-scope']],
   findAccount: async (ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
   pkce: { required: () => true },
   responseTypes: ['code'],
