@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from jupyter_fsbroker.protocol.auth import FileTokenStore, resource_of
@@ -94,10 +95,21 @@ def test_sign_in_then_reuse_refresh_and_sign_out(issuer: tuple[str, Path], tmp_p
             timeout=60,
         )
         assert out.returncode == 0 and store.load(resource_of(server.url)) is None
+        assert "signing out:" not in out.stderr, out.stderr  # no notice: the revocation was taken
+        # Revoked at the authorization server (RFC 7009), not only forgotten here.
+        assert renewed.client is not None and renewed.discovery is not None
+        client = renewed.client
+        answer = httpx2.post(
+            renewed.discovery["as"]["token_endpoint"],
+            data={"grant_type": "refresh_token", "refresh_token": renewed.tokens["refresh_token"]},
+            auth=(client["client_id"], client["client_secret"]),
+            timeout=30,
+        )
+        assert answer.status_code == 400 and answer.json()["error"] == "invalid_grant", answer.status_code
         fourth = connect(server.url)
         outputs.append(fourth.stdout + fourth.stderr)
         assert fourth.returncode == 0 and asked() == 2, fourth.stderr
         server_log = server.log
-    secrets = {access, refresh, renewed.tokens["access_token"]}
+    secrets = {access, refresh, renewed.tokens["access_token"], renewed.tokens["refresh_token"]}
     for text in [*outputs, server_log, as_log.read_text()]:
         assert not [secret for secret in secrets if secret in text]

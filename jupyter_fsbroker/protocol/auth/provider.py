@@ -47,6 +47,7 @@ from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.shared.auth import OAuthMetadata, OAuthToken, ProtectedResourceMetadata
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
+from .revocation import token_endpoint_auth_method
 from .sign_in_errors import SignInError, sign_in_error
 from .store import ResourceStorage
 
@@ -98,10 +99,8 @@ class BrokerOAuth(OAuthClientProvider):
             info = context.client_info
             if info is not None and info.token_endpoint_auth_method is None and info.client_secret:
                 metadata = context.oauth_metadata
-                supported = (metadata.token_endpoint_auth_methods_supported if metadata else None) or []
-                method = (
-                    "client_secret_post" if supported == ["client_secret_post"] else "client_secret_basic"
-                )
+                supported = metadata.token_endpoint_auth_methods_supported if metadata else None
+                method = token_endpoint_auth_method(None, info.client_secret, supported)
                 context.client_info = info.model_copy(update={"token_endpoint_auth_method": method})
             return prepare_token_auth(data, headers)
 

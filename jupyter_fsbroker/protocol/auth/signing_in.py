@@ -5,8 +5,9 @@
 redirect URI, which registration needs first), builds :class:`~.provider.BrokerOAuth` on the
 record of the server's resource, and, when a person must sign in, tells
 :attr:`OAuth.on_sign_in` the authorization URL and opens it with :mod:`webbrowser` in a
-worker thread (a ``BROWSER`` command blocks until it exits). :func:`sign_out` forgets a
-server's record.
+worker thread (a ``BROWSER`` command blocks until it exits). :func:`sign_out` revokes a
+server's tokens at its authorization server (:mod:`.revocation`, best effort) and forgets its
+record.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import webbrowser
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import parse_qs, urlsplit
 
 import anyio.to_thread
@@ -25,6 +26,7 @@ from .keyring_store import KeyringTokenStore, choose_store
 from .oauth_settings import OAuth
 from .provider import BrokerOAuth
 from .receivers import LoopbackReceiver
+from .revocation import revoke
 from .sign_in_errors import SignInError
 from .store import FileTokenStore, ResourceStorage, TokenStore
 
@@ -46,15 +48,29 @@ def store_for(settings: OAuth) -> TokenStore:
     return choose_store(settings.store)
 
 
-def sign_out(url: str, settings: OAuth | None = None) -> bool:
-    """Forget the stored sign-in to the server at *url*; whether there was one.
+def sign_out(
+    url: str, settings: OAuth | None = None, *, notice: Callable[[str], object] | None = None
+) -> bool:
+    """Revoke and forget the stored sign-in to the server at *url*; whether there was one.
 
-    The record's file goes, and its entry in the system keyring where the keyring kept its
-    secrets, whichever store *settings* name.
+    The tokens are revoked at the authorization server first (RFC 7009, at most
+    :data:`~.revocation.REVOKE_TIMEOUT` seconds, so this blocks that long at most). Where the
+    authorization server cannot be reached or offers no revocation, the record is forgotten
+    anyway and *notice* is told why (default: a logged warning). The record's file goes, and
+    its entry in the system keyring where the keyring kept its secrets, whichever store
+    *settings* name.
     """
     store, resource = store_for(settings or OAuth()), resource_of(url)
     if isinstance(store, FileTokenStore) and store.keeps_secrets_elsewhere(resource):
         store = KeyringTokenStore(store.folder)  # written by one: it forgets the keyring entry too
+    record = store.load(resource)
+    if record is not None:
+        why = revoke(record)
+        if why is not None:
+            if notice is None:
+                log.warning("signing out: %s", why)
+            else:
+                notice(why)
     return store.forget(resource)
 
 
