@@ -3,7 +3,9 @@
 :func:`authorization_server` runs it on the Node 24 wheel for a ``with`` block;
 :func:`sign_in_as_a_person` starts what a person does with an authorization URL (the
 ``oidc/sign_in_browser.py`` command: Chromium fills the login and consent pages), for tests
-that connect in this process rather than through the CLI's ``BROWSER``.
+that connect in this process rather than through the CLI's ``BROWSER``. :class:`SigningInCli`
+runs the CLI's ``connect --url`` as a person would, with such a ``BROWSER``, its data folder
+(so its token store) under a test's folder.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from jupyter_fsbroker.protocol.auth import FileTokenStore
 from tests.support.ci import cannot_run
+from tests.support.env import server_env
 from tests.support.node import install_or_skip
 from tests.support.processes import stop_process
 
@@ -26,6 +30,8 @@ OIDC = Path(__file__).resolve().parent / "oidc"
 CHROMIUM = "/usr/bin/chromium"
 #: The ``BROWSER`` command that signs in as a person would.
 SIGN_IN_BROWSER = f"{sys.executable} {OIDC / 'sign_in_browser.py'} %s"
+#: The one that stops at the redirect and replays it altered (``FSBROKER_REPLAY``).
+REPLAY_BROWSER = f"{sys.executable} {OIDC / 'replay_browser.py'} %s"
 
 
 @dataclass(frozen=True)
@@ -71,3 +77,48 @@ def sign_in_as_a_person(authorization_url: str, log: Path) -> subprocess.Popen[b
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
     )
+
+
+class SigningInCli:
+    """``jupyter-fsbroker connect --url URL --list-tools`` run in *folder*, with *browser* as ``BROWSER``.
+
+    Attributes
+    ----------
+    env
+        The CLI's environment (its data and cache folders under *folder*; *extra* added).
+    store
+        The CLI's token store.
+    """
+
+    def __init__(self, folder: Path, browser: str = SIGN_IN_BROWSER, **extra: str) -> None:
+        self.folder = folder
+        self._sign_ins = folder / "sign-ins.log"
+        self._sign_ins.write_text("")
+        self.env = {
+            **os.environ,
+            **server_env(),
+            "XDG_DATA_HOME": str(folder / "share"),
+            "XDG_CACHE_HOME": str(folder / "cache"),
+            "BROWSER": browser,
+            "FSBROKER_SIGN_IN_LOG": str(self._sign_ins),
+            **extra,
+        }
+        self.store = FileTokenStore(folder / "share" / "jupyter_fsbroker" / "oauth")
+
+    def connect(self, url: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return self.run("connect", "--url", url, "--list-tools", timeout=timeout)
+
+    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "jupyter_fsbroker", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            env=self.env,
+            cwd=self.folder,
+        )
+
+    def asked(self) -> int:
+        """How many sign-ins a person was asked for so far."""
+        return len(self._sign_ins.read_text().splitlines())
