@@ -92,6 +92,7 @@ class SigningInCli:
 
     def __init__(self, folder: Path, browser: str = SIGN_IN_BROWSER, **extra: str) -> None:
         self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
         self._sign_ins = folder / "sign-ins.log"
         self._sign_ins.write_text("")
         self.env = {
