@@ -22,7 +22,7 @@ from pathlib import Path
 
 from jupyter_fsbroker.protocol.auth import FileTokenStore
 from tests.support.ci import cannot_run
-from tests.support.env import server_env
+from tests.support.cli import run_cli
 from tests.support.node import install_or_skip
 from tests.support.processes import stop_process
 
@@ -85,7 +85,7 @@ class SigningInCli:
     Attributes
     ----------
     env
-        The CLI's environment (its data and cache folders under *folder*; *extra* added).
+        What the CLI's environment adds (its data and cache folders under *folder*, *extra*).
     store
         The CLI's token store.
     """
@@ -96,8 +96,6 @@ class SigningInCli:
         self._sign_ins = folder / "sign-ins.log"
         self._sign_ins.write_text("")
         self.env = {
-            **os.environ,
-            **server_env(),
             "XDG_DATA_HOME": str(folder / "share"),
             "XDG_CACHE_HOME": str(folder / "cache"),
             "BROWSER": browser,
@@ -110,15 +108,7 @@ class SigningInCli:
         return self.run("connect", "--url", url, "--list-tools", timeout=timeout)
 
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "jupyter_fsbroker", *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            env=self.env,
-            cwd=self.folder,
-        )
+        return run_cli(*args, timeout=timeout, env=self.env, cwd=self.folder)
 
     def asked(self) -> int:
         """How many sign-ins a person was asked for so far."""
