@@ -27,6 +27,7 @@ from tests.support.authserver import (
     USER,
     AuthorizationServer,
     authorization_server,
+    grants,
     sign_in_over_http,
 )
 from tests.support.servers import AnalysisServer, analysis_server_http
@@ -45,7 +46,7 @@ PROFILE = "hosted.call_tool('profile_csv', {'path': 'data/sales.csv'}).data['row
 @pytest.fixture
 def protected(tmp_path: Path) -> Iterator[tuple[AuthorizationServer, AnalysisServer]]:
     with (
-        authorization_server(tmp_path, token_ttl=TOKEN_TTL) as auth,
+        authorization_server(tmp_path, "--token-ttl", str(TOKEN_TTL)) as auth,
         analysis_server_http("--auth-issuer", auth.issuer) as server,
     ):
         yield auth, server
@@ -109,7 +110,7 @@ def test_sign_in_in_the_browser_refresh_sign_out_and_tampered_answers(
     time.sleep(max(0.0, record.expires_at - time.time()) + 1)  # the clock is what is waited for
     assert notebook.run_and_wait(3).strip().endswith("4")
     assert notebook.output(3).locator(".fsbroker-signin").count() == 0
-    assert auth.grants("refresh_token") >= 1 and auth.grants("authorization_code") == 1
+    assert grants(auth, "refresh_token") >= 1 and grants(auth, "authorization_code") == 1
 
     # 3. Signed out: the next connect asks again, and this time the address is pasted.
     assert "Signed out of hosted." in notebook.run_and_wait(4)
@@ -141,4 +142,4 @@ def test_sign_in_in_the_browser_refresh_sign_out_and_tampered_answers(
     submit.click()
     notebook.wait_done(5)
     assert notebook.run_and_wait(6).strip().endswith("4")
-    assert auth.grants("authorization_code") == 2
+    assert grants(auth, "authorization_code") == 2
