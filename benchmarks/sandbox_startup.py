@@ -117,10 +117,9 @@ def prepare_cost(repeats: int) -> dict[str, list[float]]:
 
 def official_server() -> list[str] | None:
     node = shutil.which("node")
-    cache = Path(
-        os.environ.get("FSBROKER_INTEROP_DIR", Path.home() / ".cache" / "jupyter_fsbroker" / "interop")
-    )
-    scripts = sorted(cache.glob("*/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"))
+    cache = Path(os.environ.get("FSBROKER_NODE_DIR", Path.home() / ".cache" / "jupyter_fsbroker" / "node"))
+    entry = "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+    scripts = sorted(cache.glob(f"interop-*/{entry}"))
     if node is None or not scripts:
         return None
     return [node, str(scripts[-1])]

@@ -62,6 +62,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from procmem import memory_kib, reset_peak  # beside this file: on sys.path when run as a script
 
 from jupyter_fsbroker.serverkit import enable_files, files, run_stdio
+from tests.support.hashing import digest_file
 
 MiB = 1024 * 1024
 
@@ -83,25 +84,15 @@ def build_server() -> MCPServer[Any]:
         """sha256 of a file read in chunks through the client's broker."""
         before = memory_kib()
         peak_reset = reset_peak()
-        digest = hashlib.sha256()
-        nbytes = chunks = 0
         start = time.perf_counter()
-        async with (
-            files(ctx) as fs,
-            fs.iter_chunks(path, chunk_size=chunk_size, concurrency=concurrency) as stream,
-        ):
-            async for data in stream:
-                digest.update(data)
-                nbytes += len(data)
-                chunks += 1
-            requests = stream.requests
+        done = await digest_file(ctx, path, chunk_size=chunk_size, concurrency=concurrency)
         seconds = time.perf_counter() - start
         after = memory_kib()
         return {
-            "sha256": digest.hexdigest(),
-            "bytes": nbytes,
-            "chunks": chunks,
-            "requests": requests,
+            "sha256": done.sha256,
+            "bytes": done.nbytes,
+            "chunks": done.chunks,
+            "requests": done.requests,
             "seconds": seconds,
             "rss_before_kib": before["rss_kib"],
             "peak_kib": after["peak_kib"],

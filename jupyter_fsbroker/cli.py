@@ -538,7 +538,7 @@ async def _serve(conn: ServerConnection) -> int:
 def _run_sign_out(url: str) -> int:
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"not an http(s) URL: {url!r}")
-    known = sign_out(url)
+    known = sign_out(url, notice=lambda why: print(f"jupyter-fsbroker: {why}", file=sys.stderr))
     print(
         f"jupyter-fsbroker: {'signed out of' if known else 'was not signed in to'} {printable(url)}",
         file=sys.stderr,

@@ -23,6 +23,7 @@ finishing, a process exiting); the wait ends as soon as they have.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,11 @@ from typing import Any
 import pytest
 
 from tests.support import leaks
+
+# No test touches the system keyring of the machine it runs on: the default sign-in store of this
+# process and of every process the tests start finds none (keyring reads this variable). The
+# keyring tests give their backends explicitly, and the Secret Service test its own D-Bus session.
+os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 
 #: Seconds leftovers get to go away on their own: a safety net, not a speed requirement (a thread or
 #: a process that is ending may wait seconds for a CPU on a loaded machine); a real leak costs this

@@ -165,31 +165,12 @@ def test_no_import_cycle() -> None:
 #: A module longer than this almost always holds more than one concept.
 MAX_LINES = 600
 
-#: Modules allowed past :data:`MAX_LINES`, each until it is split, and never past this.
-OVERSIZED_LINES = 800
-OVERSIZED = frozenset(
-    {
-        # Its split (with protocol/middleware.py and protocol/transports/pipes.py) is under way.
-        f"{NAME}/protocol/server_connection.py",
-    }
-)
-
 
 def test_no_module_over_600_lines() -> None:
-    """No module has more than 600 lines (blank lines, comments and docstrings included).
-
-    The modules in ``OVERSIZED`` may have up to 800 until they are split; one that is back
-    under 600 must leave the list, so the list names only what is still too long.
-    """
+    """No module has more than 600 lines (blank lines, comments and docstrings included)."""
     sizes = {_relative(p): len(p.read_text(encoding="utf-8").splitlines()) for p in MODULES.values()}
-    offenders = {
-        path: lines
-        for path, lines in sorted(sizes.items())
-        if lines > (OVERSIZED_LINES if path in OVERSIZED else MAX_LINES)
-    }
+    offenders = {path: lines for path, lines in sorted(sizes.items()) if lines > MAX_LINES}
     assert offenders == {}, f"modules over {MAX_LINES} lines: {offenders}"
-    stale = sorted(path for path in OVERSIZED if sizes.get(path, 0) <= MAX_LINES)
-    assert stale == [], f"no longer over {MAX_LINES} lines (remove them from OVERSIZED): {stale}"
 
 
 # -- function size ---------------------------------------------------------------------------------

@@ -59,7 +59,8 @@ class ConnectionRegistry:
     default_sandbox
         Returns the sandbox of a connection that does not name one (the setting's).
     before
-        Called on the caller's thread before each connect (the warm-up's imports).
+        Called on the caller's thread before each connect (the warm-up's imports, which it
+        waits for: the caller imports the MCP client next).
     closed
         Returns whether the owner is closed: then nothing new connects.
     sign_ins
@@ -177,7 +178,8 @@ class ConnectionRegistry:
                 server.close("the broker was closed")
                 raise ClosedError("the broker is closed")
             self._by_name[server.name] = conn
-        # Followed before the card shows: a notice that comes meanwhile is on it either way.
+        # Followed before the card shows: the card reads the notice in force once it follows
+        # (NotebookViews.show_card), and every later one comes through here.
         unfollow = server.roots_offer.follow(lambda _notice: self._views.connection_changed(conn))
         self._views.show_card(conn)
         with contextlib.suppress(ClosedError):  # closing: close() ends the connection

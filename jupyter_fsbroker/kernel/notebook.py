@@ -19,7 +19,8 @@ grants, locks, audit), the background loop its connections run on
 (:mod:`.loop`, reached through :mod:`.calls`), its connections by name
 (:mod:`.connecting`) and the servers they reach (:mod:`.servers`), the
 ``FSBroker`` settings it follows (:mod:`.settings_link`), who answers consent
-(:mod:`.prompting`), and the views (:mod:`.views`). Its methods
+(:mod:`.notebook_consent`, :mod:`.prompting`), the views (:mod:`.views`) and
+what it does between cells (:mod:`.cell_events`). Its methods
 are thin, thread-safe entry points: the work happens on the loop or in the core,
 and policy is the core's. It never blocks the loop's thread, and closing it
 leaves no thread, process, lock or temporary file behind.
@@ -27,19 +28,15 @@ leaves no thread, process, lock or temporary file behind.
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
-import functools
 import logging
 import os
-import sys
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ..core.broker import Broker
 from ..core.config import BrokerConfig
-from ..core.consent import ConsentDecision, Consenter, ConsentRequest, DenyingConsenter
+from ..core.consent import ConsentDecision, Consenter, ConsentRequest
 from ..core.errors import ClosedError
 from ..core.grants import Grant
 from ..core.locks import LockInfo
@@ -47,10 +44,11 @@ from ..core.roots import Root
 from ..sandbox import Sandbox
 from . import ipykernel_compat as ipk
 from .calls import CallRunner
+from .cell_events import CellEvents
 from .connecting import CLOSE_TIMEOUT, ConnectionRegistry
 from .loop import BackgroundLoop
 from .notebook_connection import KernelConnection
-from .prompting import CallScope, KernelConsenter
+from .notebook_consent import NotebookConsent
 from .servers import DEFAULT_CONNECT_TIMEOUT, TargetOptions
 from .settings import FSBroker
 from .settings_link import SettingsLink
@@ -116,10 +114,8 @@ class NotebookBroker:
             widgets = self._kernel is not None and widgets_available()
         self._lock = threading.RLock()
         self._closed = False
-        self._terminal: Any | None = None
         self._base_config = config or BrokerConfig()
         self.core = Broker(self.settings.make_config(self._base_config))
-        self._kernel_consenter: KernelConsenter | None = None
         #: The sign-ins of URL connections (see :mod:`.sign_ins`).
         self.sign_ins = NotebookSignIns(self.settings, self.core.audit)
         self._views = NotebookViews(
@@ -129,25 +125,36 @@ class NotebookBroker:
             closed=lambda: self._closed,
             pending=self.pending_consents,
         )
-        self._loop = BackgroundLoop(prepare=self._prepare_loop)
+        self._loop = BackgroundLoop(prepare=lambda: ipk.detach(self._kernel))
         try:
             self._loop.start()
         except BaseException:
             self.core.close()
             raise
         self._warm = WarmUp(self._loop, enabled=self._kernel is not None)
-        self._consenter = consenter if consenter is not None else self._default_consenter()
+        self._consent = NotebookConsent(
+            self.core,
+            self.settings,
+            kernel=self._kernel,
+            views=self._views,
+            warm=self._warm,
+            consenter=consenter,
+        )
         self._runner = CallRunner(
-            self._loop, new_scope=self._new_scope, consenter=self._kernel_consenter, keep=self._views.keep
+            self._loop,
+            new_scope=self._consent.new_scope,
+            consenter=self._consent.kernel_consenter,
+            keep=self._views.keep,
         )
         self._registry = ConnectionRegistry(
             self,
             self.core,
             runner=self._runner,
             views=self._views,
-            consenter=lambda: self._consenter,
+            consenter=lambda: self._consent.consenter,
             default_sandbox=self.settings.default_sandbox,
-            before=self._warm.start,
+            # The sign-in settings import the MCP client on this thread: never beside the warm-up's.
+            before=self._warm.complete,
             closed=lambda: self._closed,
             sign_ins=self.sign_ins,
         )
@@ -159,39 +166,12 @@ class NotebookBroker:
             closed=lambda: self._closed,
         )
         self._settings_link.apply_specs()
-        self._events = getattr(shell, "events", None)
-        if self._events is not None:
-            self._events.register("pre_run_cell", self._before_cell)
-            self._events.register("post_run_cell", self._after_cell)
-        else:
-            self._warm.start()
-
-    def _prepare_loop(self) -> None:
-        ipk.detach(self._kernel)
-
-    def _default_consenter(self) -> Consenter:
-        if self._kernel is not None:
-            views = self._views.thread
-            make_prompt = functools.partial(_make_prompt, views=views) if self._views.widgets else None
-            self._kernel_consenter = KernelConsenter(
-                make_prompt=make_prompt,
-                place_outside=self._views.place_outside,
-                ready=self._warm.ready,
-                views=views,
-            )
-            self._kernel_consenter.subscribe(self._views.follow_consent)
-            return self._kernel_consenter
-        if sys.stdin is not None and sys.stdin.isatty():
-            from ..console.prompt import TerminalConsenter
-
-            self._terminal = TerminalConsenter()
-            return self._terminal
-        return DenyingConsenter()
+        self._cells = CellEvents(shell, warm=self._warm, views=self._views)
 
     @property
     def consenter(self) -> Consenter:
         """Who answers the consent requests of every connection (see the *consenter* parameter)."""
-        return self._consenter
+        return self._consent.consenter
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -475,8 +455,7 @@ class NotebookBroker:
 
     def pending_consents(self) -> tuple[ConsentRequest, ...]:
         """The consent requests waiting for an answer, wherever their prompts are shown."""
-        consenter = self._kernel_consenter
-        return tuple(consenter.pending()) if consenter is not None else ()
+        return self._consent.pending()
 
     def answer_consent(self, request_id: str, decision: ConsentDecision | bool) -> bool:
         """Answer a waiting consent request from elsewhere than its prompt (the first answer counts).
@@ -494,37 +473,7 @@ class NotebookBroker:
         bool
             Whether this answer counted (``False``: unknown, or decided already).
         """
-        consenter = self._kernel_consenter
-        if consenter is None:
-            return False
-        if isinstance(decision, bool):
-            found = [r for r in consenter.pending() if r.id == request_id]
-            if not found:
-                return False
-            decision = ConsentDecision.approve_all(found[0]) if decision else ConsentDecision.deny()
-        return consenter.answer(request_id, decision)
-
-    def _before_cell(self, *args: object) -> None:
-        """Before each cell: let an import of the warm-up end first (see :mod:`.warming`)."""
-        self._warm.wait()
-
-    def _after_cell(self, *args: object) -> None:
-        """After each cell: start the warm-up (once), print what the views noticed meanwhile."""
-        self._warm.start()
-        for notice in self._views.take_notices():
-            print(notice, file=sys.stderr)
-
-    def _new_scope(self, connection_id: str) -> CallScope:
-        return CallScope(
-            connection_id,
-            broker=self.core,
-            kernel=self._kernel,
-            widgets=self._views.widgets,
-            stdin_mode=lambda: str(self.settings.stdin_fallback).lower(),
-            show_progress=lambda: bool(self.settings.show_progress),
-            place_outside=self._views.place_outside,
-            views=self._views.thread,
-        )
+        return self._consent.answer(request_id, decision)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -554,41 +503,18 @@ class NotebookBroker:
             if self._closed:
                 return
             self._closed = True
-        if self._events is not None:
-            for event, callback in (("pre_run_cell", self._before_cell), ("post_run_cell", self._after_cell)):
-                with contextlib.suppress(ValueError):  # never registered, or unregistered already
-                    self._events.unregister(event, callback)
+        self._cells.close()
         self._settings_link.close()
         self._registry.close()
         self._warm.finish()  # requests still waiting for it go to their (closing) views now
-        prompts = []
-        if self._kernel_consenter is not None:
-            asks = self._kernel_consenter.close()
-            self._views.thread.settle()  # a prompt being built meanwhile is among them once built
-            prompts = [ask.prompt for ask in asks if ask.prompt is not None]
-        if not at_exit:
-            for prompt in prompts:
-                try:
-                    prompt.close()
-                except Exception:
-                    log.debug("could not close a consent prompt", exc_info=True)
+        self._consent.withdraw(at_exit=at_exit)
         self._views.close(at_exit=at_exit, why=why)
         self.core.close()
         self._loop.stop()
-        if self._terminal is not None:
-            self._terminal.close()
+        self._consent.close()
 
     def __enter__(self) -> NotebookBroker:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _make_prompt(
-    request: ConsentRequest, future: concurrent.futures.Future[ConsentDecision], *, views: ViewThread
-) -> Any:
-    """A consent prompt widget (``ipywidgets`` is imported with the first one, not at ``%load_ext``)."""
-    from ..widgets.consent_prompt import ConsentPrompt
-
-    return ConsentPrompt(request, future, views=views)

@@ -221,8 +221,9 @@ class FSBroker(Configurable):
     ).tag(config=True)
 
     oauth_store = Unicode(
-        "file",
-        help="Where sign-in tokens are kept: 'file' (your data folder, readable by you only), "
+        "auto",
+        help="Where sign-in tokens are kept: 'auto' (your data folder, readable by you only, with the "
+        "secrets in the system keyring where one works), 'keyring', 'file' (the data folder only), "
         "'memory' (this kernel only) or a folder.",
     ).tag(config=True)
 

@@ -161,6 +161,8 @@ class NotebookSignIns:
                 raise ConfigError("auth is for servers reached by URL (a command's server runs here)")
             return None
         if auth is False:
+            with self._lock:
+                self._entries.pop(name, None)  # the panel shows no sign-in for it any more
             return None
         try:
             if auth is None or auth is True:

@@ -258,6 +258,10 @@ class NotebookViews:
             card = ConnectionCard(conn)
             with self._lock:
                 self._cards[conn.id] = (card, PromptShelf(card))
+            # The card follows its connection from here. A change that came while it was being
+            # built was shown before it could be found: show the state in force now, posted
+            # after that change (the views' thread runs posts in order).
+            self.connection_changed(conn)
             watch_comm_closed(card, lambda: self._lost(card, f"the card of connection {conn.name!r}"))
             display(card)  # type: ignore[no-untyped-call,unused-ignore]
         except Exception:

@@ -72,6 +72,11 @@ class WarmUp:
         if ready is not None and self._started and not ready.done():
             concurrent.futures.wait([ready], timeout=_WAIT)
 
+    def complete(self) -> None:
+        """Start the imports and wait for them to end (the caller imports the MCP client next)."""
+        self.start()
+        self.wait()
+
     def finish(self) -> None:
         """Mark the warm-up done (its imports ended, or the broker is closing). Idempotent."""
         if self.ready is not None:

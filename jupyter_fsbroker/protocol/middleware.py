@@ -23,20 +23,17 @@ The middleware is MCP plumbing only:
   :class:`~.desk.desk.FilesDesk`, which decides who answers it (the reading
   thread, a worker, a task on the loop; or a refusal at once), holds it in its
   one in-flight table, bounds its memory and answers it with the core's own
-  error mapping (see :mod:`.desk`). A transport that can (stdio's pipes:
-  :meth:`~.transports.pipes.PipeReader.offer_to`) shows each request to the
-  desk as it reads it, so a small request need not cross the event loop; a
-  server's ``notifications/cancelled`` for a ``files/*`` request goes to the
-  desk, any other to the session.
-* ``roots/list`` is answered with what a :class:`RootsProvider` says (see
-  :mod:`.roots_offer`), computed as the request is read, so that whatever the
-  server sends next finds its consequences (a notice) in place.
-* A :class:`~.roots_gate.RootsGate`, if given, is told when roots are offered
-  (``initialized`` and ``roots/list_changed`` going out, if the answer would
-  hand over locations: a server told names only needs no head start), when
-  the server speaks, asks ``roots/list`` and gets its answer; the client
-  awaits it before tool calls, so that a call does not race the server's
-  fetch of the roots.
+  error mapping (see :mod:`.desk`). How it gets there (from the transport's
+  reading thread or from the pump) is :mod:`.files_intake`; a server's
+  ``notifications/cancelled`` for a ``files/*`` request goes to the desk, any
+  other to the session.
+* ``roots/list`` is answered by the connection's
+  :class:`~.roots_exchange.RootsExchange` with what a :class:`RootsProvider`
+  says (see :mod:`.roots_offer`); the exchange tells a
+  :class:`~.roots_gate.RootsGate`, if given, when roots are offered
+  (``initialized`` and ``roots/list_changed`` going out), when the server
+  speaks, asks ``roots/list`` and gets its answer; the client awaits the gate
+  before tool calls, so that a call does not race the server's fetch of the roots.
 * The server's answer to ``initialize`` is shown to ``on_initialize_result``
   before the session sees it, so the client can prepare (name the connection)
   before ``notifications/initialized`` lets the server send requests.
@@ -59,33 +56,25 @@ import copy
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
-from mcp_types import (
-    ErrorData,
-    JSONRPCError,
-    JSONRPCMessage,
-    JSONRPCNotification,
-    JSONRPCRequest,
-    JSONRPCResponse,
-    RequestId,
-)
+from mcp_types import JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse, RequestId
 
-from ..core.buffers import BufferPool
-from ..core.errors import InternalError, to_jsonrpc_error
 from ..core.hop import post
 from ..core.limits import Limits
 from ..wire.brokering import BROKERING_FEATURES, PER_PATH_CONSENT, roots_capability
 from ..wire.methods import CHANGED_NOTIFICATION, FILES_PREFIX
 from .desk.budget import MemoryBudget
-from .desk.desk import CoreState, FilesDesk, FilesHandler, FilesRoute
-from .desk.route import Route, Where
+from .desk.desk import FilesHandler
+from .files_intake import FilesCore, FilesIntake, is_files_request
 from .framing import MalformedMessage
+from .roots_exchange import RootsExchange, RootsProvider
 from .roots_gate import RootsGate
+from .transports.message_streams import MessageReader, MessageWriter
 
 __all__ = [
     "BROKERING_FEATURES",
@@ -108,54 +97,6 @@ log = logging.getLogger(__name__)
 ROOTS_CAPABILITY: dict[str, Any] = roots_capability()
 
 
-class RootsProvider(Protocol):
-    """What answers ``roots/list`` (:class:`~.roots_offer.RootsOffer`); called on the event loop."""
-
-    def answer(self) -> dict[str, Any]:
-        """The result of the ``roots/list`` the server just sent."""
-        ...
-
-    def located(self) -> bool:
-        """Whether that result would now hand over any root's ``file://`` location."""
-        ...
-
-
-class FilesCore(CoreState, Protocol):
-    """The broker side of a connection as the desk asks it (:class:`~.desk.core_slot.CoreSlot`)."""
-
-    async def handle(self, method: str, params: Any) -> dict[str, Any]:
-        """On the loop: the result of one ``files/*`` request, or a :class:`~.core.errors.FilesError`."""
-        ...
-
-    def route(self, method: str) -> FilesRoute | None:
-        """Where a request of *method* can be answered off the loop; ``None``: on it."""
-        ...
-
-    def memory_budget(self) -> int:
-        """Bytes the connection's answers may hold while produced and until written (read per request)."""
-        ...
-
-    def read_sizes(self) -> tuple[int, int, int]:
-        """The default and largest ``files/read`` length and the most ``files/list`` entries."""
-        ...
-
-    def buffers(self) -> BufferPool | None:
-        """What lends the buffers large answers are encoded in (``None``: none yet)."""
-        ...
-
-
-class MessageReader(Protocol):
-    """The read side of a transport: what the transports of :mod:`.transports` (or mcp's) yield first."""
-
-    def __aiter__(self) -> AsyncIterator[SessionMessage | Exception]: ...
-
-
-class MessageWriter(Protocol):
-    """The write side of a transport."""
-
-    async def send(self, item: SessionMessage, /) -> None: ...
-
-
 #: How many ``files/*`` requests of one connection are handled at once, by default.
 DEFAULT_MAX_IN_FLIGHT = Limits.max_in_flight
 
@@ -164,7 +105,6 @@ DEFAULT_MAX_IN_FLIGHT = Limits.max_in_flight
 _OUTBOX_SIZE = 10_000
 
 _Stream = MemoryObjectSendStream[SessionMessage | Exception]
-_Answer = tuple[str, dict[str, Any]]
 _INITIALIZED = "notifications/initialized"
 _ROOTS_CHANGED = "notifications/roots/list_changed"
 _ClosedErrors = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
@@ -224,17 +164,16 @@ class BrokerMiddleware:
         self._malformed = 0
         self._read = read_stream
         self._write = write_stream
-        self._roots = roots
+        self._roots = RootsExchange(roots, roots_gate, send=self._send, on_failure=self._failed, label=label)
         self._on_transport_closed = on_transport_closed
         self._label = label
         self._max_in_flight = max_in_flight
         self._gate = roots_gate
         self._on_initialize_result = on_initialize_result
-        self._desk: FilesDesk | None = None
+        self._files: FilesIntake | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._outbox: MemoryObjectSendStream[SessionMessage] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()  # answering roots/list
         self._task_failure: BaseException | None = None
         self._initialized = False
         self._closing = False
@@ -256,13 +195,13 @@ class BrokerMiddleware:
     @property
     def in_flight(self) -> int:
         """The number of ``files/*`` requests being answered."""
-        return 0 if self._desk is None else self._desk.in_flight
+        return 0 if self._files is None else self._files.in_flight
 
     @property
     def budget(self) -> MemoryBudget:
         """The connection's memory budget (see :mod:`.desk.budget`), once :meth:`attach` is entered."""
-        assert self._desk is not None, "the middleware is not attached"
-        return self._desk.budget
+        assert self._files is not None, "the middleware is not attached"
+        return self._files.budget
 
     @property
     def malformed(self) -> int:
@@ -281,21 +220,16 @@ class BrokerMiddleware:
         session_write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
         outbox, outbox_reader = anyio.create_memory_object_stream[SessionMessage](_OUTBOX_SIZE)
         self._outbox = outbox
-        self._desk = FilesDesk(
+        self._files = FilesIntake(
             self._loop,
             self._write,
-            handle=self._core.handle,
-            route=self._core.route,
-            budget_limit=self._core.memory_budget,
-            read_sizes=self._core.read_sizes,
+            self._core,
             max_in_flight=self._max_in_flight,
             gate=self._gate,
-            buffers=self._core.buffers,
             on_failure=self._failed,
-            core=self._core,
             label=self._label,
         )
-        self._offer_reads()
+        self._files.offer_reads(self._read)
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -311,7 +245,8 @@ class BrokerMiddleware:
             self._closing = True
             self._tg = None
             with anyio.CancelScope(shield=True):
-                await self._stop_answering()
+                await self._files.aclose()
+                await self._roots.aclose()
             for stream in (to_session, session_read, session_write, from_session, outbox, outbox_reader):
                 stream.close()
         if self._task_failure is not None:
@@ -341,7 +276,7 @@ class BrokerMiddleware:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return False
         if method == _ROOTS_CHANGED:
-            self._roots_offered()  # from now on, not once written: a call queued next must see it
+            self._roots.offered()  # from now on, not once written: a call queued next must see it
         return True
 
     def notify_threadsafe(self, method: str, params: dict[str, Any] | None = None) -> None:
@@ -352,32 +287,6 @@ class BrokerMiddleware:
         post(loop, self.notify, method, params)  # a closed loop: the connection is gone anyway
 
     # -- inbound --------------------------------------------------------------------------------
-
-    def _offer_reads(self) -> None:
-        """Let a transport that can (stdio's pipes) show each request to the desk as it is read."""
-        offer_to = getattr(self._read, "offer_to", None)
-        if offer_to is not None and self._desk is not None and self._desk.answers_on_threads:
-            offer_to(self._take)
-
-    def _take(self, item: SessionMessage, where: Where) -> bool | Callable[[], None]:
-        """The transport's one hook, as it reads *item* (see :meth:`.transports.pipes.PipeReader.offer_to`).
-
-        On the reading thread: what answers *item* there, now, or ``False``
-        (hand it to the loop). On the loop: whether the desk took it; what it
-        does not take (anything but a ``files/*`` request, one refused at
-        once) goes on to the pump, in order.
-        """
-        message = item.message
-        if (
-            self._desk is None
-            or not isinstance(message, JSONRPCRequest)
-            or not message.method.startswith(FILES_PREFIX)
-        ):
-            return False
-        taken = self._desk.take(message, where)
-        if callable(taken):
-            return taken
-        return taken not in (Route.LOOP, Route.BUSY)
 
     def _failed(self, failure: BaseException) -> None:
         # As a task group would: the failure ends the connection and is raised by attach.
@@ -395,15 +304,15 @@ class BrokerMiddleware:
                         await self._refuse_malformed(item)
                         continue
                     if isinstance(item, SessionMessage):
-                        if self._gate is not None:
-                            self._gate.activity()
+                        self._roots.activity()
                         message = item.message
-                        if isinstance(message, JSONRPCRequest) and message.method.startswith(FILES_PREFIX):
-                            assert self._desk is not None
-                            if self._desk.take(message, Where.LOOP) is Route.BUSY:
+                        if is_files_request(message):
+                            assert self._files is not None
+                            refusal = self._files.take_on_loop(message)
+                            if refusal is not None:
                                 # Answered here, not in a task: a server that floods
                                 # without reading its answers stops being read.
-                                await self._send(self._desk.refusal(message))
+                                await self._send(refusal)
                             continue
                         if self._intercept(message):
                             continue
@@ -424,9 +333,7 @@ class BrokerMiddleware:
         """Handle *message* here if it is ours; return whether it was."""
         if isinstance(message, JSONRPCRequest):
             if message.method == "roots/list":
-                if self._gate is not None:
-                    self._gate.asked()
-                self._answer_roots(message)
+                self._roots.answer(message)
                 return True
         elif isinstance(message, JSONRPCResponse) and message.id == self._initialize_id:
             version = message.result.get("protocolVersion")
@@ -434,14 +341,7 @@ class BrokerMiddleware:
             if self._on_initialize_result is not None:
                 self._on_initialize_result(message.result)
         elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
-            request_id = (message.params or {}).get("requestId")
-            if (
-                isinstance(request_id, str | int)
-                and not isinstance(request_id, bool)
-                and self._desk is not None
-                and self._desk.cancel(request_id)
-            ):
-                return True
+            return self._files is not None and self._files.cancel(message.params)
         return False
 
     async def _refuse_malformed(self, item: MalformedMessage) -> None:
@@ -456,48 +356,6 @@ class BrokerMiddleware:
         )
         if item.reply is not None:
             await self._send(item.reply)
-
-    def _answer_roots(self, request: JSONRPCRequest) -> None:
-        # Computed now, as the request is read, so whatever the server sends next finds its
-        # consequences in place; written in a task, so the pump reads on.
-        assert self._loop is not None
-        task = self._loop.create_task(self._send_roots(request, self._roots_answer(request)))
-        self._tasks.add(task)
-        task.add_done_callback(self._roots_sent)
-
-    async def _send_roots(self, request: JSONRPCRequest, answer: _Answer) -> None:
-        await self._send(_message(request.id, answer))
-        if self._gate is not None:
-            self._gate.answered()
-
-    def _roots_sent(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self._failed(task.exception())  # type: ignore[arg-type]
-
-    async def _stop_answering(self) -> None:
-        if self._desk is not None:
-            await self._desk.aclose()
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-
-    def _roots_answer(self, request: JSONRPCRequest) -> tuple[str, dict[str, Any]]:
-        """``("result", result)`` or ``("error", error)`` for a ``roots/list``."""
-        try:
-            return "result", self._roots.answer()
-        except Exception as exc:
-            log.exception("%s: unexpected failure answering roots/list", self._label)
-            return "error", self._internal_error(
-                request, f"the client failed to answer roots/list ({type(exc).__name__})"
-            )
-
-    @staticmethod
-    def _internal_error(request: JSONRPCRequest, message: str) -> dict[str, Any]:
-        path = (request.params or {}).get("path")
-        return to_jsonrpc_error(InternalError(message, path=path if isinstance(path, str) else None))
 
     async def _send(self, message: JSONRPCMessage) -> None:
         try:
@@ -517,7 +375,7 @@ class BrokerMiddleware:
                     await self._write.send(item)
                     if isinstance(message, JSONRPCNotification) and message.method == _INITIALIZED:
                         self._initialized = True
-                        self._roots_offered()
+                        self._roots.offered()
         except _ClosedErrors:
             pass
 
@@ -540,14 +398,3 @@ class BrokerMiddleware:
                     await self._write.send(item)
         except _ClosedErrors:
             pass
-
-    def _roots_offered(self) -> None:
-        if self._gate is not None:
-            self._gate.offered(self._roots.located())
-
-
-def _message(request_id: RequestId, answer: tuple[str, dict[str, Any]]) -> JSONRPCMessage:
-    kind, body = answer
-    if kind == "result":
-        return JSONRPCResponse(jsonrpc="2.0", id=request_id, result=body)
-    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData.model_validate(body))

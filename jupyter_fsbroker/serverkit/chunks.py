@@ -22,7 +22,7 @@ from .exceptions import ClientInternalError, ContentEncodingError, PreconditionF
 from .lenient import CHUNK_SAFE_CODECS, compact_params
 from .requester import Requester
 
-__all__ = ["ChunkStream", "collect", "open_stream", "read_chunk"]
+__all__ = ["ChunkStream", "collect", "read_chunk"]
 
 T = TypeVar("T", bytes, str)
 
@@ -62,29 +62,6 @@ async def _read_binary(
     return ReadBytes.from_result(result, offset)
 
 
-def open_stream(
-    requester: Requester,
-    cap: int,
-    path: str,
-    *,
-    chunk_size: int,
-    concurrency: int,
-    encoding: str,
-    lock_id: str | None,
-    on_close: Callable[[ChunkStream[Any]], None] | None = None,
-) -> ChunkStream[Any]:
-    """:class:`ChunkStream` of *path*, requests under *cap* bytes (see :meth:`FilesClient.iter_chunks`)."""
-    if concurrency < 1:
-        raise ValueError("concurrency must be at least 1")
-    if chunk_size < 1:
-        raise ValueError("chunk_size must be at least 1")
-    size = min(chunk_size, cap)
-    if encoding != "base64":
-        # A resync read asks for up to one character more than a chunk: stay under the cap.
-        size = min(size, cap - 64)
-    return ChunkStream(requester, path, size, concurrency, encoding, lock_id, on_close=on_close)
-
-
 async def collect(stream: ChunkStream[Any], max_size: int | None) -> list[Any]:
     """Every chunk of *stream*, refusing a file larger than *max_size*."""
     parts: list[Any] = []
@@ -100,6 +77,8 @@ class ChunkStream(Generic[T]):
 
     Made by :meth:`FilesClient.iter_chunks`. Use ``async with`` (or call
     :meth:`aclose`) when you may stop early, so reads in flight are cancelled.
+    It checks its arguments and keeps each request under *cap* bytes (the
+    client's read cap): ``chunk_size`` is the size a request asks for.
 
     Attributes
     ----------
@@ -116,18 +95,27 @@ class ChunkStream(Generic[T]):
     def __init__(
         self,
         requester: Requester,
+        cap: int,
         path: str,
+        *,
         chunk_size: int,
         concurrency: int,
         encoding: str,
         lock_id: str | None,
-        *,
         on_close: Callable[[ChunkStream[Any]], None] | None = None,
     ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be at least 1")
+        size = min(chunk_size, cap)
+        if encoding != "base64":
+            # A resync read asks for up to one character more than a chunk: stay under the cap.
+            size = min(size, cap - 64)
         self._requester = requester
         self._on_close = on_close
         self.path = path
-        self.chunk_size = chunk_size
+        self.chunk_size = size
         self.concurrency = concurrency
         self.encoding = encoding
         self.lock_id = lock_id

@@ -31,7 +31,7 @@ from .answers import (
     RootEntry,
     WriteResult,
 )
-from .chunks import ChunkStream, collect, open_stream, read_chunk
+from .chunks import ChunkStream, collect, read_chunk
 from .exceptions import NotFoundError
 from .lenient import compact_params, get_opt_str, get_str
 from .locking import hold_lock, unlock
@@ -304,7 +304,7 @@ class FilesClient:
         PreconditionFailedError
             ``reason="changed_during_read"``: the file's etag changed between chunks.
         """
-        stream = open_stream(
+        stream: ChunkStream[Any] = ChunkStream(
             self._requester,
             self._cap.limit,
             path,

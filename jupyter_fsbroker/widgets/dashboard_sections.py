@@ -14,7 +14,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
@@ -149,78 +149,80 @@ class ConnectionsSection(_ButtonRows):
         self._views.clear()
 
 
-class GrantsSection(_ButtonRows):
-    """One row per live grant with **Revoke** (DOM class ``fsbroker-revoke``).
+class _ActionRows(_ButtonRows):
+    """Rows by id, each with one button that runs :meth:`act` on its row's id and says what it did.
 
     Parameters
     ----------
     broker
-        Whose grants are revoked.
+        Whom the buttons act on.
     say, changed
         Show what a click did; ask the dashboard to refresh.
     """
 
+    #: What shows without any row.
+    nothing: ClassVar[str]
+    #: The button's label, DOM class and tooltip.
+    button: ClassVar[tuple[str, str, str]]
+
     def __init__(self, broker: Broker, *, say: _Say, changed: Callable[[], None]) -> None:
-        super().__init__("No grants: servers ask with files/consent, or pre-approve with %fsbroker allow.")
+        super().__init__(self.nothing)
         self._broker = broker
         self._say = say
         self._changed = changed
+
+    def make_row(self, key: str) -> Row:
+        """The row of *key*, its button wired."""
+        label, dom_class, tooltip = self.button
+        row = button_row("", label, dom_class, REJECT, tooltip)
+        row.button.on_click(lambda _button: self._click(key))
+        return row
+
+    def _click(self, key: str) -> None:
+        self._say(self.act(key))
+        self._changed()
+
+    def act(self, key: str) -> str:
+        """Do what the button of *key* does; what to say about it."""
+        raise NotImplementedError
+
+
+class GrantsSection(_ActionRows):
+    """One row per live grant with **Revoke** (DOM class ``fsbroker-revoke``)."""
+
+    nothing = "No grants: servers ask with files/consent, or pre-approve with %fsbroker allow."
+    button = ("Revoke", "fsbroker-revoke", "Revoke this grant now")
 
     def sync(self, grants: Sequence[Grant], servers: dict[str, str], now: float) -> None:
         """Show *grants* (on the rendering thread)."""
         self._sync([(g.id, grant_html(g, servers, now), True) for g in grants], self.make_row)
 
-    def make_row(self, grant_id: str) -> Row:
-        """The row of grant *grant_id*, its button wired."""
-        row = button_row("", "Revoke", "fsbroker-revoke", REJECT, "Revoke this grant now")
-        row.button.on_click(lambda _button: self._revoke(grant_id))
-        return row
-
-    def _revoke(self, grant_id: str) -> None:
+    def act(self, key: str) -> str:
+        """Revoke grant *key*."""
         try:
-            grant = self._broker.grants.revoke(grant_id)
+            grant = self._broker.grants.revoke(key)
         except FilesError:
-            self._say("That grant was already gone.")
-        else:
-            self._say(
-                f"Revoked {escape(', '.join(grant.operations))} on <code>{escape(grant.path)}</code> "
-                f"for {escape(grant_holder(grant))}."
-            )
-        self._changed()
+            return "That grant was already gone."
+        return (
+            f"Revoked {escape(', '.join(grant.operations))} on <code>{escape(grant.path)}</code> "
+            f"for {escape(grant_holder(grant))}."
+        )
 
 
-class LocksSection(_ButtonRows):
-    """One row per kept lock with **Force release** (DOM class ``fsbroker-force-unlock``).
+class LocksSection(_ActionRows):
+    """One row per kept lock with **Force release** (DOM class ``fsbroker-force-unlock``)."""
 
-    Parameters
-    ----------
-    broker
-        Whose locks are released.
-    say, changed
-        Show what a click did; ask the dashboard to refresh.
-    """
-
-    def __init__(self, broker: Broker, *, say: _Say, changed: Callable[[], None]) -> None:
-        super().__init__("No kept locks.")
-        self._broker = broker
-        self._say = say
-        self._changed = changed
+    nothing = "No kept locks."
+    button = ("Force release", "fsbroker-force-unlock", "Release this lock now")
 
     def sync(self, locks: Sequence[LockInfo], now: float) -> None:
         """Show *locks* (on the rendering thread)."""
         self._sync([(info.lock_id or "", lock_html(info, now), True) for info in locks], self.make_row)
 
-    def make_row(self, lock_id: str) -> Row:
-        """The row of kept lock *lock_id*, its button wired."""
-        row = button_row("", "Force release", "fsbroker-force-unlock", REJECT, "Release this lock now")
-        row.button.on_click(lambda _button: self._force_unlock(lock_id))
-        return row
-
-    def _force_unlock(self, lock_id: str) -> None:
+    def act(self, key: str) -> str:
+        """Force-release kept lock *key*."""
         try:
-            self._broker.force_unlock(lock_id)
+            self._broker.force_unlock(key)
         except (FilesError, BrokerError):
-            self._say("That lock was already released.")
-        else:
-            self._say("Lock released.")
-        self._changed()
+            return "That lock was already released."
+        return "Lock released."

@@ -17,7 +17,11 @@ def test_signout_forgets_the_stored_sign_in(workdir: Path) -> None:
     store.save(StoredSignIn(resource_of(URL), tokens={"access_token": "at-secret", "token_type": "Bearer"}))
     first = run_cli("signout", URL)
     assert first.returncode == 0, first.stderr
-    assert first.stderr == f"jupyter-fsbroker: signed out of {URL}\n"
+    # Stored before any discovery: no authorization server to tell, and the CLI says so.
+    assert first.stderr == (
+        "jupyter-fsbroker: its authorization server offers no token revocation; "
+        f"the tokens were only forgotten here\njupyter-fsbroker: signed out of {URL}\n"
+    )
     assert store.load(resource_of(URL)) is None
     again = run_cli("signout", URL)
     assert again.returncode == 0 and "was not signed in" in again.stderr

@@ -1,4 +1,4 @@
-"""Fixtures of the interop tests: the pinned npm packages, a free port, a shared data folder.
+"""Fixtures of the interop tests: the pinned npm packages, a free port, a shared data folder, an issuer.
 
 The packages are installed by the tests themselves (:mod:`.npm`). Without node,
 npm or the registry the tests are skipped with the reason — except under CI
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_fsbroker.core.broker import Broker
+from tests.interop.authorization_server import authorization_server
 from tests.interop.npm import NodeTools, install_or_skip
 from tests.support.brokers import make_broker
 
@@ -56,3 +57,10 @@ def broker(tmp_path: Path, data: Path) -> Iterator[Broker]:
     with make_broker(tmp_path) as b:
         b.add_root(data, name="data")
         yield b
+
+
+@pytest.fixture
+def issuer(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A real authorization server's issuer URL and its log file (:mod:`.authorization_server`)."""
+    with authorization_server(tmp_path) as server:
+        yield server.issuer, server.log

@@ -1,6 +1,6 @@
 """Signing in through the CLI against a real authorization server (oidc-provider), in headless Chromium.
 
-The authorization server (:mod:`tests.support.authserver`: oidc-provider 9.13.3, on the Node 24 wheel)
+The authorization server (``oidc/as_server.mjs``: oidc-provider 9.13.3, on the Node 24 wheel)
 issues JWT access tokens for the example analysis server, run with ``--auth-issuer``. The CLI
 signs in as it does for a person: its ``BROWSER`` (``oidc/sign_in_browser.py``) completes the
 authorization server's login and consent pages in Chromium. Each sign-in a person was asked
@@ -9,63 +9,22 @@ for is one line of the browser's log.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+import httpx2
 
-from jupyter_fsbroker.protocol.auth import FileTokenStore, resource_of
-from tests.support.authserver import OIDC, authorization_server
-from tests.support.ci import cannot_run
-from tests.support.env import server_env
+from jupyter_fsbroker.protocol.auth import resource_of
+from tests.interop.authorization_server import SigningInCli, require_chromium
 from tests.support.servers import analysis_server_http
-
-CHROMIUM = "/usr/bin/chromium"
-CLI = [sys.executable, "-m", "jupyter_fsbroker", "connect"]
-
-
-@pytest.fixture
-def issuer(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """The authorization server's issuer URL and its log file."""
-    with authorization_server(tmp_path) as server:
-        yield server.issuer, server.log
 
 
 def test_sign_in_then_reuse_refresh_and_sign_out(issuer: tuple[str, Path], tmp_path: Path) -> None:
-    if not Path(CHROMIUM).exists():
-        cannot_run(f"the sign-in tests NOT RUN: no Chromium at {CHROMIUM}")
+    require_chromium()
     issuer_url, as_log = issuer
-    sign_ins = tmp_path / "sign-ins.log"
-    sign_ins.write_text("")
-    env = {
-        **os.environ,
-        **server_env(),
-        "XDG_DATA_HOME": str(tmp_path / "share"),
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-        "BROWSER": f"{sys.executable} {OIDC / 'sign_in_browser.py'} %s",
-        "FSBROKER_SIGN_IN_LOG": str(sign_ins),
-    }
-
-    def connect(url: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*CLI, "--url", url, "--list-tools"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=tmp_path,
-        )
-
-    def asked() -> int:
-        return len(sign_ins.read_text().splitlines())
-
+    cli = SigningInCli(tmp_path)
+    connect, asked, store = cli.connect, cli.asked, cli.store
     with analysis_server_http("--auth-issuer", issuer_url) as server:
-        store = FileTokenStore(tmp_path / "share" / "jupyter_fsbroker" / "oauth")
         outputs = []
         first = connect(server.url)
         outputs.append(first.stdout + first.stderr)
@@ -89,18 +48,24 @@ def test_sign_in_then_reuse_refresh_and_sign_out(issuer: tuple[str, Path], tmp_p
         assert renewed.tokens["access_token"] != access
         assert "grant refresh_token" in as_log.read_text()
         # Signed out: the next run asks again.
-        out = subprocess.run(
-            [sys.executable, "-m", "jupyter_fsbroker", "signout", server.url],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
+        out = cli.run("signout", server.url, timeout=60)
         assert out.returncode == 0 and store.load(resource_of(server.url)) is None
+        # No notice: the revocation was taken.
+        assert out.stderr == f"jupyter-fsbroker: signed out of {server.url}\n", out.stderr
+        # Revoked at the authorization server (RFC 7009), not only forgotten here.
+        assert renewed.client is not None and renewed.discovery is not None
+        client = renewed.client
+        answer = httpx2.post(
+            renewed.discovery["as"]["token_endpoint"],
+            data={"grant_type": "refresh_token", "refresh_token": renewed.tokens["refresh_token"]},
+            auth=(client["client_id"], client["client_secret"]),
+            timeout=30,
+        )
+        assert answer.status_code == 400 and answer.json()["error"] == "invalid_grant", answer.status_code
         fourth = connect(server.url)
         outputs.append(fourth.stdout + fourth.stderr)
         assert fourth.returncode == 0 and asked() == 2, fourth.stderr
         server_log = server.log
-    secrets = {access, refresh, renewed.tokens["access_token"]}
+    secrets = {access, refresh, renewed.tokens["access_token"], renewed.tokens["refresh_token"]}
     for text in [*outputs, server_log, as_log.read_text()]:
         assert not [secret for secret in secrets if secret in text]

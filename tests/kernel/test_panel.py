@@ -177,7 +177,7 @@ def test_a_disconnect_shows_closing_at_once_and_closed_once_done_while_the_loop_
     conn = panel.state(lambda s: s["connections"])["connections"][0]
     # The broker's loop busy for a while (a large transfer, a loaded machine): the kill switch ends
     # the connection's grants at once, but the transport is torn down only when the loop gets to it.
-    kernel.run("import time\nanalysis.server._loop.call_soon_threadsafe(time.sleep, 3)")
+    kernel.run("import time\nanalysis.server._life._loop.call_soon_threadsafe(time.sleep, 3)")
 
     result = panel.act("disconnect", connection=conn["id"])
     assert result["ok"], result

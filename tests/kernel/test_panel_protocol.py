@@ -35,7 +35,7 @@ def test_hello_refresh_and_each_action_of_the_shared_fixture_are_read() -> None:
     assert (answer.action, answer.target) == ("answer_consent", "consent_1")
     assert answer.approved == (proto.Approval("data/sales.csv", ("read",)),)
     assert answer.duration == 900.0
-    hello = proto.parse(FROM_PANEL["hello"])
+    hello = proto.parse(FROM_PANEL["hello_page"])
     assert (hello.origin, hello.base_url, hello.callback_page) == (
         "https://hub.example.com",
         "/user/ada/",
@@ -48,6 +48,7 @@ def test_hello_refresh_and_each_action_of_the_shared_fixture_are_read() -> None:
     assert response.address.startswith("?code=") and "c0de" not in repr(response)
     assert set(FROM_PANEL) == {
         "hello",
+        "hello_page",
         "refresh",
         "disconnect",
         "revoke",
@@ -84,6 +85,7 @@ def test_an_answer_is_read_in_canonical_order_and_an_empty_one_denies() -> None:
 
 def test_the_kernel_writes_each_message_of_the_shared_fixture() -> None:
     assert proto.snapshot(1, TO_PANEL["snapshot"]["state"]) == TO_PANEL["snapshot"]
+    assert proto.snapshot(2, TO_PANEL["snapshot_sign_in"]["state"]) == TO_PANEL["snapshot_sign_in"]
     assert proto.result("a3", True, "Lock released.") == TO_PANEL["result"]
     assert proto.error("bad_message", TO_PANEL["error"]["message"]) == TO_PANEL["error"]
     assert (

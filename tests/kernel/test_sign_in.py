@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from jupyter_fsbroker.protocol.auth import FileTokenStore, resource_of
-from tests.support.authserver import AuthorizationServer, authorization_server, sign_in_over_http
+from tests.support.authserver import AuthorizationServer, authorization_server, grants, sign_in_over_http
 from tests.support.servers import AnalysisServer, analysis_server_http
 
 from .conftest import load
@@ -161,4 +161,4 @@ def test_sign_in_from_the_card_refusing_tampered_addresses_then_sign_out(
     assert panel.act("sign_out", connection=entry["id"])["ok"]  # ends the waiting sign-in
     failure = kernel.wait(again, 60).failure
     assert failure is not None and "cancelled" in failure["evalue"], failure
-    assert second.comm_id != card.comm_id and auth.grants("authorization_code") == 1
+    assert second.comm_id != card.comm_id and grants(auth, "authorization_code") == 1

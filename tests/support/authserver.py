@@ -1,68 +1,29 @@
-"""A real authorization server for the sign-in tests: oidc-provider 9.13.3 on the Node 24 wheel.
+"""The sign-in tests' authorization server, completed by a person over plain HTTP.
 
-:func:`authorization_server` runs ``tests/interop/oidc/as_server.mjs`` (configured, not written:
-dynamic registration, PKCE, refresh tokens, RFC 8707 resources with JWT access tokens, RFC 9207
-``iss``) for a ``with`` block; its log has one ``grant <type>`` line per token it issued.
-:func:`sign_in_over_http` completes its login and consent pages as a person would, over plain
-HTTP, and returns the address the browser would end on, without loading it (so a test can paste
-it, alter it, or let a loopback listener have it).
+The server itself (oidc-provider, ``tests/interop/oidc/as_server.mjs``) is
+:func:`tests.interop.authorization_server.authorization_server`.
+:func:`sign_in_over_http` completes its login and consent pages as a person would and returns
+the address the browser would end on, without loading it (so a test can paste it, alter it,
+or keep it from a loopback listener); :func:`grants` counts the tokens the server issued.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import shutil
-import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import urljoin
 
 import httpx2
 
-from tests.support.node import install_or_skip
-from tests.support.processes import stop_process
+from tests.interop.authorization_server import AuthorizationServer, authorization_server
 
-OIDC = Path(__file__).resolve().parents[1] / "interop" / "oidc"
+__all__ = ["PASSWORD", "USER", "AuthorizationServer", "authorization_server", "grants", "sign_in_over_http"]
+
+#: The one person ``as_server.mjs`` knows (its defaults).
 USER, PASSWORD = "ada", "lovelace-1815"
 
 
-@dataclass(frozen=True)
-class AuthorizationServer:
-    """A running authorization server: its issuer URL and its log file."""
-
-    issuer: str
-    log: Path
-
-    def grants(self, grant_type: str) -> int:
-        """How many tokens it issued with *grant_type* (``authorization_code``, ``refresh_token``)."""
-        return self.log.read_text().count(f"grant {grant_type}")
-
-
-@contextlib.contextmanager
-def authorization_server(folder: Path, *, token_ttl: int = 3600) -> Iterator[AuthorizationServer]:
-    """The authorization server for the ``with`` block (access tokens live *token_ttl* seconds)."""
-    node, installed = install_or_skip(OIDC, "oidc-provider-9.13.3", "the sign-in tests")
-    script = installed / "as_server.mjs"
-    shutil.copyfile(OIDC / "as_server.mjs", script)  # beside its node_modules, for the import
-    log = folder / "as.log"
-    with log.open("w") as stderr:
-        process = subprocess.Popen(
-            [node.node, str(script), "--token-ttl", str(token_ttl)],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line, log.read_text()
-        yield AuthorizationServer(json.loads(line)["issuer"], log)
-    finally:
-        stop_process(process)
-        if process.stdout is not None:
-            process.stdout.close()
+def grants(server: AuthorizationServer, grant_type: str) -> int:
+    """How many tokens *server* issued with *grant_type* (``authorization_code``, ``refresh_token``)."""
+    return server.log.read_text().count(f"grant {grant_type}")
 
 
 def sign_in_over_http(authorization_url: str, redirect_prefix: str) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 
 from tests.support.env import server_env
 
@@ -14,13 +16,19 @@ SALES = "region,revenue\nnorth,120\nsouth,95\neast,\n"
 COMMAND = [sys.executable, "-m", "jupyter_fsbroker"]
 
 
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run the command with *args*, no keyboard (stdin is empty); its output as text, once it ends."""
+def run_cli(
+    *args: str, timeout: float = 120, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the command with *args*, no keyboard (stdin is empty); its output as text, once it ends.
+
+    *env* is added to this process's environment; *cwd* is where it runs (default: here).
+    """
     return subprocess.run(
         [*COMMAND, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
-        env={**os.environ, **server_env()},
+        env={**os.environ, **server_env(), **(env or {})},
+        cwd=cwd,
     )

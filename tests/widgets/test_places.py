@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
 
 import ipywidgets
 
+from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import ConsentDecision
+from jupyter_fsbroker.kernel.views import NotebookViews
 from jupyter_fsbroker.protocol.roots_offer import RootsNotice
 from jupyter_fsbroker.widgets.consent_prompt import ConsentPrompt
 from jupyter_fsbroker.widgets.places import KEEP_DECIDED, CallPanel, ConnectionCard, PromptShelf, card_text
@@ -42,6 +46,44 @@ def test_the_card_says_why_the_server_got_the_folders_names_only_in_words_it_can
     card.update()
     assert "fsbroker-roots-notice" not in card.line.value
     card.close()
+
+
+@dataclass(eq=False)
+class _NoticeWhileTheCardIsBuilt(FakeConnection):
+    """A connection whose notice appears just after the card being built has read its state, and
+    whose change is shown (on the views' thread) before the card follows the connection."""
+
+    id: str = "c1"
+    views: Any = None
+    _notice: RootsNotice | None = None
+    _read: bool = False
+
+    @property  # type: ignore[override]
+    def roots_notice(self) -> RootsNotice | None:
+        notice = self._notice
+        if not self._read and self.views is not None:
+            self._read = True
+            self._notice = RootsNotice("fs", ("data",), "it seems to open files itself", "Connect with X.")
+            self.views.connection_changed(self)
+            self.views.thread.settle()
+        return notice
+
+    @roots_notice.setter
+    def roots_notice(self, notice: RootsNotice | None) -> None:
+        self._notice = notice
+
+
+def test_a_card_shows_the_notice_that_came_before_it_followed_its_connection(broker: Broker) -> None:
+    views = NotebookViews(broker, tuple, widgets=True, closed=lambda: False)
+    conn = _NoticeWhileTheCardIsBuilt()
+    conn.views = views
+    try:
+        views.show_card(conn)  # type: ignore[arg-type]
+        views.thread.settle()
+        card = views._cards[conn.id][0]
+        assert "fsbroker-roots-notice" in card.line.value, card.line.value
+    finally:
+        views.close()
 
 
 def test_card_updates_its_line_and_holds_prompts_it_does_not_own() -> None:

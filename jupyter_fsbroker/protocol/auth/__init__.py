@@ -2,9 +2,11 @@
 
 ``connect(..., url=URL, auth=OAuth(...))`` signs in when the server answers ``401``: the
 authorization page opens in the browser, the redirect comes back to a loopback listener, and
-the tokens are kept per user (:mod:`.store`) so the next connection needs no browser.
+the tokens are kept per user (:mod:`.store`; the secrets in the system keyring where one
+works, :mod:`.keyring_store`) so the next connection needs no browser.
 """
 
+from .keyring_store import KeyringTokenStore, choose_store
 from .oauth_settings import OAuth, Redirect, SignInPrompt
 from .pending_sign_in import ReceiverKind, SignIn, SignInState, parse_address
 from .provider import BrokerOAuth
@@ -17,6 +19,7 @@ __all__ = [
     "AuthorizationResponse",
     "BrokerOAuth",
     "FileTokenStore",
+    "KeyringTokenStore",
     "LoopbackReceiver",
     "MemoryTokenStore",
     "OAuth",
@@ -30,6 +33,7 @@ __all__ = [
     "SignInState",
     "StoredSignIn",
     "TokenStore",
+    "choose_store",
     "parse_address",
     "resource_of",
     "sign_out",

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = ["OAuth", "Redirect", "SignInPrompt"]
 
+#: The stores ``OAuth(store=...)`` names (or a folder, as a :class:`~pathlib.Path`).
+STORES = ("auto", "keyring", "file", "memory")
+
 #: Called on the event loop when a person must sign in, with the pending
 #: :class:`~.pending_sign_in.SignIn` (its ``authorization_url`` is the page to open; views
 #: subscribe to it). It must not block (opening a browser is done separately, in a worker thread).
@@ -51,8 +54,11 @@ class OAuth:
         Told the pending :class:`~.pending_sign_in.SignIn` when a person must sign in (the
         command line prints its ``authorization_url``; the notebook shows a card).
     store
-        Where signed-in tokens are kept: ``"file"`` (the user's data folder, readable by
-        the user only), ``"memory"`` (this process only), or a folder for the file store.
+        Where signed-in tokens are kept: ``"auto"`` (the default: the user's data folder,
+        readable by the user only, with the secrets in the system keyring where one works
+        and the ``keyring`` extra is installed), ``"keyring"`` (the same, warning where no
+        keyring works), ``"file"`` (the data folder only), ``"memory"`` (this process only),
+        or a folder for the file store.
     redirect
         Where the authorization server's redirect comes back: ``"loopback"`` (a listener on
         ``127.0.0.1``, for a browser on this machine), ``"page"`` (*page_url*, a page that
@@ -75,7 +81,7 @@ class OAuth:
     scope: str | None = None
     open_browser: bool = True
     on_sign_in: SignInPrompt | None = field(default=None, repr=False, compare=False)
-    store: str | Path = "file"
+    store: str | Path = "auto"
     redirect: Redirect = "auto"
     page_url: str | None = None
     sign_in_timeout: float = 600.0
@@ -95,8 +101,10 @@ class OAuth:
             parsed = urlparse(self.client_metadata_url)
             if parsed.scheme != "https" or not parsed.netloc or parsed.path in ("", "/"):
                 raise ValueError("the client metadata URL must be an https URL with a path")
-        if isinstance(self.store, str) and self.store not in ("file", "memory"):
-            raise ValueError(f"store must be 'file', 'memory' or a folder, not {self.store!r}")
+        if isinstance(self.store, str) and self.store not in STORES:
+            raise ValueError(
+                f"store must be one of {', '.join(map(repr, STORES))} or a folder, not {self.store!r}"
+            )
         if self.redirect not in ("auto", "loopback", "page", "paste"):
             raise ValueError(f"redirect must be auto, loopback, page or paste, not {self.redirect!r}")
         if self.page_url is not None and urlparse(self.page_url).scheme not in ("http", "https"):

@@ -203,8 +203,11 @@ class SignIn:
 
     async def wait(self, timeout: float) -> AuthorizationResponse:
         """The redirect; ``SignInError`` if it failed, was cancelled or *timeout* seconds passed."""
+        waiting = asyncio.wrap_future(self._answer)
+        # Ended here (timed out, cancelled): the answer's failure, set later, is nobody's to read.
+        waiting.add_done_callback(lambda done: done.cancelled() or done.exception())
         try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(self._answer)), timeout)
+            return await asyncio.wait_for(asyncio.shield(waiting), timeout)
         except TimeoutError:
             self.fail("timed_out")
             raise SignInError("timed_out", self.url) from None

@@ -20,7 +20,8 @@ discovery, registration in the spec's order, PKCE, ``resource``, ``iss``, step-u
   authorization server's metadata (``client_secret_basic`` unless only ``client_secret_post``
   is listed, as RFC 8414 makes basic the default).
 * **Bounded step-up.** A server that keeps answering ``403 insufficient_scope`` for the same
-  scope gets :attr:`OAuth.max_step_ups` sign-ins per connection, then the call fails.
+  scope gets :attr:`OAuth.max_step_ups` sign-ins per connection, then the request fails with
+  :class:`~.sign_in_errors.SignInError` ``step_up_limit``, and with it the connection.
 * **Only interactive requests open a browser.** :meth:`BrokerOAuth.non_interactive` is the auth
   of the GET stream and the DELETE at close: refresh only, a 401 is returned as it is.
 
@@ -47,6 +48,7 @@ from mcp.shared.auth import OAuthMetadata, OAuthToken, ProtectedResourceMetadata
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
 from .pending_sign_in import SignIn
+from .revocation import token_endpoint_auth_method
 from .sign_in_errors import SignInError, sign_in_error
 from .store import ResourceStorage
 
@@ -100,10 +102,8 @@ class BrokerOAuth(OAuthClientProvider):
             info = context.client_info
             if info is not None and info.token_endpoint_auth_method is None and info.client_secret:
                 metadata = context.oauth_metadata
-                supported = (metadata.token_endpoint_auth_methods_supported if metadata else None) or []
-                method = (
-                    "client_secret_post" if supported == ["client_secret_post"] else "client_secret_basic"
-                )
+                supported = metadata.token_endpoint_auth_methods_supported if metadata else None
+                method = token_endpoint_auth_method(None, info.client_secret, supported)
                 context.client_info = info.model_copy(update={"token_endpoint_auth_method": method})
             return prepare_token_auth(data, headers)
 
@@ -200,34 +200,35 @@ class BrokerOAuth(OAuthClientProvider):
                 if refreshed:
                     self._add_auth_header(request)
                     response = yield request
-            step_up = response.status_code == 403 and extract_field_from_www_auth(response, "error") == (
-                "insufficient_scope"
-            )
-            if not interactive or (response.status_code != 401 and not step_up):
-                return
-            if step_up:
-                scope = extract_field_from_www_auth(response, "scope") or ""
-                self._step_ups[scope] = self._step_ups.get(scope, 0) + 1
-                if self._step_ups[scope] > self.max_step_ups:
-                    log.warning("the server keeps asking for scope %r; not asking the person again", scope)
-                    return
-            if self.context.oauth_metadata is None:
-                self.context.clear_tokens()
-            # mcp's own flow from here, handed the response already in hand rather than resending.
-            inner = super()._auth_flow(request)
-            in_hand: httpx2.Response | None = response
-            try:
-                outgoing = await inner.__anext__()
-                while True:
-                    if outgoing is request and in_hand is not None:
-                        reply, in_hand = in_hand, None
-                    else:
-                        reply = yield outgoing
-                    outgoing = await inner.asend(reply)
-            except StopAsyncIteration:
-                return
-            finally:
-                await inner.aclose()
+            # Each round is mcp's own flow (sign in or step up, then resend once), handed the
+            # response in hand rather than resending. A resent request refused for scope again
+            # starts another round, up to the step-up limit; refused with 401 again, it is not
+            # (a server that takes no token of this authorization server would ask forever).
+            rounds = 0
+            while interactive and (_is_step_up(response) or (response.status_code == 401 and not rounds)):
+                rounds += 1
+                if _is_step_up(response):
+                    self._count_step_up(response)
+                if self.context.oauth_metadata is None:
+                    self.context.clear_tokens()
+                inner = super()._auth_flow(request)
+                in_hand: httpx2.Response | None = response
+                try:
+                    outgoing = await inner.__anext__()
+                    while True:
+                        if outgoing is request and in_hand is not None:
+                            reply, in_hand = in_hand, None
+                        else:
+                            reply = yield outgoing
+                            if outgoing is request:
+                                response = reply
+                        outgoing = await inner.asend(reply)
+                except StopAsyncIteration:
+                    pass
+                finally:
+                    await inner.aclose()
+                if in_hand is not None:
+                    return  # mcp's flow ended without resending the request
         except (OAuthFlowError, TimeoutError, SignInError) as exc:
             error = sign_in_error(exc, self.context.server_url)
             if self.sign_in is not None:
@@ -235,6 +236,23 @@ class BrokerOAuth(OAuthClientProvider):
             if error is exc:
                 raise
             raise error from None
+
+    def _count_step_up(self, response: httpx2.Response) -> None:
+        """Count a step-up for the scope *response* asks for; past the limit, fail the request."""
+        scope = extract_field_from_www_auth(response, "scope") or ""
+        self._step_ups[scope] = self._step_ups.get(scope, 0) + 1
+        if self._step_ups[scope] > self.max_step_ups:
+            # Failing the request fails the transport: a server that keeps refusing the
+            # scopes granted would refuse every later call too.
+            log.warning("the server keeps asking for scope %r; not asking the person again", scope)
+            raise SignInError("step_up_limit", self.context.server_url)
+
+
+def _is_step_up(response: httpx2.Response) -> bool:
+    """Whether *response* asks for more scope (``403`` with ``error="insufficient_scope"``)."""
+    return (
+        response.status_code == 403 and extract_field_from_www_auth(response, "error") == "insufficient_scope"
+    )
 
 
 class _NonInteractive(httpx2.Auth):

@@ -8,7 +8,9 @@ must sign in, tells :attr:`OAuth.on_sign_in` the pending :class:`~.pending_sign_
 and opens its authorization URL with :mod:`webbrowser` in a worker thread (a ``BROWSER``
 command blocks until it exits). Whichever comes first completes it: the loopback listener,
 or :meth:`SignIn.complete <.pending_sign_in.SignIn.complete>` with a relayed or pasted
-address. :func:`sign_out` forgets a server's record.
+address. :func:`sign_out` revokes a
+server's tokens at its authorization server (:mod:`.revocation`, best effort) and forgets its
+record.
 """
 
 from __future__ import annotations
@@ -18,19 +20,20 @@ import contextlib
 import functools
 import logging
 import webbrowser
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 import anyio.to_thread
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.auth_utils import resource_url_from_server_url
 
+from .keyring_store import KeyringTokenStore, choose_store
 from .oauth_settings import OAuth
 from .pending_sign_in import SignIn
 from .provider import BrokerOAuth
 from .receivers import AuthorizationResponse, LoopbackReceiver
-from .store import FileTokenStore, MemoryTokenStore, ResourceStorage, TokenStore
+from .revocation import revoke
+from .store import FileTokenStore, ResourceStorage, TokenStore
 
 __all__ = ["resource_of", "sign_out", "signing_in", "store_for"]
 
@@ -39,9 +42,6 @@ log = logging.getLogger(__name__)
 #: The name the client registers under.
 CLIENT_NAME = "jupyter-fsbroker"
 
-# One memory store per process: connections of the same process share their sign-ins.
-_MEMORY = MemoryTokenStore()
-
 
 def resource_of(url: str) -> str:
     """The resource (RFC 8707) a server URL stands for: the key of its stored sign-in."""
@@ -49,17 +49,34 @@ def resource_of(url: str) -> str:
 
 
 def store_for(settings: OAuth) -> TokenStore:
-    """The store *settings* name."""
-    if settings.store == "memory":
-        return _MEMORY
-    if settings.store == "file":
-        return FileTokenStore()
-    return FileTokenStore(Path(settings.store))
+    """The store *settings* name (:func:`~.keyring_store.choose_store`)."""
+    return choose_store(settings.store)
 
 
-def sign_out(url: str, settings: OAuth | None = None) -> bool:
-    """Forget the stored sign-in to the server at *url*; whether there was one."""
-    return store_for(settings or OAuth()).forget(resource_of(url))
+def sign_out(
+    url: str, settings: OAuth | None = None, *, notice: Callable[[str], object] | None = None
+) -> bool:
+    """Revoke and forget the stored sign-in to the server at *url*; whether there was one.
+
+    The tokens are revoked at the authorization server first (RFC 7009, at most
+    :data:`~.revocation.REVOKE_TIMEOUT` seconds, so this blocks that long at most). Where the
+    authorization server cannot be reached or offers no revocation, the record is forgotten
+    anyway and *notice* is told why (default: a logged warning). The record's file goes, and
+    its entry in the system keyring where the keyring kept its secrets, whichever store
+    *settings* name.
+    """
+    store, resource = store_for(settings or OAuth()), resource_of(url)
+    if isinstance(store, FileTokenStore) and store.keeps_secrets_elsewhere(resource):
+        store = KeyringTokenStore(store.folder)  # written by one: it forgets the keyring entry too
+    record = store.load(resource)
+    if record is not None:
+        why = revoke(record)
+        if why is not None:
+            if notice is None:
+                log.warning("signing out: %s", why)
+            else:
+                notice(why)
+    return store.forget(resource)
 
 
 def _fits(registered: list[str], redirect_uri: str) -> bool:

@@ -87,10 +87,29 @@ class FileTokenStore:
     def __repr__(self) -> str:
         return f"FileTokenStore({str(self.folder)!r})"
 
+    def key_of(self, resource: str) -> str:
+        """The name of *resource*'s record: the first 32 hex digits of its sha256."""
+        return hashlib.sha256(resource.encode()).hexdigest()[:32]
+
     def path_of(self, resource: str) -> Path:
-        return self.folder / (hashlib.sha256(resource.encode()).hexdigest()[:32] + ".json")
+        return self.folder / (self.key_of(resource) + ".json")
 
     def load(self, resource: str) -> StoredSignIn | None:
+        data = self.read_body(resource)
+        if data is None:
+            return None
+        if self.keeps_secrets_elsewhere(resource):
+            # Kept by another store (the system keyring): without its secrets the record is no
+            # sign-in, and this store never reads the keyring.
+            log.warning(
+                "the stored sign-in %s keeps its secrets in the system keyring; signing in again",
+                self.key_of(resource),
+            )
+            return None
+        return record_of(resource, data)
+
+    def read_body(self, resource: str) -> dict[str, Any] | None:
+        """The file of *resource* as written, or ``None`` where there is none this version can use."""
         path = self.path_of(resource)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -101,34 +120,22 @@ class FileTokenStore:
             return None
         if not isinstance(data, dict) or data.get("version") != _VERSION or data.get("resource") != resource:
             return None
-        return StoredSignIn(
-            resource,
-            data.get("issuer"),
-            data.get("client"),
-            data.get("tokens"),
-            data.get("expires_at"),
-            data.get("discovery"),
-        )
+        return data
 
     def save(self, record: StoredSignIn) -> None:
+        self.write_body(record.resource, body_of(record))
+
+    def write_body(self, resource: str, body: dict[str, Any]) -> None:
+        """Replace the file of *resource* with *body* (0600 from its creation, atomically)."""
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(self.folder, 0o700)
-        body = {
-            "version": _VERSION,
-            "resource": record.resource,
-            "issuer": record.issuer,
-            "client": record.client,
-            "tokens": record.tokens,
-            "expires_at": record.expires_at,
-            "discovery": record.discovery,
-        }
         fd, temporary = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")  # 0600
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as file:
                 json.dump(body, file)
                 file.flush()
                 os.fsync(file.fileno())
-            os.replace(temporary, self.path_of(record.resource))
+            os.replace(temporary, self.path_of(resource))
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
@@ -140,6 +147,36 @@ class FileTokenStore:
         except FileNotFoundError:
             return False
         return True
+
+    def keeps_secrets_elsewhere(self, resource: str) -> bool:
+        """Whether the record of *resource* was written with its secrets in the system keyring."""
+        data = self.read_body(resource)
+        return data is not None and data.get("secrets", "file") != "file"
+
+
+def body_of(record: StoredSignIn) -> dict[str, Any]:
+    """What the file of *record* holds."""
+    return {
+        "version": _VERSION,
+        "resource": record.resource,
+        "issuer": record.issuer,
+        "client": record.client,
+        "tokens": record.tokens,
+        "expires_at": record.expires_at,
+        "discovery": record.discovery,
+    }
+
+
+def record_of(resource: str, data: dict[str, Any]) -> StoredSignIn:
+    """The record a file's *data* holds."""
+    return StoredSignIn(
+        resource,
+        data.get("issuer"),
+        data.get("client"),
+        data.get("tokens"),
+        data.get("expires_at"),
+        data.get("discovery"),
+    )
 
 
 class MemoryTokenStore:

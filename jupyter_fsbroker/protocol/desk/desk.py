@@ -52,6 +52,7 @@ from ...core.errors import (
 from ...core.hop import post
 from ..framing import LentMessage, encode_message, encode_response, release
 from ..roots_gate import RootsGate
+from ..transports.message_streams import MessageWriter
 from .budget import MemoryBudget, Reservation, answer_estimate, held_by
 from .route import DeskState, Route, Where, decide
 from .table import InFlight, Ticket
@@ -97,10 +98,6 @@ class DirectWriter(Protocol):
     def write_now(self, data: bytes, /) -> bool:
         """Write *data* and its newline now, or return ``False`` (nothing written) if it cannot."""
         ...
-
-
-class _MessageWriter(Protocol):
-    async def send(self, item: SessionMessage, /) -> None: ...
 
 
 class CoreState(Protocol):
@@ -168,7 +165,7 @@ class FilesDesk:
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        writer: _MessageWriter,
+        writer: MessageWriter,
         *,
         handle: FilesHandler,
         route: Callable[[str], FilesRoute | None] | None,

@@ -11,7 +11,8 @@ outside any request, opened once ``notifications/initialized`` is accepted;
 the method and stay on the endpoint's origin. A request's event stream that ends
 or breaks before its answer is resumed (SEP-1699): after the server's ``retry``
 delay, a GET with ``Last-Event-ID`` continues it, so the call is answered rather
-than lost.
+than lost. The GET stream is resumed the same way after each drop, so what the
+server sent while it was down is replayed, not lost.
 
 Why not mcp's ``streamable_http_client`` (mcp 2.3; the figures are in
 ``benchmarks/README.md``, "Why the code is shaped this way"):
@@ -163,6 +164,12 @@ class HttpWriter:
     async def aclose(self) -> None:
         self.close()
 
+    async def __aenter__(self) -> HttpWriter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
     async def terminate(self) -> None:
         """DELETE the session (bounded in time, whatever happens)."""
         if self.session_id is None:
@@ -265,13 +272,13 @@ class HttpWriter:
             message.id, INTERNAL_ERROR, f"Server returned an error response (HTTP {response.status_code})"
         )
 
-    async def _read_events(self, response: httpx2.Response, request_id: RequestId | None) -> bool:
+    async def _read_events(self, response: httpx2.Response, request_id: RequestId) -> bool:
         """Deliver each event of *response*; return whether the answer to *request_id* came.
 
         A request's stream that ends or breaks before the answer is resumed when the server
         gave its events ids: after the server's ``retry`` delay (no backoff of our own: the
         spec says the client must respect it), a GET with ``Last-Event-ID`` continues the
-        stream. The GET stream (*request_id* ``None``) is reopened by its own loop instead.
+        stream.
         """
         events = EventStream()
         failures = 0
@@ -280,20 +287,16 @@ class HttpWriter:
                 if await self._read_stream(response, request_id, events):
                     return True
             except httpx2.HTTPError as exc:
-                if request_id is None:
-                    raise
                 log.debug("an event stream broke: %s", exc)
             finally:
                 await response.aclose()
-            if request_id is None:
-                return False
+            events.reconnected()
             resumed = None
             while resumed is None:
                 if events.last_event_id is None or failures >= _RESUME_ATTEMPTS or self._closed:
                     await self._error(request_id, CONNECTION_CLOSED, "SSE stream ended without a response")
                     return False
-                retry_ms = _DEFAULT_RETRY_MS if events.retry_ms is None else events.retry_ms
-                await anyio.sleep(retry_ms / 1000)
+                await anyio.sleep(_retry_delay(events, _DEFAULT_RETRY_MS / 1000))
                 resumed = await self._resume(events.last_event_id)
                 failures = 0 if resumed is not None else failures + 1
             response = resumed
@@ -378,39 +381,60 @@ class HttpWriter:
             self._tg.start_soon(self._get_stream)
 
     async def _get_stream(self) -> None:
-        """Server→client messages outside any request; reopened after a failure, twice at most."""
+        """Server→client messages outside any request, resumed after each drop.
+
+        The stream's cursor and the server's ``retry`` outlive its connections: after a drop
+        the client waits ``retry`` (a second when the server named none) and reopens with
+        ``Last-Event-ID``, so the server replays what it sent meanwhile, as for a request's
+        stream. Two failed reopenings in a row give the stream up.
+        """
+        events = EventStream()
         failures = 0
-        delay = _GET_RETRY_DELAY
         while failures < _GET_ATTEMPTS and not self._closed:
             try:
-                opened = await self._listen()
+                opened = await self._listen(events)
                 if opened is None:
                     return  # the server offers no GET stream
                 failures = 0 if opened else failures + 1
             except httpx2.HTTPError as exc:
                 log.debug("the GET stream failed: %s", exc)
                 failures += 1
+            events.reconnected()
             if failures < _GET_ATTEMPTS:
-                await anyio.sleep(delay)
+                await anyio.sleep(_retry_delay(events, _GET_RETRY_DELAY))
 
-    async def _listen(self) -> bool | None:
-        """One GET stream: ``None`` if the server has none, else whether it was open for a while."""
+    async def _listen(self, events: EventStream) -> bool | None:
+        """One connection of the GET stream: ``None`` if the server has none, else whether it opened."""
         headers = self._headers({})
         headers.update(_SSE_HEADERS)
+        if events.last_event_id is not None:
+            headers["last-event-id"] = events.last_event_id
         request = self._client.build_request("GET", self._url, headers=headers)
         for _ in range(self._client.max_redirects + 1):
             response = await self._client.send(request, stream=True, auth=self._background_auth)
             try:
                 following = _same_origin_redirect(response, method_kept=False)
                 if following is None:
-                    if response.status_code != 200:
+                    if response.status_code == 200:
+                        try:
+                            await self._read_stream(response, None, events)
+                        except httpx2.HTTPError as exc:
+                            log.debug("the GET stream broke: %s", exc)
+                        return True
+                    if events.last_event_id is None:
                         return None
-                    await self._read_events(response, None)
-                    return True
+                    # The server cannot resume from there (its events expired): start afresh.
+                    events.last_event_id = None
+                    return False
             finally:
                 await response.aclose()
             request = following
         return None
+
+
+def _retry_delay(events: EventStream, default: float) -> float:
+    """Seconds to wait before reconnecting *events*' stream: the server's ``retry``, else *default*."""
+    return default if events.retry_ms is None else events.retry_ms / 1000
 
 
 def _same_origin_redirect(response: httpx2.Response, *, method_kept: bool) -> httpx2.Request | None:

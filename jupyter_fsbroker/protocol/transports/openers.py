@@ -19,9 +19,9 @@ from mcp.client.stdio import StdioServerParameters
 
 from ..auth.oauth_settings import OAuth
 from ..auth.signing_in import signing_in
-from ..middleware import MessageReader, MessageWriter
 from ..stderr import captured_stderr
 from .http import open_session
+from .message_streams import MessageReader, MessageWriter
 from .spawn import spawn
 
 __all__ = ["Opener", "display_url", "http_transport", "stdio_transport"]

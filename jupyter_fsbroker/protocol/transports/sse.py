@@ -43,6 +43,14 @@ class EventStream:
     def __init__(self) -> None:
         self.last_event_id: str | None = None
         self.retry_ms: int | None = None
+        self.reconnected()
+
+    def reconnected(self) -> None:
+        """Forget the event being read when the connection broke; keep the cursor and the delay.
+
+        A resumed stream starts at an event boundary, so a line or event cut short must not be
+        joined to its first line.
+        """
         self._parts: list[bytes] = []  # the line not yet ended
         self._partial = 0  # its size
         self._skip_lf = False  # the last chunk ended with CR: a LF next ends nothing

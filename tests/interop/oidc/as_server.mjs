@@ -3,10 +3,18 @@
 // with JWT access tokens (RFC 9068) whose `aud` is the resource, `iss` in every authorization
 // response (RFC 9207). The only pages of its own: a login form for one user and a consent page.
 //
-//   node as_server.mjs [--user ada] [--password PW] [--token-ttl SECONDS]
+//   node as_server.mjs [--user ada] [--password PW] [--token-ttl SECONDS] [--withheld-scope SCOPE]...
+//                      [--secrets-file PATH]
+//
+// With --secrets-file, every secret it hands out (tokens, client secrets, registration access
+// tokens, authorization codes) is appended to PATH as a JSON line {"kind", "value"}: for a test
+// that greps outputs for them.
+// A withheld scope is one it knows (a client may register for it and ask for it) but grants to
+// no resource: a server that requires it keeps answering 403 insufficient_scope.
 //
 // Listens on 127.0.0.1 (a free port) and prints {"issuer": "http://127.0.0.1:PORT"} on stdout.
 
+import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -17,6 +25,8 @@ const { values: opt } = parseArgs({
     user: { type: 'string', default: 'ada' },
     password: { type: 'string', default: 'lovelace-1815' },
     'token-ttl': { type: 'string', default: '3600' },
+    'withheld-scope': { type: 'string', multiple: true, default: [] },
+    'secrets-file': { type: 'string' },
   },
 });
 const ttl = Number(opt['token-ttl']);
@@ -35,7 +45,7 @@ function loopbackResource(indicator) {
 const configuration = {
   jwks: { keys: [key] },
   cookies: { keys: [randomBytes(32).toString('hex')] },
-  scopes: ['openid', 'offline_access', 'mcp:tools'],
+  scopes: ['openid', 'offline_access', 'mcp:tools', ...opt['withheld-scope']],
   findAccount: async (ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
   pkce: { required: () => true },
   responseTypes: ['code'],
@@ -63,6 +73,7 @@ server.listen(0, '127.0.0.1', () => {
   const issuer = `http://127.0.0.1:${server.address().port}`;
   const provider = new Provider(issuer, configuration);
   provider.on('grant.success', (ctx) => console.error(`grant ${ctx.oidc.params.grant_type}`));
+  if (opt['secrets-file']) recordSecrets(provider, opt['secrets-file']);
   provider.on('grant.error', (ctx, err) => console.error('grant.error', err.message));
   const callback = provider.callback();
   server.on('request', (req, res) => {
@@ -77,6 +88,24 @@ server.listen(0, '127.0.0.1', () => {
   });
   process.stdout.write(JSON.stringify({ issuer }) + '\n');
 });
+
+const SECRET_FIELDS = ['access_token', 'refresh_token', 'id_token', 'client_secret', 'registration_access_token'];
+
+function recordSecrets(provider, file) {
+  const record = (kind, value) => {
+    if (typeof value === 'string' && value) appendFileSync(file, JSON.stringify({ kind, value }) + '\n');
+  };
+  // The token and registration endpoints' answers, as they leave (before Koa serializes them).
+  provider.use(async (ctx, next) => {
+    await next();
+    const body = ctx.body;
+    if (body && typeof body === 'object' && !Buffer.isBuffer(body) && typeof body.pipe !== 'function') {
+      for (const field of SECRET_FIELDS) record(field, body[field]);
+    }
+  });
+  // Authorization codes travel in a redirect, not a body (an opaque code's value is its jti).
+  provider.on('authorization_code.saved', (code) => record('code', code.jti));
+}
 
 function page(title, body) {
   return `<!doctype html><meta charset="utf-8"><title>${title}</title><h1>${title}</h1>${body}`;

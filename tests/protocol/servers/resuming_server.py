@@ -4,13 +4,18 @@ Built on mcp's own server-side resumability: an event store (in memory, here) an
 ``retry`` interval make mcp prime each stream with an event that has an id and empty data;
 the tool ``answer_after_closing`` calls ``ctx.close_sse_stream()``, so the POST's stream
 ends without the answer, and the answer reaches the client only if it resumes the stream
-(GET with ``Last-Event-ID``). ``replays`` lists the ``Last-Event-ID`` values it was asked
-to replay after. Run with ``--http --fd N`` (:mod:`tests.support.handover`).
+(GET with ``Last-Event-ID``). ``notify`` sends log notifications outside any request (they
+travel on the GET stream), and ``drop_get_stream_then_notify`` closes that stream first, so
+the ones it sends reach the client only if it resumes the GET stream. ``replays`` lists the
+``Last-Event-ID`` values it was asked to replay after. Run with ``--http --fd N``
+(:mod:`tests.support.handover`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +23,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout
 
 import anyio
+from mcp import MCPDeprecationWarning
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp_types import JSONRPCMessage
@@ -25,7 +31,7 @@ from mcp_types import JSONRPCMessage
 from tests.support.handover import run_server, serve_on_inherited
 from tests.support.ports import LOOPBACK
 
-#: The reconnection delay the server asks for, in milliseconds.
+#: The reconnection delay the server asks for, in milliseconds (``RESUMING_RETRY_MS`` overrides it).
 RETRY_MS = 300
 
 
@@ -54,6 +60,9 @@ class MemoryEventStore(EventStore):
 
 
 def build_server(store: MemoryEventStore) -> MCPServer[Any]:
+    # Log notifications are the plainest server→client message outside a request (SEP-2577
+    # deprecates the capability, not the wire message).
+    warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
     server: MCPServer[Any] = MCPServer("fsbroker-resuming-test", version="1", log_level="WARNING")
 
     @server.tool()
@@ -62,6 +71,21 @@ def build_server(store: MemoryEventStore) -> MCPServer[Any]:
         await ctx.close_sse_stream()
         await anyio.sleep(0.05)
         return "answered after the stream closed"
+
+    @server.tool()
+    async def notify(texts: list[str], ctx: Context) -> int:
+        """Send each text as a log notification on the GET stream (related to no request)."""
+        for text in texts:
+            await ctx.session.send_log_message("info", text)
+        return len(texts)
+
+    @server.tool()
+    async def drop_get_stream_then_notify(texts: list[str], ctx: Context) -> int:
+        """Close the GET stream (not the session), then send the texts, which wait in the event store."""
+        await ctx.close_standalone_sse_stream()
+        for text in texts:
+            await ctx.session.send_log_message("info", text)
+        return len(texts)
 
     @server.tool()
     async def replays() -> list[str]:
@@ -74,8 +98,9 @@ def build_server(store: MemoryEventStore) -> MCPServer[Any]:
 def main() -> None:
     def http(fd: int) -> None:
         store = MemoryEventStore()
+        retry_ms = int(os.environ.get("RESUMING_RETRY_MS", RETRY_MS))
         app = build_server(store).streamable_http_app(
-            host=LOOPBACK, event_store=store, retry_interval=RETRY_MS
+            host=LOOPBACK, event_store=store, retry_interval=retry_ms
         )
         serve_on_inherited(app, fd)
 

@@ -12,7 +12,6 @@ Run it as ``python stream_server.py`` (the helper's ``run_stdio``). Tools:
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,8 @@ if __package__ in (None, ""):
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from jupyter_fsbroker.serverkit import enable_files, files, run_stdio
+from jupyter_fsbroker.serverkit import enable_files, run_stdio
+from tests.support.hashing import digest_file
 from tests.support.memory import churn
 
 MiB = 1024 * 1024
@@ -35,16 +35,8 @@ def build_server() -> MCPServer[Any]:
     @server.tool()
     async def digest(path: str, ctx: Context, chunk_size: int = MiB, concurrency: int = 4) -> dict[str, Any]:
         """sha256 of a file read in chunks through the client."""
-        sha = hashlib.sha256()
-        nbytes = 0
-        async with (
-            files(ctx) as fs,
-            fs.iter_chunks(path, chunk_size=chunk_size, concurrency=concurrency) as stream,
-        ):
-            async for data in stream:
-                sha.update(data)
-                nbytes += len(data)
-        return {"sha256": sha.hexdigest(), "bytes": nbytes}
+        done = await digest_file(ctx, path, chunk_size=chunk_size, concurrency=concurrency)
+        return {"sha256": done.sha256, "bytes": done.nbytes}
 
     @server.tool(name="churn")
     async def churn_tool(count: int = 200, size: int = 4 * MiB) -> dict[str, int]:

@@ -14,7 +14,6 @@ Tools:
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from jupyter_fsbroker.serverkit import files
 from tests.reliability.servers.base import files_server, new_content
 from tests.support.handover import run_files_server
+from tests.support.hashing import digest_file
 
 
 def build_server() -> MCPServer[Any]:
@@ -35,16 +35,8 @@ def build_server() -> MCPServer[Any]:
     @server.tool()
     async def read_all(path: str, chunk_size: int, concurrency: int, ctx: Context) -> dict[str, Any]:
         """Read a whole file in chunks; its size and sha256."""
-        digest = hashlib.sha256()
-        size = 0
-        async with (
-            files(ctx) as fs,
-            fs.iter_chunks(path, chunk_size=chunk_size, concurrency=concurrency) as chunks,
-        ):
-            async for data in chunks:
-                digest.update(data)
-                size += len(data)
-        return {"bytes": size, "sha256": digest.hexdigest()}
+        done = await digest_file(ctx, path, chunk_size=chunk_size, concurrency=concurrency)
+        return {"bytes": done.nbytes, "sha256": done.sha256}
 
     @server.tool()
     async def upload(path: str, size: int, chunk_size: int, ctx: Context) -> dict[str, Any]:

@@ -1,0 +1,156 @@
+"""The MCP handshake of a :class:`~.server_connection.ServerConnection`: ``initialize`` and what follows.
+
+:func:`initialize` asks for the handshake era's latest version and turns a refusal into a
+:class:`~.client_errors.ProtocolVersionError` that names what the server offered;
+:func:`initial_tools` fetches the tool list once (a server that refuses it still connects);
+:func:`given_name` reads the name a server gives itself, which names a connection the user
+did not name. What the server said about itself is one :class:`ServerInfo`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+
+from .._version import __version__
+from .client_errors import ConnectError, ProtocolVersionError
+from .middleware import BrokerMiddleware
+from .tools import list_tools
+from .voice import clean_name
+
+__all__ = ["CLIENT_INFO", "ServerInfo", "given_name", "initial_tools", "initialize"]
+
+log = logging.getLogger(__name__)
+
+#: How this client introduces itself in ``initialize``.
+CLIENT_INFO = types.Implementation(name="jupyter_fsbroker", version=__version__)
+
+_VERSIONS = ", ".join(HANDSHAKE_PROTOCOL_VERSIONS)
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What a server said about itself in its ``initialize`` result, in wire spelling.
+
+    Attributes
+    ----------
+    protocol_version
+        The negotiated MCP protocol version (one of the handshake era's); ``None`` before the
+        handshake.
+    server_info
+        ``serverInfo`` (``name``, ``version``, ...).
+    capabilities
+        The server's capabilities.
+    instructions
+        The server's ``instructions``, if it gave any.
+    """
+
+    protocol_version: str | None = None
+    server_info: Mapping[str, Any] = field(default_factory=dict)
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    instructions: str | None = None
+
+    @property
+    def name(self) -> str | None:
+        """The name the server gives itself (``serverInfo.name``)."""
+        name = self.server_info.get("name")
+        return name if isinstance(name, str) else None
+
+    @property
+    def version(self) -> str | None:
+        """The version the server gives itself (``serverInfo.version``)."""
+        version = self.server_info.get("version")
+        return version if isinstance(version, str) else None
+
+
+async def initialize(session: ClientSession, middleware: BrokerMiddleware, name: str) -> ServerInfo:
+    """Run ``initialize`` on *session*; *name* is the connection's, for the errors.
+
+    Raises
+    ------
+    ProtocolVersionError
+        The server refused the handshake era's versions, or answered with another one.
+    ConnectError
+        The server refused to initialize, or closed the connection meanwhile.
+    """
+    requested = LATEST_HANDSHAKE_VERSION
+    try:
+        result = await session.initialize()
+    except MCPError as exc:
+        if exc.code == CONNECTION_CLOSED:
+            raise ConnectError(f"the server of {name!r} closed the connection during the handshake") from None
+        offered = _supported_versions(exc.data)
+        if exc.code == UNSUPPORTED_PROTOCOL_VERSION or offered:
+            raise ProtocolVersionError(
+                f"the server of {name!r} refused MCP protocol version {requested}"
+                + (f" and supports only {', '.join(offered)}" if offered else "")
+                + f": jupyter_fsbroker needs the handshake era ({_VERSIONS}), the only one"
+                " with server-to-client requests",
+                requested=requested,
+                offered=offered,
+            ) from None
+        raise ConnectError(
+            f"the server of {name!r} refused to initialize: {exc.message} (code {exc.code})"
+        ) from None
+    except RuntimeError:
+        # ClientSession refuses an answer outside the handshake era's versions.
+        version = middleware.answered_version
+        if version is None or version in HANDSHAKE_PROTOCOL_VERSIONS:
+            raise
+        raise ProtocolVersionError(
+            f"the server of {name!r} answered with MCP protocol version {version}: "
+            f"jupyter_fsbroker needs the handshake era ({_VERSIONS}), the only one with "
+            "server-to-client requests",
+            requested=requested,
+            offered=(version,),
+        ) from None
+    return ServerInfo(
+        protocol_version=result.protocol_version,
+        server_info=result.server_info.model_dump(by_alias=True, mode="json", exclude_none=True),
+        capabilities=result.capabilities.model_dump(by_alias=True, mode="json", exclude_none=True),
+        instructions=result.instructions,
+    )
+
+
+async def initial_tools(session: ClientSession, info: ServerInfo, name: str) -> tuple[dict[str, Any], ...]:
+    """The server's tools right after the handshake (none if it has no ``tools`` capability).
+
+    A server that refuses ``tools/list`` still connects (with a warning, and no tools).
+
+    Raises
+    ------
+    ConnectError
+        The server closed the connection meanwhile.
+    """
+    if "tools" not in info.capabilities:
+        return ()
+    try:
+        return await list_tools(session)
+    except MCPError as exc:
+        if exc.code == CONNECTION_CLOSED:
+            raise ConnectError(f"the server of {name!r} closed the connection after the handshake") from None
+        log.warning("connection %r: the server refused tools/list: %s", name, exc.message)
+        return ()
+
+
+def given_name(result: Mapping[str, Any]) -> str:
+    """The usable name in an ``initialize`` result's ``serverInfo`` (``""``: none)."""
+    info = result.get("serverInfo")
+    raw = info.get("name") if isinstance(info, Mapping) else None
+    return clean_name(raw) if isinstance(raw, str) else ""
+
+
+def _supported_versions(data: Any) -> tuple[str, ...]:
+    if isinstance(data, Mapping):
+        supported = data.get("supported")
+        if isinstance(supported, list) and all(isinstance(v, str) for v in supported):
+            return tuple(supported)
+    return ()

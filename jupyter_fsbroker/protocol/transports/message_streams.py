@@ -1,0 +1,27 @@
+"""The two sides of a transport, as the connection's message loop sees them.
+
+Every transport of this package (:mod:`.spawn`, :mod:`.http`), and mcp's own, yields a
+``(read, write)`` pair of this shape: the read side iterates over the server's messages (or
+the exceptions that stood in for one), the write side sends the client's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from mcp.shared.message import SessionMessage
+
+__all__ = ["MessageReader", "MessageWriter"]
+
+
+class MessageReader(Protocol):
+    """The read side of a transport: what the transports yield first."""
+
+    def __aiter__(self) -> AsyncIterator[SessionMessage | Exception]: ...
+
+
+class MessageWriter(Protocol):
+    """The write side of a transport."""
+
+    async def send(self, item: SessionMessage, /) -> None: ...
