@@ -295,6 +295,7 @@ describe('the shared fixture of panel messages', () => {
   const { panelToKernel: fromPanel, kernelToPanel: toPanel } = fixture;
 
   it('is what the panel sends: hello, refresh and each action', async () => {
+    expect(hello('jupyterlab')).toEqual(fromPanel.hello);
     expect(
       hello(
         'jupyterlab',
@@ -304,12 +305,12 @@ describe('the shared fixture of panel messages', () => {
           '/user/ada/lab/extensions'
         )
       )
-    ).toEqual(fromPanel.hello);
+    ).toEqual(fromPanel.hello_page);
     expect(refresh()).toEqual(fromPanel.refresh);
     const model = new BrokerModel();
     const sink = new RecordingSink();
     model.setSink(sink);
-    model.receive(toPanel.snapshot);
+    model.receive(toPanel.snapshot_sign_in);
     void model.disconnect('c1');
     void model.revoke('g_1');
     const released = model.forceUnlock('lock_1');
@@ -347,9 +348,12 @@ describe('the shared fixture of panel messages', () => {
     model.consentsAdded.connect((_, list) => added.push(list.map(c => c.id)));
     model.receive(toPanel.snapshot);
     expect(model.status).toBe('ready');
-    // analysis, hosted, and remote (connecting while its sign-in waits)
-    expect(model.openConnections).toBe(3);
+    expect(model.openConnections).toBe(1);
     expect(model.lockCount).toBe(1);
+    expect(added).toEqual([['consent_1']]);
+    // A later snapshot with sign-ins: analysis, hosted, and remote (connecting while it waits).
+    model.receive(toPanel.snapshot_sign_in);
+    expect(model.openConnections).toBe(3);
     const auth = model.state!.connections.map(c =>
       c.auth ? signInWords(c.auth, () => '13:00') : null
     );
@@ -358,7 +362,6 @@ describe('the shared fixture of panel messages', () => {
       'Signed in to https://as.example.com · expires 13:00',
       'Waiting for sign-in'
     ]);
-    expect(added).toEqual([['consent_1']]);
     model.receive(toPanel.error);
     expect(model.lastResult).toEqual({
       ok: false,
