@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.support.authserver import PASSWORD, USER, AuthorizationServer, authorization_server
+from tests.support.authserver import PASSWORD, USER, AuthorizationServer, authorization_server, grants
 from tests.support.netns import NetworkNamespace
 from tests.support.servers import AnalysisServer, analysis_server_http
 
@@ -181,7 +181,7 @@ def test_sign_in_through_the_callback_page_then_sign_out_and_paste_the_next_one(
     assert "profile_csv" in output, output
     expect(card.locator(".fsbroker-signin-paste")).to_be_hidden()
     assert address not in page.content()  # the code does not stay on the page
-    assert authorization.grants("authorization_code") == 2  # one per sign-in, none in between
+    assert grants(authorization, "authorization_code") == 2  # one per sign-in, none in between
 
 
 def test_a_kernel_on_the_browsers_machine_keeps_the_loopback_redirect(
