@@ -101,6 +101,23 @@ def _sign_in(page: Any) -> None:
     page.click("#allow")
 
 
+def _connect(page: Any, lab: JupyterLab, name: str, cells: list[str], kernel: str) -> tuple[Notebook, Any]:
+    """Open a notebook of *cells* on *kernel*, run its first two, then the connect: its card's link."""
+    from playwright.sync_api import expect
+
+    notebook = Notebook(page, lab, lab.create_notebook(name, cells, kernel=kernel))
+    notebook.open()
+    notebook.run_and_wait(0)
+    notebook.run_and_wait(1)
+    # The panel has told the kernel where the page is once the sidebar shows the broker.
+    page.evaluate("() => window.jupyterapp.commands.execute('fsbroker:open-sidebar')")
+    expect(page.locator("#fsbroker-sidebar .fsbroker-summary")).to_be_visible(timeout=SHOW_TIMEOUT_MS)
+    notebook.run(2)
+    link = notebook.cell(2).locator(".fsbroker-signin .fsbroker-signin-open")
+    expect(link).to_be_visible(timeout=SHOW_TIMEOUT_MS)
+    return notebook, link
+
+
 def test_sign_in_through_the_callback_page_then_sign_out_and_paste_the_next_one(
     remote: tuple[JupyterLab, NetworkNamespace],
     authorization: AuthorizationServer,
@@ -115,19 +132,8 @@ def test_sign_in_through_the_callback_page_then_sign_out_and_paste_the_next_one(
     page.context.on("request", lambda request: requests.append(request.url))
     page.context.on("requestfailed", lambda request: failed.append(request.url))
     # -- the callback page relays ---------------------------------------------------------
-    cells = _cells(analysis.url)
-    notebook = Notebook(page, lab, lab.create_notebook("sign-in.ipynb", cells, kernel=KERNEL_NAME))
-    notebook.open()
-    notebook.run_and_wait(0)
-    notebook.run_and_wait(1)
-    # The panel has told the kernel where the page is once the sidebar shows the broker.
-    page.evaluate("() => window.jupyterapp.commands.execute('fsbroker:open-sidebar')")
+    notebook, link = _connect(page, lab, "sign-in.ipynb", _cells(analysis.url), KERNEL_NAME)
     sidebar = page.locator("#fsbroker-sidebar")
-    expect(sidebar.locator(".fsbroker-summary")).to_be_visible(timeout=SHOW_TIMEOUT_MS)
-    notebook.run(2)
-    card = notebook.cell(2).locator(".fsbroker-signin")
-    link = card.locator(".fsbroker-signin-open")
-    expect(link).to_be_visible(timeout=SHOW_TIMEOUT_MS)
     authorize = link.get_attribute("href")
     assert authorize is not None and authorize.startswith(authorization.issuer)
     redirect_uri = parse_qs(urlsplit(authorize).query)["redirect_uri"][0]
@@ -185,24 +191,13 @@ def test_sign_in_through_the_callback_page_then_sign_out_and_paste_the_next_one(
 
 
 def test_a_kernel_on_the_browsers_machine_keeps_the_loopback_redirect(
-    remote: tuple[JupyterLab, NetworkNamespace],
-    authorization: AuthorizationServer,
-    analysis: AnalysisServer,
-    page: Any,
+    remote: tuple[JupyterLab, NetworkNamespace], analysis: AnalysisServer, page: Any
 ) -> None:
     """The same JupyterLab and page, a kernel on the host: the probe arrives, the loopback stays."""
     from playwright.sync_api import expect
 
     lab, _namespace = remote
-    notebook = Notebook(page, lab, lab.create_notebook("local.ipynb", _cells(analysis.url)[:3]))
-    notebook.open()
-    notebook.run_and_wait(0)
-    notebook.run_and_wait(1)
-    page.evaluate("() => window.jupyterapp.commands.execute('fsbroker:open-sidebar')")
-    expect(page.locator("#fsbroker-sidebar .fsbroker-summary")).to_be_visible(timeout=SHOW_TIMEOUT_MS)
-    notebook.run(2)
-    link = notebook.cell(2).locator(".fsbroker-signin .fsbroker-signin-open")
-    expect(link).to_be_visible(timeout=SHOW_TIMEOUT_MS)
+    notebook, link = _connect(page, lab, "local.ipynb", _cells(analysis.url)[:3], "python3")
     authorize = link.get_attribute("href")
     assert authorize is not None
     redirect_uri = parse_qs(urlsplit(authorize).query)["redirect_uri"][0]
