@@ -57,6 +57,7 @@ from .views import NotebookViews, widgets_available
 from .warming import WarmUp
 
 if TYPE_CHECKING:  # the MCP client is imported with the first connection (see .servers)
+    from ..protocol.auth import OAuth
     from ..widgets.view_thread import ViewThread
     from .trashbin import NotebookTrash
 
@@ -322,7 +323,7 @@ class NotebookBroker:
         timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
         sandbox: bool | str | Sandbox | None = None,
         advertise_roots: bool | None = None,
-        auth: Any = None,
+        auth: OAuth | bool | None = None,
     ) -> KernelConnection:
         """Connect to an MCP server and give it brokered access to the shared folders.
 

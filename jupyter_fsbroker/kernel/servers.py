@@ -16,7 +16,7 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from ..core.broker import Broker
 from ..core.consent import Consenter
@@ -24,6 +24,7 @@ from ..core.errors import ConfigError
 from ..sandbox import Sandbox, SandboxChoice, choose
 
 if TYPE_CHECKING:  # the MCP client is imported when the first connection is made, not at %load_ext
+    from ..protocol.auth import OAuth
     from ..protocol.server_connection import ServerConnection
 
 __all__ = ["DEFAULT_CONNECT_TIMEOUT", "ServerTarget", "TargetOptions", "warm_up"]
@@ -76,7 +77,7 @@ class TargetOptions(TypedDict, total=False):
     timeout: float | None
     sandbox: bool | str | Sandbox | None
     advertise_roots: bool | None
-    auth: Any  # OAuth | bool | None (see NotebookBroker.connect)
+    auth: OAuth | bool | None  # see NotebookBroker.connect
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class ServerTarget:
     timeout: float | None
     sandbox: SandboxChoice = _NO_SANDBOX
     advertise_roots: bool | None = None
-    auth: Any = None
+    auth: OAuth | None = None
 
     @classmethod
     def check(

@@ -139,7 +139,7 @@ class NotebookSignIns:
             pages = list(self._pages.values())
         return next((p for p in pages if p.callback_page), None)
 
-    def settings_for(self, name: str, url: str | None, auth: Any) -> OAuth | None:
+    def settings_for(self, name: str, url: str | None, auth: OAuth | bool | None) -> OAuth | None:
         """The sign-in settings of ``connect(name, url=url, auth=auth)``.
 
         *auth* ``None`` or ``True``: the ``FSBroker.oauth_*`` settings; ``False``: no sign-in
