@@ -23,13 +23,15 @@ finishing, a process exiting); the wait ends as soon as they have.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jupyter_core.utils import ensure_event_loop
 
 from tests.support import leaks
 
@@ -141,3 +143,16 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if reports:
         pytest.fail("\n".join(reports), pytrace=False)
     return result
+
+
+@pytest.fixture(scope="session")
+@leaks.ends_with_each_user  # the loop is made at set-up, and closed when the session ends
+def _jupyter_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """The event loop that jupyter_client's blocking API runs on in this thread (the kernel tests').
+
+    jupyter_core makes one on first use and keeps it for the thread, open; made
+    here, it exists before the first kernel test starts, and the session closes it.
+    """
+    loop = ensure_event_loop()
+    yield loop
+    loop.close()

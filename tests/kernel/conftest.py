@@ -9,18 +9,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from jupyter_core.utils import ensure_event_loop
 
 from jupyter_fsbroker.core.lockfiles import lock_path
-from tests.support.env import REPO, server_env
 from tests.support.leaks import ends_with_each_user
+from tests.support.notebook_kernel import load, start_notebook_kernel
 from tests.support.servers import MODULE as SERVER_MODULE
 from tests.support.servers import analysis_server_http
 
 try:
-    from .harness import Kernel, Widget, isolated_env
+    from .harness import Kernel, Widget
 except ImportError:  # run from this folder
-    from harness import Kernel, Widget, isolated_env  # type: ignore[no-redef]
+    from harness import Kernel, Widget  # type: ignore[no-redef]
 
 #: The example server over stdio, as a Python string for cells.
 STDIO_COMMAND = repr([sys.executable, "-m", SERVER_MODULE])
@@ -29,8 +28,6 @@ STDIO_COMMAND = repr([sys.executable, "-m", SERVER_MODULE])
 PROFILE = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"})'
 #: The same call returning a failure instead of raising ToolError.
 PROFILE_RAW = 'analysis.call_tool("profile_csv", {"path": "data/sales.csv"}, raise_on_error=False)'
-
-SALES_CSV = "region,amount\nnorth,10\nsouth,20\neast,\nwest,40\n"
 
 
 def held_lock_files(kernel: Kernel) -> list[Path]:
@@ -44,21 +41,6 @@ def held_lock_files(kernel: Kernel) -> list[Path]:
         "(__import__('jupyter_fsbroker').get_broker())"
     )
     return [Path(lock_path(folder, key)) for key in keys]
-
-
-def make_workdir(base: Path) -> Path:
-    """A notebook folder with ``data/sales.csv`` and ``data/raw/``.
-
-    Stdio servers get a clean environment (no ``PYTHONPATH``) and start in this
-    folder: the link to this checkout's package here makes ``python -m
-    jupyter_fsbroker...`` run this checkout's server, as the kernel runs its broker.
-    """
-    work = base / "work"
-    (work / "data" / "raw").mkdir(parents=True)
-    (work / "data" / "sales.csv").write_text(SALES_CSV, encoding="utf-8")
-    (work / "data" / "raw" / "one.csv").write_text(SALES_CSV, encoding="utf-8")
-    (work / "jupyter_fsbroker").symlink_to(REPO / "jupyter_fsbroker", target_is_directory=True)
-    return work
 
 
 class _KernelOwners:
@@ -88,19 +70,6 @@ class _KernelOwners:
         for kernel in kernels:
             with contextlib.suppress(Exception):  # already shut down by its test
                 kernel.shutdown(now=True)
-
-
-@pytest.fixture(scope="session")
-@ends_with_each_user  # the loop is made at set-up, and closed when the session ends
-def _jupyter_loop() -> Iterator[asyncio.AbstractEventLoop]:
-    """The event loop that jupyter_client's blocking API runs on in this thread.
-
-    jupyter_core makes one on first use and keeps it for the thread, open; made
-    here, it exists before the first kernel test starts, and the session closes it.
-    """
-    loop = ensure_event_loop()
-    yield loop
-    loop.close()
 
 
 @pytest.fixture(scope="session")
@@ -137,27 +106,11 @@ def start_kernel(
     """
 
     def start(*, ipython_config: str | None = None) -> Kernel:
-        base = tmp_path_factory.mktemp("kernel")
-        env = isolated_env(base)
-        env.update(server_env())
-        if ipython_config is not None:
-            profile = Path(env["IPYTHONDIR"]) / "profile_default"
-            profile.mkdir(parents=True, exist_ok=True)
-            (profile / "ipython_config.py").write_text(ipython_config, encoding="utf-8")
-        kernel = Kernel(env, make_workdir(base))
+        kernel = start_notebook_kernel(tmp_path_factory.mktemp("kernel"), ipython_config=ipython_config)
         _kernel_owners.adopt(kernel)
         return kernel
 
     return start
-
-
-def load(kernel: Kernel, *, consent_timeout: float | None = None) -> None:
-    """``%load_ext jupyter_fsbroker``, share ``./data`` as ``data``, and name the broker ``broker``."""
-    cells = ["%load_ext jupyter_fsbroker", "import jupyter_fsbroker as fsb", "broker = fsb.get_broker()"]
-    cells.append('broker.add_root("./data", name="data")')
-    if consent_timeout is not None:
-        cells.append(f"%config FSBroker.consent_timeout = {consent_timeout}")
-    kernel.run("\n".join(cells))
 
 
 def connect_stdio(kernel: Kernel, name: str = "analysis", *, pythonpath: bool = False) -> None:

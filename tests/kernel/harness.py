@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import queue
+import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -110,7 +111,9 @@ def isolated_env(base: Path) -> dict[str, str]:
 class Kernel:
     """One kernel and a blocking client on all its channels."""
 
-    def __init__(self, env: dict[str, str], cwd: Path, *, startup_timeout: float = 120.0) -> None:
+    def __init__(
+        self, env: dict[str, str], cwd: Path, *, startup_timeout: float = 120.0, log: Path | None = None
+    ) -> None:
         self.env = env
         self.cwd = cwd
         # A graceful shutdown gets as long as a start: jupyter_client's default (5 s, SIGTERM after
@@ -121,7 +124,16 @@ class Kernel:
         # Cells run at once on the main shell and a subshell race for the same history row in
         # IPython's SQLite history and print "Session/line number was not unique" into a cell's
         # output; no test reads the history.
-        self.km.start_kernel(env=env, cwd=str(cwd), extra_arguments=["--HistoryManager.enabled=False"])
+        # With *log*, the process's own stdout and stderr (what does not go to IOPub) go there.
+        sink = None if log is None else log.open("ab")
+        output: dict[str, Any] = {} if sink is None else {"stdout": sink, "stderr": subprocess.STDOUT}
+        try:
+            self.km.start_kernel(
+                env=env, cwd=str(cwd), extra_arguments=["--HistoryManager.enabled=False"], **output
+            )
+        finally:
+            if sink is not None:
+                sink.close()  # the kernel has its own copy
         self.kc: BlockingKernelClient = self.km.blocking_client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=startup_timeout)

@@ -10,23 +10,22 @@ appear in the widgets' state, the panel's messages or the audit, while the store
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from jupyter_fsbroker.protocol.auth import FileTokenStore, resource_of
 from tests.support.authserver import AuthorizationServer, authorization_server, grants, sign_in_over_http
+from tests.support.panel_comm import Panel
 from tests.support.servers import AnalysisServer, analysis_server_http
+from tests.support.sign_in_card import card_parts, everything_sent, set_value, waiting
 
 from .conftest import load
-from .harness import Kernel, Widget
-from .test_panel import Panel
+from .harness import Kernel
 
 pytestmark = [pytest.mark.slow, pytest.mark.system]  # Node (the authorization server)
 
@@ -35,40 +34,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.system]  # Node (the authorization s
 def protected(tmp_path: Path) -> Iterator[tuple[AuthorizationServer, AnalysisServer]]:
     with authorization_server(tmp_path) as auth, analysis_server_http("--auth-issuer", auth.issuer) as server:
         yield auth, server
-
-
-def set_value(kernel: Kernel, widget: Widget, value: str, subshell_id: str | None) -> None:
-    """Type into a text field the way a frontend does: an ``update`` comm message."""
-    data = {"method": "update", "state": {"value": value}, "buffer_paths": []}
-    msg = kernel.kc.session.msg("comm_msg", {"comm_id": widget.comm_id, "data": data})
-    if subshell_id is not None:
-        msg["header"]["subshell_id"] = subshell_id
-    kernel.kc.shell_channel.send(msg)
-
-
-def card_parts(kernel: Kernel, card: Widget) -> tuple[str, Widget, Widget, Widget]:
-    """The card's authorization URL (from its link), paste field, Submit button and status line."""
-    parts = kernel.descendants(card)
-    link = next(w for w in parts if "fsbroker-signin-open" in str(w.state.get("value", "")))
-    anchor = str(link.state["value"])
-    assert 'target="_blank"' in anchor and 'rel="noopener"' in anchor
-    url = html.unescape(re.search(r'href="([^"]+)"', anchor).group(1))  # type: ignore[union-attr]
-    submit = next(w for w in parts if w.state.get("description") == "Submit")
-    return (
-        url,
-        kernel.child(card, "fsbroker-signin-paste"),
-        submit,
-        kernel.child(card, "fsbroker-signin-status"),
-    )
-
-
-def waiting(state: dict[str, Any]) -> dict[str, Any] | None:
-    return next((c for c in state["connections"] if (c.get("auth") or {}).get("status") == "waiting"), None)
-
-
-def everything_sent(kernel: Kernel) -> str:
-    """Every message the kernel published (widget states, panel messages, outputs), as text."""
-    return "\n".join(json.dumps(m["content"]) for m in kernel.iopub_log)
 
 
 def test_sign_in_from_the_card_refusing_tampered_addresses_then_sign_out(

@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import SERVER_MODULE, make_workdir, server_env
+from tests.support.env import server_env
+from tests.support.notebook_kernel import make_workdir
+
+from .conftest import SERVER_MODULE
 
 IPYTHON_SCRIPT = f"""
 import sys, threading

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.env import REPO
+from tests.support.notebook_kernel import SALES_CSV, load
 
-from .conftest import SALES_CSV, load
 from .harness import Kernel, Widget
 
 APP = repr([sys.executable, str(REPO / "tests" / "reliability" / "servers" / "app.py")])
