@@ -108,6 +108,18 @@ def consent_on_the_panel(kernel: Kernel, call: str) -> tuple[Panel, Result, dict
     return panel, cell, consent
 
 
+def approve_read(panel: Panel, consent: dict[str, Any]) -> None:
+    """Approve reading the one path of *consent* on *panel*; the result must say so."""
+    (item,) = consent["items"]
+    result = panel.act(
+        "answer_consent",
+        consent=consent["id"],
+        approved=[{"path": item["path"], "operations": ["read"]}],
+        duration=None,
+    )
+    assert result["ok"] and result["message"].startswith("Approved read on data/sales.csv"), result
+
+
 def test_a_kernel_without_the_extension_closes_the_panel_and_nothing_breaks(kernel: Kernel) -> None:
     panel = Panel(kernel)
     kernel.wait_for(lambda: panel.closed() is not None, 30, "the kernel to close a comm without a target")
@@ -202,13 +214,7 @@ def test_a_consent_answered_on_the_panel_unblocks_a_sync_cell(kernel: Kernel) ->
     assert (item["rel"], item["approvable"], item["grantable"]) == ("data/sales.csv", True, ["read"])
     assert not cell.done
 
-    result = panel.act(
-        "answer_consent",
-        consent=consent["id"],
-        approved=[{"path": item["path"], "operations": ["read"]}],
-        duration=None,
-    )
-    assert result["ok"] and result["message"].startswith("Approved read on data/sales.csv"), result
+    approve_read(panel, consent)
     assert kernel.wait(cell, 60).check().text == "False"
     state = panel.state(lambda s: s["outcomes"])
     assert (state["outcomes"][-1]["outcome"], state["outcomes"][-1]["answeredBy"]) == ("approved", "panel")
@@ -245,14 +251,7 @@ def test_an_answer_the_views_thread_has_not_seen_yet_says_how_the_request_ended(
 
     asked = [0]
     consent = kernel.wait_for(listed, 30, "a snapshot that lists the request")
-    (item,) = consent["items"]
-    result = panel.act(
-        "answer_consent",
-        consent=consent["id"],
-        approved=[{"path": item["path"], "operations": ["read"]}],
-        duration=None,
-    )
-    assert result["ok"] and result["message"].startswith("Approved read on data/sales.csv"), result
+    approve_read(panel, consent)
     # Let the views' thread catch up (it tells the panel's state of the request only now), then ask.
     release = "views_gate.set()\nbroker.views_thread.call(lambda: None)"
     kernel.wait(kernel.submit(release, subshell_id=subshell), 30).check()

@@ -96,6 +96,15 @@ class RecordingSink implements IMessageSink {
   }
 }
 
+/**
+ * The status bar's words while *model* is the current notebook's.
+ */
+function summaryOf(model: BrokerModel): string {
+  const facade = new FileBrokerModel();
+  facade.current = model;
+  return facade.summary;
+}
+
 describe('BrokerModel', () => {
   it('becomes ready with the first snapshot and counts open servers and kept locks', () => {
     const model = new BrokerModel('sales.ipynb');
@@ -133,9 +142,7 @@ describe('BrokerModel', () => {
     );
     expect(model.openConnections).toBe(1);
     expect(model.signingIn).toBe(1);
-    const facade = new FileBrokerModel();
-    facade.current = model;
-    expect(facade.summary).toBe(
+    expect(summaryOf(model)).toBe(
       'File broker: 1 server · 1 signing in · 1 lock'
     );
   });
@@ -382,9 +389,7 @@ describe('the shared fixture of panel messages', () => {
     model.receive(toPanel.snapshot_sign_in);
     expect(model.openConnections).toBe(2);
     expect(model.signingIn).toBe(1);
-    const facade = new FileBrokerModel();
-    facade.current = model;
-    expect(facade.summary).toBe(
+    expect(summaryOf(model)).toBe(
       'File broker: 2 servers · 1 signing in · 1 lock'
     );
     const auth = model.state!.connections.map(c =>
