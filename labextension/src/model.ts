@@ -17,6 +17,7 @@ import {
   IConsentOutcome,
   IResultMessage,
   PROTOCOL_VERSION,
+  SIGNING_IN,
   actionMessage,
   parse
 } from './protocol';
@@ -159,14 +160,28 @@ export class BrokerModel {
   }
 
   /**
-   * Open connections (not closing or closed).
+   * Open connections: not connecting (nor waiting for a first sign-in),
+   * closing or closed.
    */
   get openConnections(): number {
     const state = this._state;
     if (!state) {
       return 0;
     }
-    return state.connections.filter(c => !ENDED.includes(c.state)).length;
+    return state.connections.filter(c => c.state === 'open').length;
+  }
+
+  /**
+   * Servers waiting for their first sign-in (not connected yet).
+   */
+  get signingIn(): number {
+    const state = this._state;
+    if (!state) {
+      return 0;
+    }
+    return state.connections.filter(
+      c => c.state === 'connecting' && c.id.startsWith(SIGNING_IN)
+    ).length;
   }
 
   /**
@@ -480,7 +495,8 @@ export class FileBrokerModel {
   }
 
   /**
-   * The status bar's words: "File broker: 2 servers · 1 lock".
+   * The status bar's words: "File broker: 2 servers · 1 lock", and
+   * "· 1 signing in" while a server waits for its first sign-in.
    */
   get summary(): string {
     const model = this._current;
@@ -488,8 +504,11 @@ export class FileBrokerModel {
       return 'File broker';
     }
     switch (model.status) {
-      case 'ready':
-        return `File broker: ${plural(model.openConnections, 'server')} · ${plural(model.lockCount, 'lock')}`;
+      case 'ready': {
+        const waiting = model.signingIn;
+        const signingIn = waiting > 0 ? ` · ${waiting} signing in` : '';
+        return `File broker: ${plural(model.openConnections, 'server')}${signingIn} · ${plural(model.lockCount, 'lock')}`;
+      }
       case 'not-loaded':
       case 'unloaded':
         return 'File broker: off';

@@ -12,6 +12,12 @@
 export const PROTOCOL_VERSION = 1;
 
 /**
+ * The id prefix of a connection entry that stands for a first sign-in: the
+ * server is not connected yet (its state is `connecting`).
+ */
+export const SIGNING_IN = 'signing-in:';
+
+/**
  * The four operations a grant can give.
  */
 export type Operation = 'read' | 'write' | 'delete' | 'watch';

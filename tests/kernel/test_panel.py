@@ -40,6 +40,18 @@ def consent_on_the_panel(kernel: Kernel, call: str) -> tuple[Panel, Result, dict
     return panel, cell, consent
 
 
+def approve_read(panel: Panel, consent: dict[str, Any]) -> None:
+    """Approve reading the one path of *consent* on *panel*; the result must say so."""
+    (item,) = consent["items"]
+    result = panel.act(
+        "answer_consent",
+        consent=consent["id"],
+        approved=[{"path": item["path"], "operations": ["read"]}],
+        duration=None,
+    )
+    assert result["ok"] and result["message"].startswith("Approved read on data/sales.csv"), result
+
+
 def test_a_kernel_without_the_extension_closes_the_panel_and_nothing_breaks(kernel: Kernel) -> None:
     panel = Panel(kernel)
     kernel.wait_for(lambda: panel.closed() is not None, 30, "the kernel to close a comm without a target")
@@ -134,19 +146,52 @@ def test_a_consent_answered_on_the_panel_unblocks_a_sync_cell(kernel: Kernel) ->
     assert (item["rel"], item["approvable"], item["grantable"]) == ("data/sales.csv", True, ["read"])
     assert not cell.done
 
-    result = panel.act(
-        "answer_consent",
-        consent=consent["id"],
-        approved=[{"path": item["path"], "operations": ["read"]}],
-        duration=None,
-    )
-    assert result["ok"] and result["message"].startswith("Approved read on data/sales.csv"), result
+    approve_read(panel, consent)
     assert kernel.wait(cell, 60).check().text == "False"
     state = panel.state(lambda s: s["outcomes"])
     assert (state["outcomes"][-1]["outcome"], state["outcomes"][-1]["answeredBy"]) == ("approved", "panel")
     # Too late: the request no longer waits, and the panel is told how it ended.
     late = panel.act("answer_consent", consent=consent["id"], approved=[], duration=None)
     assert not late["ok"] and "no longer waits: Approved read" in late["message"]
+
+
+def test_an_answer_the_views_thread_has_not_seen_yet_says_how_the_request_ended(kernel: Kernel) -> None:
+    # The order a loaded machine may take: the views' thread (busy here until the gate opens) has
+    # not told the panel's state of the request yet when the panel, which lists it, answers it.
+    load(kernel)
+    connect_stdio(kernel)
+    kernel.run(
+        "%config FSBroker.show_progress = False\n"  # the progress widget is built on the views' thread
+        "import threading\n"
+        "views_gate = threading.Event()\n"
+        "broker.views_thread.post(views_gate.wait)"
+    )
+    subshell = kernel.create_subshell()
+    panel = Panel(kernel, subshell_id=subshell)
+    panel.state()
+    cell = kernel.submit('analysis.call_tool("profile_csv", {"path": "data/sales.csv"})["isError"]')
+
+    def listed() -> dict[str, Any] | None:
+        # The views' thread sends nothing now: ask for each snapshot, one at a time, on the subshell.
+        snapshots = [m["state"] for m in panel.messages() if m.get("type") == "snapshot"]
+        if snapshots[-1]["consents"]:
+            return dict(snapshots[-1]["consents"][0])
+        if len(snapshots) > asked[0]:
+            asked[0] = len(snapshots)
+            panel.send({"version": 1, "type": "refresh"})
+        return None
+
+    asked = [0]
+    consent = kernel.wait_for(listed, 30, "a snapshot that lists the request")
+    approve_read(panel, consent)
+    # Let the views' thread catch up (it tells the panel's state of the request only now), then ask.
+    release = "views_gate.set()\nbroker.views_thread.call(lambda: None)"
+    kernel.wait(kernel.submit(release, subshell_id=subshell), 30).check()
+    assert kernel.wait(cell, 60).check().text == "False"
+    seen = len(panel.messages())
+    panel.send({"version": 1, "type": "refresh"})
+    state = panel.state(lambda s: len(panel.messages()) > seen)
+    assert [(o["outcome"], o["answeredBy"]) for o in state["outcomes"]] == [("approved", "panel")]
 
 
 def test_another_protocol_version_is_refused_in_words_the_panel_can_read(kernel: Kernel) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -124,6 +125,9 @@ class PanelState:
         self._changes: collections.deque[tuple[str, ChangeEvent]] = collections.deque(maxlen=TAIL)
         self._outcomes: collections.deque[Outcome] = collections.deque(maxlen=TAIL)
         self._answered_here: set[str] = set()
+        # Each request is followed once, whoever sees it first: the consenter tells its listeners on
+        # the views' thread, which may come after the request is listed as waiting and answered here.
+        self._followed: weakref.WeakSet[Ask] = weakref.WeakSet()
         self._kernel = ipk.get_kernel()
         self._closed = False
         self._unsubscribe = follow_broker(broker.core, changed, change=self._on_change)
@@ -131,11 +135,12 @@ class PanelState:
         if sign_ins is not None:
             self._unsubscribe.append(sign_ins.subscribe(lambda sign_in: changed()))
         consenter = broker.consenter
-        if isinstance(consenter, KernelConsenter):
-            self._unsubscribe.append(consenter.subscribe(self._on_ask))
-            for ask in consenter.asks():
+        self._consenter = consenter if isinstance(consenter, KernelConsenter) else None
+        if self._consenter is not None:
+            self._unsubscribe.append(self._consenter.subscribe(self._on_ask))
+            for ask in self._consenter.asks():
                 if not ask.future.done():
-                    self._on_ask(ask)
+                    self._follow(ask)
 
     # -- events (any thread) -------------------------------------------------------------------
 
@@ -147,8 +152,16 @@ class PanelState:
         self._changed()
 
     def _on_ask(self, ask: Ask) -> None:
-        ask.future.add_done_callback(lambda future: self._ended(ask))
+        self._follow(ask)
         self._changed()
+
+    def _follow(self, ask: Ask) -> None:
+        """Record how *ask* ends (at once if it has), unless it is followed already."""
+        with self._lock:
+            if self._closed or ask in self._followed:
+                return
+            self._followed.add(ask)
+        ask.future.add_done_callback(lambda future: self._ended(ask))
 
     def _ended(self, ask: Ask) -> None:
         with self._lock:
@@ -171,7 +184,14 @@ class PanelState:
             return next((o for o in reversed(self._outcomes) if o.id == request_id), None)
 
     def answer(self, request: ConsentRequest, decision: ConsentDecision) -> bool:
-        """Answer *request* with *decision*; ``False`` when something else answered first."""
+        """Answer *request* with *decision*; ``False`` when something else answered first.
+
+        Once this returns, :meth:`outcome_of` knows how the request ended.
+        """
+        asks = self._consenter.asks() if self._consenter is not None else []
+        for ask in asks:
+            if ask.request.id == request.id:
+                self._follow(ask)  # before answering: the outcome is recorded as the answer resolves it
         with self._lock:
             self._answered_here.add(request.id)
         if self._broker.answer_consent(request.id, decision):

@@ -96,6 +96,15 @@ class RecordingSink implements IMessageSink {
   }
 }
 
+/**
+ * The status bar's words while *model* is the current notebook's.
+ */
+function summaryOf(model: BrokerModel): string {
+  const facade = new FileBrokerModel();
+  facade.current = model;
+  return facade.summary;
+}
+
 describe('BrokerModel', () => {
   it('becomes ready with the first snapshot and counts open servers and kept locks', () => {
     const model = new BrokerModel('sales.ipynb');
@@ -111,6 +120,31 @@ describe('BrokerModel', () => {
     const facade = new FileBrokerModel();
     facade.current = model;
     expect(facade.summary).toBe('File broker: 1 server · 1 lock');
+  });
+
+  it('counts only open connections as servers, and a first sign-in apart', () => {
+    const model = new BrokerModel();
+    const [analysis, old] = state().connections;
+    const starting = {
+      ...analysis,
+      id: 'c3',
+      name: 'slow',
+      state: 'connecting'
+    };
+    const waiting = {
+      ...analysis,
+      id: 'signing-in:abc',
+      name: 'remote',
+      state: 'connecting'
+    };
+    model.receive(
+      snapshot(state({ connections: [analysis, old, starting, waiting] }))
+    );
+    expect(model.openConnections).toBe(1);
+    expect(model.signingIn).toBe(1);
+    expect(summaryOf(model)).toBe(
+      'File broker: 1 server · 1 signing in · 1 lock'
+    );
   });
 
   it('drops a snapshot overtaken by a newer one', () => {
@@ -353,7 +387,11 @@ describe('the shared fixture of panel messages', () => {
     expect(added).toEqual([['consent_1']]);
     // A later snapshot with sign-ins: analysis, hosted, and remote (connecting while it waits).
     model.receive(toPanel.snapshot_sign_in);
-    expect(model.openConnections).toBe(3);
+    expect(model.openConnections).toBe(2);
+    expect(model.signingIn).toBe(1);
+    expect(summaryOf(model)).toBe(
+      'File broker: 2 servers · 1 signing in · 1 lock'
+    );
     const auth = model.state!.connections.map(c =>
       c.auth ? signInWords(c.auth, () => '13:00') : null
     );
