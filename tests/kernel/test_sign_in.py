@@ -71,14 +71,19 @@ def everything_sent(kernel: Kernel) -> str:
     return "\n".join(json.dumps(m["content"]) for m in kernel.iopub_log)
 
 
+def with_panel(start_kernel: Callable[..., Kernel]) -> tuple[Kernel, Panel]:
+    """A kernel with the extension loaded, data/sales.csv shared, and a panel on a subshell."""
+    kernel = start_kernel()
+    load(kernel)
+    kernel.run('broker.allow("data/sales.csv")')
+    return kernel, Panel(kernel, subshell_id=kernel.create_subshell())
+
+
 def test_sign_in_from_the_card_refusing_tampered_addresses_then_sign_out(
     start_kernel: Callable[..., Kernel], protected: tuple[AuthorizationServer, AnalysisServer]
 ) -> None:
     auth, server = protected
-    kernel = start_kernel()
-    load(kernel)
-    kernel.run('broker.allow("data/sales.csv")')
-    panel = Panel(kernel, subshell_id=kernel.create_subshell())
+    kernel, panel = with_panel(start_kernel)
     store = FileTokenStore(Path(kernel.env["XDG_DATA_HOME"]) / "jupyter_fsbroker" / "oauth")
     resource = resource_of(server.url)
 
@@ -168,9 +173,7 @@ def test_the_panels_answer_says_signed_in_only_once_the_tokens_arrived(
     start_kernel: Callable[..., Kernel], protected: tuple[AuthorizationServer, AnalysisServer]
 ) -> None:
     auth, server = protected
-    kernel = start_kernel()
-    load(kernel)
-    panel = Panel(kernel, subshell_id=kernel.create_subshell())
+    kernel, panel = with_panel(start_kernel)
     cell = kernel.submit(f"hosted = broker.connect('hosted', url={server.url!r})")
     card = kernel.wait_widget("fsbroker-signin")
     url = card_parts(kernel, card)[0]
