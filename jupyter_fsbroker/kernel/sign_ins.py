@@ -52,6 +52,9 @@ T = TypeVar("T")
 CALLBACK_PAGE = "lab/extensions/jupyter_fsbroker/static/oauth-callback.html"
 
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+# How long a relayed answer waits for the flow's verdict: below the callback page's 5 s wait
+# for an answer (labextension/static/oauth-callback.js), after which it offers the address.
+_VERDICT_WAIT = 4.0
 
 
 @dataclass(frozen=True)
@@ -338,20 +341,37 @@ class NotebookSignIns:
     def respond(self, sign_in_id: str, address: str) -> tuple[bool, str]:
         """Complete the sign-in *sign_in_id* with *address*; ``(ok, words for the person)``.
 
-        The address is never repeated in the words.
+        The words wait (briefly) for the flow's verdict: "Signed in" once the tokens arrived,
+        "Sign-in failed: <why>" if the flow failed, else a neutral "Sign-in received". The
+        address is never repeated in the words.
         """
         from ..protocol.auth import SignInError
 
         sign_in = self.find(sign_in_id)
         if sign_in is None:
             return False, "That sign-in is unknown here."
+        ended = threading.Event()
+
+        def changed(changed: SignIn) -> None:
+            if changed.state != "waiting":
+                ended.set()
+
+        unsubscribe = sign_in.subscribe(changed)
         try:
             sign_in.complete(address)
+            if sign_in.state == "cancelled":
+                return True, f"The authorization server said no; {sign_in.server} is not signed in."
+            # "Signed in" only once the tokens are in hand: the code is still to be exchanged.
+            ended.wait(_VERDICT_WAIT)
         except SignInError as exc:
             return False, f"Not accepted: {exc}."
-        if sign_in.state == "cancelled":
-            return True, f"The authorization server said no; {sign_in.server} is not signed in."
-        return True, f"Signing in to {sign_in.server}."
+        finally:
+            unsubscribe()
+        if sign_in.state == "completed":
+            return True, f"Signed in to {sign_in.server}."
+        if sign_in.state != "waiting":
+            return False, f"Sign-in failed: {SignInError(sign_in.error or 'failed').reason}."
+        return True, f"Sign-in received; signing in to {sign_in.server}."
 
     def sign_out(self, name: str, url: str | None) -> bool:
         """Forget the stored sign-in of the connection *name* (at *url* if it never signed in

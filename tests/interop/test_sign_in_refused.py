@@ -4,9 +4,9 @@ The CLI signs in through its loopback receiver; the ``BROWSER`` (``oidc/replay_b
 completes the authorization server's pages, stops at the redirect back to the CLI and opens
 an altered address instead: a tampered ``state`` (the receiver refuses it, the sign-in goes
 on waiting, and the genuine address then completes it), or a wrong ``iss`` (the flow refuses
-it: ``issuer_mismatch``, nothing stored). A token issued for another resource, put in a
-server's record, is refused by that server with ``401``, and the client asks for a sign-in
-rather than going on with it.
+it: ``issuer_mismatch``, nothing stored, and the browser's page says so). A token issued for
+another resource, put in a server's record, is refused by that server with ``401``, and the
+client asks for a sign-in rather than going on with it.
 """
 
 from __future__ import annotations
@@ -76,6 +76,10 @@ def test_a_wrong_issuer_is_refused_and_nothing_is_stored(issuer: tuple[str, Path
         out = cli.connect(server.url)
         record = cli.store.load(resource_of(server.url))
     assert [entry["address"] for entry in opened(replays)] == ["tampered"]
+    (tampered,) = opened(replays)
+    # The browser is told what the CLI says, not "Signed in", and no secret of the answer.
+    assert "Signed in" not in tampered["text"], tampered
+    assert "Sign-in failed: " in tampered["text"] and "(iss mismatch); refused" in tampered["text"], tampered
     assert out.returncode != 0
     assert "(iss mismatch); refused" in out.stderr, out.stderr
     assert record is None or not record.tokens

@@ -36,14 +36,19 @@ def protected(tmp_path: Path) -> Iterator[tuple[AuthorizationServer, AnalysisSer
         yield auth, server
 
 
+def with_panel(start_kernel: Callable[..., Kernel]) -> tuple[Kernel, Panel]:
+    """A kernel with the extension loaded, data/sales.csv shared, and a panel on a subshell."""
+    kernel = start_kernel()
+    load(kernel)
+    kernel.run('broker.allow("data/sales.csv")')
+    return kernel, Panel(kernel, subshell_id=kernel.create_subshell())
+
+
 def test_sign_in_from_the_card_refusing_tampered_addresses_then_sign_out(
     start_kernel: Callable[..., Kernel], protected: tuple[AuthorizationServer, AnalysisServer]
 ) -> None:
     auth, server = protected
-    kernel = start_kernel()
-    load(kernel)
-    kernel.run('broker.allow("data/sales.csv")')
-    panel = Panel(kernel, subshell_id=kernel.create_subshell())
+    kernel, panel = with_panel(start_kernel)
     store = FileTokenStore(Path(kernel.env["XDG_DATA_HOME"]) / "jupyter_fsbroker" / "oauth")
     resource = resource_of(server.url)
 
@@ -127,3 +132,21 @@ def test_sign_in_from_the_card_refusing_tampered_addresses_then_sign_out(
     failure = kernel.wait(again, 60).failure
     assert failure is not None and "cancelled" in failure["evalue"], failure
     assert second.comm_id != card.comm_id and grants(auth, "authorization_code") == 1
+
+
+def test_the_panels_answer_says_signed_in_only_once_the_tokens_arrived(
+    start_kernel: Callable[..., Kernel], protected: tuple[AuthorizationServer, AnalysisServer]
+) -> None:
+    auth, server = protected
+    kernel, panel = with_panel(start_kernel)
+    cell = kernel.submit(f"hosted = broker.connect('hosted', url={server.url!r})")
+    card = kernel.wait_widget("fsbroker-signin")
+    url = card_parts(kernel, card)[0]
+    entry = waiting(panel.state(waiting))
+    assert entry is not None
+    address = sign_in_over_http(url, parse_qs(urlsplit(url).query)["redirect_uri"][0])
+    # The answer the callback page shows as its acknowledgement: the flow's verdict.
+    result = panel.act("sign_in_response", signIn=entry["auth"]["signIn"]["id"], address=address)
+    assert result["ok"] and result["message"] == "Signed in to hosted.", result
+    kernel.wait(cell, 120).check()
+    assert grants(auth, "authorization_code") == 1

@@ -55,6 +55,8 @@ class SignInError(ConnectError):
     ----------
     kind
         What failed (:data:`SignInKind`); the message is a fixed text for it.
+    reason
+        That fixed text alone (no server): what a person may be shown.
     server
         The server's URL, as shown to the user.
     """
@@ -63,6 +65,7 @@ class SignInError(ConnectError):
         where = f" ({server})" if server else ""
         super().__init__(f"signing in{where}: {_TEXTS[kind]}")
         self.kind: SignInKind = kind
+        self.reason = _TEXTS[kind]
         self.server = server
 
 

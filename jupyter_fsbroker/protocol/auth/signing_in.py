@@ -23,7 +23,6 @@ import webbrowser
 from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
-import anyio.to_thread
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.auth_utils import resource_url_from_server_url
 
@@ -33,6 +32,7 @@ from .pending_sign_in import SignIn
 from .provider import BrokerOAuth
 from .receivers import AuthorizationResponse, LoopbackReceiver
 from .revocation import revoke
+from .sign_in_errors import SignInError
 from .store import FileTokenStore, ResourceStorage, TokenStore
 
 __all__ = ["resource_of", "sign_out", "signing_in", "store_for"]
@@ -93,6 +93,19 @@ def _fits(registered: list[str], redirect_uri: str) -> bool:
     )
 
 
+def _opened(opening: asyncio.Future[bool]) -> None:
+    if not opening.cancelled() and opening.exception() is not None:
+        log.warning("signing in: the browser did not open: %s", opening.exception())
+
+
+def _verdict(receiver: LoopbackReceiver, sign_in: SignIn) -> None:
+    """Once *sign_in* ended, the loopback page that brought its answer says how."""
+    if sign_in.state == "completed":
+        receiver.conclude(None)
+    elif sign_in.state != "waiting":
+        receiver.conclude(SignInError(sign_in.error or "failed").reason)
+
+
 def _relay(sign_in: SignIn, listening: asyncio.Future[AuthorizationResponse]) -> None:
     """The loopback listener's answer, if it got one, completes *sign_in*."""
     if not listening.cancelled() and listening.exception() is None:
@@ -150,10 +163,15 @@ async def signing_in(url: str, settings: OAuth, server: str | None = None) -> As
             provider.sign_in = sign_in
             if receiver is not None:
                 receiver.expect(sign_in.expected_state)
+                sign_in.subscribe(functools.partial(_verdict, receiver))
             if settings.on_sign_in is not None:
                 settings.on_sign_in(sign_in)
             if settings.open_browser:
-                await anyio.to_thread.run_sync(webbrowser.open, authorization_url)
+                # Not awaited: a browser named by $BROWSER may run until the person quits it,
+                # and its page waits for the flow's verdict (the loopback receiver's), which
+                # needs the flow to go on waiting for the redirect meanwhile.
+                opening = asyncio.get_running_loop().run_in_executor(None, webbrowser.open, authorization_url)
+                opening.add_done_callback(_opened)
 
         async def wait() -> AuthorizationCodeResult:
             assert provider is not None and provider.sign_in is not None
