@@ -360,7 +360,7 @@ class NotebookSignIns:
         try:
             sign_in.complete(address)
             if sign_in.state == "cancelled":
-                return True, f"The authorization server said no; {sign_in.server} is not signed in."
+                return False, f"The authorization server said no; {sign_in.server} is not signed in."
             # "Signed in" only once the tokens are in hand: the code is still to be exchanged.
             ended.wait(_VERDICT_WAIT)
         except SignInError as exc:

@@ -87,8 +87,10 @@
     }
     window.clearTimeout(timer);
     channel.close();
+    // The kernel's words say whether the tokens are in hand ("Signed in to …") or still on
+    // their way ("Sign-in received; …"): the title claims neither.
     say(
-      'Signed in, return to your notebook',
+      'Return to your notebook',
       String(data.message || 'You can close this tab.'),
       false
     );

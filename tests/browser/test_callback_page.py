@@ -70,7 +70,7 @@ def test_a_tab_that_acknowledges_gets_the_query_and_the_page_says_signed_in(
     page.evaluate(_LISTENER, True)
     callback = page.context.new_page()
     callback.goto(jupyterlab.url + PAGE + QUERY)
-    expect(callback.locator("#fsbroker-oauth-title")).to_have_text("Signed in, return to your notebook")
+    expect(callback.locator("#fsbroker-oauth-title")).to_have_text("Return to your notebook")
     expect(callback.locator("#fsbroker-oauth-message")).to_have_text("Signed in to analysis.")
     assert page.evaluate("window.received") == [{"type": "oauth-redirect", "search": QUERY}]
     assert callback.url == jupyterlab.url + PAGE  # the code left the address bar

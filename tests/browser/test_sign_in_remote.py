@@ -143,7 +143,7 @@ def test_sign_in_through_the_callback_page_then_sign_out_and_paste_the_next_one(
         link.click()
     tab = opened.value
     _sign_in(tab)
-    expect(tab.locator("#fsbroker-oauth-title")).to_have_text("Signed in, return to your notebook")
+    expect(tab.locator("#fsbroker-oauth-title")).to_have_text("Return to your notebook")
     assert "code=" not in tab.url
     output = notebook.wait_done(2)
     assert "profile_csv" in output, output
