@@ -9,6 +9,7 @@ request records no checks rather than failed ones.
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -71,6 +72,14 @@ EXPECTED: dict[str, set[str]] = {
     "auth/pre-registration": _SIGNED_IN | {"pre-registration-auth", "valid-bearer-token"},
 }
 BROWSER = Path(__file__).resolve().parent / "headless_browser.py"
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_counts() -> dict[str, int]:
+    """The README's table of scenarios and the checks each passes (what users are told)."""
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index("| conformance scenario | checks passed |") :].split("\n\n", 1)[0]
+    return {name: int(count) for name, count in re.findall(r"^\| `([^`]+)` \| (\d+) \|$", table, re.M)}
 
 
 @pytest.fixture(scope="module")
@@ -116,10 +125,16 @@ def judge(outcome: Outcome) -> list[str]:
     return reasons
 
 
+def test_the_readme_tells_every_scenario_run() -> None:
+    assert sorted(readme_counts()) == sorted(EXPECTED)
+
+
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))
 def test_scenario_passes(suite: Suite, scenario: str, tmp_path: Path) -> None:
     outcome = run(suite, scenario, tmp_path)
     assert judge(outcome) == [], outcome.output
+    # The README says how many checks pass: a suite or client that changes it changes the README.
+    assert len(outcome.with_status("SUCCESS")) == readme_counts()[scenario], outcome.output
 
 
 def test_sse_retry_waits_the_servers_retry_and_resumes_from_its_last_event(
