@@ -28,7 +28,6 @@ leaves no thread, process, lock or temporary file behind.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -62,8 +61,6 @@ if TYPE_CHECKING:  # the MCP client is imported with the first connection (see .
     from .trashbin import NotebookTrash
 
 __all__ = ["NotebookBroker"]
-
-log = logging.getLogger(__name__)
 
 
 class NotebookBroker:

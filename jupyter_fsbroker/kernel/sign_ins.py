@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -45,7 +44,6 @@ if TYPE_CHECKING:  # the MCP client is imported with the first URL connection
 
 __all__ = ["CALLBACK_PAGE", "NotebookSignIns", "PanelPage"]
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: Where JupyterLab serves the extension's callback page, below its base URL.

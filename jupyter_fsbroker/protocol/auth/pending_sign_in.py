@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import logging
 import secrets
 import threading
 from collections.abc import Callable
@@ -30,7 +29,6 @@ from .sign_in_errors import SignInError, SignInKind
 
 __all__ = ["ReceiverKind", "SignIn", "SignInState", "parse_address"]
 
-log = logging.getLogger(__name__)
 
 #: Where the authorization server's redirect comes back.
 ReceiverKind = Literal["loopback", "page", "paste"]
