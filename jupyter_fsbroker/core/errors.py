@@ -24,6 +24,7 @@ from ..wire import catalogue
 from ..wire.catalogue import ErrorKind, error_object
 
 __all__ = [
+    "DETAILS_HINT",
     "AlreadyExists",
     "BrokerError",
     "ClosedError",
@@ -46,8 +47,30 @@ __all__ = [
 ]
 
 
+#: The line under an error's short form in IPython, saying where its traceback went.
+DETAILS_HINT = "(the full traceback: %fsbroker why)"
+
+
 class BrokerError(Exception):
-    """Base class of every error jupyter_fsbroker raises on purpose."""
+    """Base class of every error jupyter_fsbroker raises on purpose.
+
+    IPython shows one as a short message (:meth:`_render_traceback_`), not a
+    traceback through the package: it is an expected failure, said in the user's
+    words. ``%fsbroker why`` prints the full traceback of the last one.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        """The lines IPython shows instead of the traceback (in a notebook and a terminal).
+
+        ANSI-styled as IPython's own tracebacks are: the error's name in red,
+        its message, and a dim line saying where the details are.
+        """
+        message = str(self) or type(self).__name__
+        first, _, rest = message.partition("\n")
+        lines = [f"\x1b[1;31m{type(self).__name__}\x1b[0m: {first}"]
+        lines.extend(rest.splitlines())
+        lines.append(f"\x1b[2m{DETAILS_HINT}\x1b[0m")
+        return lines
 
 
 class ConfigError(BrokerError, ValueError):

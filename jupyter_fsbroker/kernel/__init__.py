@@ -40,10 +40,11 @@ if TYPE_CHECKING:
     from .notebook import NotebookBroker
     from .notebook_connection import KernelConnection
     from .settings import FSBroker
-    from .tool_results import Tool, ToolError, ToolResult, Tools
+    from .tool_results import CallInterrupted, Tool, ToolError, ToolResult, Tools
     from .trashbin import NotebookTrash, TrashListing
 
 __all__ = [
+    "CallInterrupted",
     "FSBroker",
     "KernelConnection",
     "NotebookBroker",
@@ -62,6 +63,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
     __name__,
     globals(),
     {
+        "CallInterrupted": ".tool_results",
         "FSBroker": ".settings",
         "KernelConnection": ".notebook_connection",
         "NotebookBroker": ".notebook",

@@ -8,6 +8,7 @@ errors (:class:`~jupyter_fsbroker.core.errors.BrokerError`) become
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import re
 import shlex
@@ -90,6 +91,7 @@ def build_parser() -> MagicArgumentParser:
     p.add_argument("name", metavar="NAME")
     p.add_argument("path", metavar="PATH", nargs="?", help="only grants on this path (default: all)")
     commands.add_parser("status", help="show the dashboard (text in a terminal)")
+    commands.add_parser("why", help="the full traceback of the last error (shown short in the cell)")
     p = commands.add_parser("trash", help="list what servers deleted; restore it, or empty the trash")
     actions = p.add_subparsers(dest="trash_action", metavar="ACTION", parser_class=MagicArgumentParser)
     actions.add_parser("list", help="the entries, newest first (the default)")
@@ -100,6 +102,19 @@ def build_parser() -> MagicArgumentParser:
     p = actions.add_parser("empty", help="delete entries for good")
     p.add_argument("--older-than", type=float, metavar="DAYS", help="only those deleted more than DAYS ago")
     return parser
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The sub-commands of *parser* and their one-line help, in the order they were added."""
+    for action in parser._actions:  # argparse keeps sub-parsers nowhere public
+        if isinstance(action, argparse._SubParsersAction):
+            return {choice.dest: choice.help or "" for choice in action._choices_actions}
+    return {}
+
+
+def _command_list(commands: dict[str, str]) -> str:
+    width = max(map(len, commands), default=0)
+    return "\n".join(f"  %fsbroker {name:<{width}}  {text}" for name, text in commands.items())
 
 
 def _arguments(text: str | None) -> dict[str, Any]:
@@ -203,6 +218,8 @@ class FSBrokerMagics(Magics):
                                                     watches end at once
           %fsbroker revoke NAME [PATH]              revoke a connection's grants (on PATH)
           %fsbroker status                          show the dashboard (text in a terminal)
+          %fsbroker why                             the full traceback of the last error (a
+                                                    cell shows the broker's errors short)
           %fsbroker trash                           what servers deleted, newest first, with ids
           %fsbroker trash restore ID [--to PATH] [--overwrite]
                                                     put it back where it was (ID: its last 8
@@ -242,13 +259,30 @@ class FSBrokerMagics(Magics):
             argv: list[str] = arg_split(line, posix=True)  # type: ignore[no-untyped-call,unused-ignore]
         except ValueError as exc:  # an unclosed quote
             raise UsageError(f"%fsbroker: {exc}") from None
+        commands = _commands(self._parser)
+        if not argv:
+            raise UsageError("%fsbroker needs a command:\n" + _command_list(commands) + "\nSee %fsbroker? for more.")
+        if argv[0] not in commands:
+            near = difflib.get_close_matches(argv[0], list(commands), n=1)
+            hint = f" Did you mean `{near[0]}`?" if near else ""
+            raise UsageError(
+                f"%fsbroker has no command {argv[0]!r}.{hint}\nThe commands:\n" + _command_list(commands)
+            )
         args = self._parser.parse_args(argv)
-        if args.action is None:
-            raise UsageError("%fsbroker needs a command:\n" + self._parser.format_usage() + "See %fsbroker?")
         handler = getattr(self, f"_do_{args.action}")
         return handler(self._broker(), args)
 
     # -- sub-commands --------------------------------------------------------------------------
+
+    def _do_why(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
+        # The cell showed the short form (BrokerError._render_traceback_); IPython's %tb
+        # would show that again, so the traceback is formatted here, bypassing it.
+        value = getattr(sys, "last_value", None)
+        if value is None:
+            print("No error yet.")
+            return
+        stb = self.shell.InteractiveTB.structured_traceback(type(value), value, value.__traceback__)
+        print(self.shell.InteractiveTB.stb2text(stb))
 
     def _do_root(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
         root = add_root_spec(broker, args.spec, read_only=args.read_only)

@@ -21,7 +21,7 @@ from ..core.grants import Grant
 from ..core.serverlog import ServerLog
 from ..protocol.client_errors import ConnectionClosedError
 from .calls import CallRunner
-from .tool_results import ToolError, ToolResult, Tools
+from .tool_results import CallInterrupted, ToolError, ToolResult, Tools
 
 if TYPE_CHECKING:  # imported with the first connection (kernel/servers.py), not at %load_ext
     from ..protocol.roots_offer import RootsNotice
@@ -252,14 +252,20 @@ class KernelConnection:
             The server answered with a JSON-RPC error (unknown tool, bad arguments).
         TimeoutError
             *timeout* elapsed (the server is told to cancel).
-        KeyboardInterrupt
-            The call was interrupted (and cancelled).
+        CallInterrupted
+            The call was interrupted (and cancelled); a ``KeyboardInterrupt``.
         """
-        result: dict[str, Any] = self._runner.run_call(
-            self.id,
-            self._server.call_tool(tool, arguments, timeout=timeout),
-            cancelled=lambda: self._cancelled(tool),
-        )
+        try:
+            result: dict[str, Any] = self._runner.run_call(
+                self.id,
+                self._server.call_tool(tool, arguments, timeout=timeout),
+                cancelled=lambda: self._cancelled(tool),
+            )
+        except KeyboardInterrupt as exc:
+            if isinstance(exc, CallInterrupted):
+                raise
+            # Where the cell happened to wait (threading, a future) says nothing to the user.
+            raise CallInterrupted(f"{self.name} · {tool} was interrupted and cancelled") from None
         return self._result(tool, result, raise_on_error)
 
     async def acall_tool(
@@ -287,7 +293,7 @@ class KernelConnection:
         return result
 
     def _cancelled(self, tool: str) -> ConnectionClosedError:
-        return ConnectionClosedError(f"the call of {tool!r} on {self.name!r} was cancelled")
+        return ConnectionClosedError(f"{self.name} · {tool} was cancelled: the connection or the broker closed")
 
     def refresh_tools(self) -> tuple[dict[str, Any], ...]:
         """Fetch the tool list again and return it."""

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import textwrap
 from collections.abc import Iterable
 from typing import Any
 
 from ..core.errors import BrokerError
 
-__all__ = ["Tool", "ToolError", "ToolResult", "Tools", "show_value"]
+__all__ = ["CallInterrupted", "Tool", "ToolError", "ToolResult", "Tools", "show_value", "tool_message"]
 
 #: Characters of a value shown in a display before it is cut.
 _SHOWN = 20_000
@@ -132,6 +133,29 @@ class ToolResult(dict[str, Any]):
         )
 
 
+#: mcp's frame around the message of an exception a tool raised ("Error executing tool NAME: ...").
+_EXECUTING = re.compile(r"\AError executing tool \S+: ")
+#: A pydantic report of one argument: its name, then an indented "Field required [type=missing ...".
+_MISSING = re.compile(r"^(\S+)\n\s+Field required", re.MULTILINE)
+
+
+def tool_message(tool: str, text: str) -> str:
+    """The server's message for a failed call of *tool*, said once and in the user's words.
+
+    mcp prefixes the message of an exception in a tool with "Error executing tool
+    NAME:" — the caller already names the tool — and reports missing arguments as a
+    pydantic validation dump; both become a plain sentence.
+    """
+    message = _EXECUTING.sub("", text.strip()) or "(no message)"
+    if "validation error for" in message:
+        missing = _MISSING.findall(message)
+        if missing:
+            names = ", ".join(f"`{name}`" for name in missing)
+            return f"missing argument{'s' if len(missing) > 1 else ''} {names} (see `conn.tools[{tool!r}]`)"
+        return message.splitlines()[0]
+    return message
+
+
 class ToolError(BrokerError, RuntimeError):
     """A tool reported a failure (``isError``): what ``call_tool`` raises unless ``raise_on_error=False``.
 
@@ -144,11 +168,18 @@ class ToolError(BrokerError, RuntimeError):
     """
 
     def __init__(self, result: ToolResult, *, tool: str, connection: str) -> None:
-        message = result.text.strip() or "(no message)"
-        super().__init__(f"{tool} on {connection} failed: {message}")
+        super().__init__(f"{connection} · {tool} failed: {tool_message(tool, result.text)}")
         self.result = result
         self.tool = tool
         self.connection = connection
+
+
+class CallInterrupted(BrokerError, KeyboardInterrupt):
+    """A tool call was interrupted (Ctrl-C, Kernel → Interrupt) and cancelled, perhaps while it waited for consent.
+
+    A :class:`KeyboardInterrupt`, as before, that says what was stopped instead of
+    where the cell happened to wait.
+    """
 
 
 def _one_line(text: object) -> str:

@@ -314,7 +314,9 @@ class ConnectionTask:
         if self.transport == "stdio" and isinstance(leaf, OSError):
             return ConnectError(f"cannot start the server of {name!r} ({target}): {leaf}")
         if self.transport == "http" and isinstance(leaf, httpx2.HTTPError | OSError):
-            return ConnectError(f"cannot reach the server of {name!r} at {target}: {describe_failure(leaf)}")
+            # httpx's own ConnectError would name itself next to ours ("ConnectError: ConnectError: …").
+            why = str(leaf) or describe_failure(leaf)
+            return ConnectError(f"cannot reach the server of {name!r} at {target}: {why}")
         return ConnectError(f"connecting {name!r} ({target}) failed: {describe_failure(leaf)}")
 
     # -- events --------------------------------------------------------------------------------
