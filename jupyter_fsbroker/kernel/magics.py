@@ -261,7 +261,8 @@ class FSBrokerMagics(Magics):
             raise UsageError(f"%fsbroker: {exc}") from None
         commands = _commands(self._parser)
         if not argv:
-            raise UsageError("%fsbroker needs a command:\n" + _command_list(commands) + "\nSee %fsbroker? for more.")
+            listed = _command_list(commands)
+            raise UsageError(f"%fsbroker needs a command:\n{listed}\nSee %fsbroker? for more.")
         if argv[0] not in commands:
             near = difflib.get_close_matches(argv[0], list(commands), n=1)
             hint = f" Did you mean `{near[0]}`?" if near else ""

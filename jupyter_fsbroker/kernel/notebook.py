@@ -58,6 +58,7 @@ from .warming import WarmUp
 if TYPE_CHECKING:  # the MCP client is imported with the first connection (see .servers)
     from ..protocol.auth import OAuth
     from ..widgets.view_thread import ViewThread
+    from .audit_records import AuditRecords
     from .trashbin import NotebookTrash
 
 __all__ = ["NotebookBroker"]
@@ -281,6 +282,34 @@ class NotebookBroker:
     def force_unlock(self, lock_id: str) -> None:
         """Release a kept lock, whoever holds it."""
         self.core.force_unlock(lock_id)
+
+    def audit(
+        self, server: str | KernelConnection | None = None, *, limit: int | None = None
+    ) -> AuditRecords:
+        """What happened to the servers' ``files/*`` requests, newest last: frozen records, as a table.
+
+        Parameters
+        ----------
+        server
+            Only this server's records (a connection, or its name).
+        limit
+            At most this many (the newest).
+
+        Returns
+        -------
+        AuditRecords
+            A tuple of :class:`~jupyter_fsbroker.core.audit.AuditRecord`; ``.to_pandas()`` makes a
+            DataFrame of it when pandas is installed.
+
+        Raises
+        ------
+        ValueError
+            *limit* is negative.
+        """
+        from .audit_records import AuditRecords
+
+        name = server.name if isinstance(server, KernelConnection) else server
+        return AuditRecords(self.core.audit.records(server=name, limit=limit))
 
     def trash(self) -> NotebookTrash:
         """What servers deleted, to list, restore (``.restore(ID)``) or empty (see :mod:`.trashbin`)."""

@@ -293,7 +293,9 @@ class KernelConnection:
         return result
 
     def _cancelled(self, tool: str) -> ConnectionClosedError:
-        return ConnectionClosedError(f"{self.name} · {tool} was cancelled: the connection or the broker closed")
+        return ConnectionClosedError(
+            f"{self.name} · {tool} was cancelled: the connection or the broker closed"
+        )
 
     def refresh_tools(self) -> tuple[dict[str, Any], ...]:
         """Fetch the tool list again and return it."""

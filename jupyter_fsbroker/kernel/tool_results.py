@@ -24,8 +24,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.errors import BrokerError
+from .tables import Table, find_table, html_table, to_dataframe
 
-__all__ = ["CallInterrupted", "Tool", "ToolError", "ToolResult", "Tools", "show_value", "tool_message"]
+__all__ = ["CallInterrupted", "Tool", "ToolError", "ToolResult", "Tools", "show_value", "tool_failure"]
 
 #: Characters of a value shown in a display before it is cut.
 _SHOWN = 20_000
@@ -96,6 +97,31 @@ class ToolResult(dict[str, Any]):
         """The image content blocks (``data`` base64, ``mimeType``)."""
         return [b for b in self.get("content") or [] if isinstance(b, dict) and b.get("type") == "image"]
 
+    @property
+    def table(self) -> Table | None:
+        """The table in :attr:`data` (see :func:`~.tables.find_table`), ``None`` if it is not tabular."""
+        return None if self.is_error else find_table(self.data)
+
+    def to_pandas(self) -> Any:
+        """The result's table as a :class:`pandas.DataFrame`.
+
+        The data itself when it is a list of records or a dict of columns;
+        otherwise its one list of records (``profile_csv``'s ``columns``: one row per
+        CSV column).
+
+        Raises
+        ------
+        ValueError
+            The result is an error or holds no table.
+        ImportError
+            pandas is not installed.
+        """
+        table = self.table
+        if table is None:
+            what = "an error" if self.is_error else "no table (a list of records or a dict of columns)"
+            raise ValueError(f"the result of {self.tool or 'the tool'} is {what}; see .data")
+        return to_dataframe(table.columns, table.rows)
+
     def summary(self) -> str:
         """The result for people, as plain text: the data (or the error message), once."""
         if self.is_error:
@@ -123,6 +149,9 @@ class ToolResult(dict[str, Any]):
             f'{html.escape(str(b.get("data", "")))}" style="max-width:100%">'
             for b in self.images
         )
+        table = self.table
+        if table is not None:
+            return self._table_html(title, table) + images
         body = html.escape(_cut(self.text if self.is_error else show_value(self.data)))
         return (
             f'<div class="fsbroker-result {state}" style="border-left:3px solid '
@@ -132,32 +161,73 @@ class ToolResult(dict[str, Any]):
             f'{title}</div><pre style="margin:2px 0;white-space:pre-wrap">{body}</pre>{images}</div>'
         )
 
+    def _table_html(self, title: str, table: Table) -> str:
+        # The values beside the table (profile_csv's path and rows) on one line above it.
+        data = self.data
+        beside = (
+            ", ".join(f"{k}: {show_value(v)}" for k, v in data.items() if k != table.key)
+            if table.key and isinstance(data, dict)
+            else ""
+        )
+        caption = f"{title} · {table.key}" if table.key else title
+        return (
+            '<div class="fsbroker-result fsbroker-result-ok" style="border-left:3px solid '
+            'var(--jp-brand-color1,#888);padding:2px 8px;margin:2px 0">'
+            f'<div style="font-size:var(--jp-ui-font-size1,12px);color:var(--jp-ui-font-color2,#666)">'
+            f"{caption}</div>"
+            + (f'<div style="margin:2px 0">{html.escape(_cut(beside))}</div>' if beside else "")
+            + html_table(table.columns, table.rows, css_class="fsbroker-result-table")
+            + "</div>"
+        )
+
 
 #: mcp's frame around the message of an exception a tool raised ("Error executing tool NAME: ...").
 _EXECUTING = re.compile(r"\AError executing tool \S+: ")
 #: A pydantic report of one argument: its name, then an indented "Field required [type=missing ...".
 _MISSING = re.compile(r"^(\S+)\n\s+Field required", re.MULTILINE)
+#: The broker's refusal as the kit's servers pass it on (core/access.py's words).
+_REFUSED = re.compile(
+    r"\APERMISSION_DENIED: no (?P<op>\w+) access to (?P<path>.+?)(?:: (?P<cause>.+))?\Z", re.DOTALL
+)
+#: The user denied it: said from the user's side.
+_DENIED = "the user denied it"
 
 
-def tool_message(tool: str, text: str) -> str:
-    """The server's message for a failed call of *tool*, said once and in the user's words.
+def tool_failure(tool: str, text: str) -> str:
+    """What happened to a failed call of *tool*, in the user's words: ``failed: …`` or ``was refused: …``.
 
-    mcp prefixes the message of an exception in a tool with "Error executing tool
-    NAME:" — the caller already names the tool — and reports missing arguments as a
-    pydantic validation dump; both become a plain sentence.
+    The server's message is said once: mcp prefixes an exception's message with
+    "Error executing tool NAME:" (the caller names the tool already), reports
+    missing arguments as a pydantic validation dump, and the broker's refusals
+    arrive as ``PERMISSION_DENIED: no read access to PATH: why``.
     """
     message = _EXECUTING.sub("", text.strip()) or "(no message)"
+    refused = _REFUSED.match(message)
+    if refused is not None:
+        op, path, cause = refused["op"], refused["path"], refused["cause"] or ""
+        if cause == _DENIED:
+            return f"was refused: you denied {op} on {path}"
+        if " has been granted" in path:  # "no read access to X has been granted here (ask ...)"
+            return f"was refused: {op} on {path.split(' has been granted')[0]} is not granted"
+        return f"was refused: {op} on {path} ({cause})" if cause else f"was refused: {op} on {path}"
+    if message.startswith("PERMISSION_DENIED: "):
+        return "was refused: " + message.removeprefix("PERMISSION_DENIED: ")
     if "validation error for" in message:
         missing = _MISSING.findall(message)
         if missing:
             names = ", ".join(f"`{name}`" for name in missing)
-            return f"missing argument{'s' if len(missing) > 1 else ''} {names} (see `conn.tools[{tool!r}]`)"
-        return message.splitlines()[0]
-    return message
+            plural = "s" if len(missing) > 1 else ""
+            return f"failed: missing argument{plural} {names} (see `conn.tools[{tool!r}]`)"
+        return "failed: " + message.splitlines()[0]
+    return "failed: " + message
 
 
 class ToolError(BrokerError, RuntimeError):
     """A tool reported a failure (``isError``): what ``call_tool`` raises unless ``raise_on_error=False``.
+
+    Its message names the connection and the tool once, then what happened
+    (:func:`tool_failure`): ``analysis · profile_csv was refused: you denied read
+    on data/sales.csv``.
 
     Attributes
     ----------
@@ -168,14 +238,14 @@ class ToolError(BrokerError, RuntimeError):
     """
 
     def __init__(self, result: ToolResult, *, tool: str, connection: str) -> None:
-        super().__init__(f"{connection} · {tool} failed: {tool_message(tool, result.text)}")
+        super().__init__(f"{connection} · {tool} {tool_failure(tool, result.text)}")
         self.result = result
         self.tool = tool
         self.connection = connection
 
 
 class CallInterrupted(BrokerError, KeyboardInterrupt):
-    """A tool call was interrupted (Ctrl-C, Kernel → Interrupt) and cancelled, perhaps while it waited for consent.
+    """A tool call was interrupted (Ctrl-C, Kernel → Interrupt) and cancelled, maybe waiting for consent.
 
     A :class:`KeyboardInterrupt`, as before, that says what was stopped instead of
     where the cell happened to wait.

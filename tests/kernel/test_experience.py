@@ -4,9 +4,11 @@ and tools for people, and a lifecycle that says what it did (stale views, lost c
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -54,7 +56,7 @@ def test_a_denied_consent_raises_a_tool_error_that_says_so(kernel: Kernel, subsh
     kernel.wait(cell, 60)
     failure = cell.failure
     assert failure is not None and failure["ename"] == "ToolError"
-    assert "data/sales.csv" in failure["evalue"] and "the user denied it" in failure["evalue"]
+    assert failure["evalue"] == "analysis · profile_csv was refused: you denied read on data/sales.csv"
 
 
 def test_a_timed_out_prompt_says_so_in_the_cell(kernel: Kernel) -> None:
@@ -147,3 +149,81 @@ def test_reload_says_what_it_closed_and_keeps_the_folders(start_kernel: Callable
         "the old dashboard to say it is stale",
     )
     assert not dash.closed  # it stays on the page, marked stale
+
+
+def _short(failure: dict[str, Any] | None) -> list[str]:
+    """The lines a frontend shows for an error, without their ANSI styles; a few, with no frames."""
+    assert failure is not None
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in failure["traceback"]]
+    assert len(lines) <= 3, lines
+    assert not any("jupyter_fsbroker" in line or "File " in line for line in lines), lines
+    assert lines[-1] == "(the full traceback: %fsbroker why)"
+    return lines
+
+
+def test_a_refused_tool_is_a_short_message_and_why_has_the_traceback(kernel: Kernel, subshell: str) -> None:
+    cell = kernel.submit(PROFILE)
+    kernel.click(kernel.child(shown_prompt(kernel), "fsbroker-deny"), subshell_id=subshell)
+    kernel.wait(cell, 60)
+    lines = _short(cell.failure)
+    assert lines[0] == "ToolError: analysis · profile_csv was refused: you denied read on data/sales.csv"
+    why = kernel.run("%fsbroker why").stdout
+    assert "notebook_connection.py" in why and "ToolError" in why
+
+
+def test_missing_arguments_are_named_without_a_validation_dump(kernel: Kernel) -> None:
+    cell = kernel.wait(kernel.submit("analysis.call_tool('profile_csv', {})"), 60)
+    lines = _short(cell.failure)
+    assert lines[0] == (
+        "ToolError: analysis · profile_csv failed: missing argument `path` (see `conn.tools['profile_csv']`)"
+    )
+
+
+def test_an_unreachable_url_is_a_short_message(kernel: Kernel) -> None:
+    cell = kernel.wait(kernel.submit("broker.connect('far', url='http://127.0.0.1:9/mcp', timeout=10)"), 60)
+    lines = _short(cell.failure)
+    assert lines[0].startswith("ConnectError: cannot reach the server of 'far' at http://127.0.0.1:9/mcp: ")
+    assert lines[0].count("ConnectError") == 1
+
+
+def test_an_interrupted_consent_wait_is_a_short_message(kernel: Kernel) -> None:
+    cell = kernel.submit(PROFILE)
+    shown_prompt(kernel)
+    kernel.interrupt()
+    kernel.wait(cell, 60)
+    lines = _short(cell.failure)
+    assert lines[0] == "CallInterrupted: analysis · profile_csv was interrupted and cancelled"
+    assert kernel.value("isinstance(__import__('sys').last_value, KeyboardInterrupt)")
+
+
+def test_bare_and_misspelt_magics_list_the_commands(kernel: Kernel) -> None:
+    bare = kernel.wait(kernel.submit("%fsbroker"), 30)
+    assert bare.failure is not None and "::" not in bare.stderr
+    assert "%fsbroker connect" in bare.stderr and "%fsbroker why" in bare.stderr
+    typo = kernel.wait(kernel.submit("%fsbroker conect"), 30)
+    assert "Did you mean `connect`?" in typo.stderr
+
+
+def test_a_profile_is_a_table_and_a_dataframe(kernel: Kernel) -> None:
+    kernel.run("broker.allow('data/sales.csv', ops=('read',))")
+    try:
+        shown = kernel.run(f"r = {PROFILE}\nr", 60)
+        frame = kernel.value(
+            "(lambda f: (list(f.columns)[:2], list(f['name']), int(f['missing'].sum())))(r.to_pandas())"
+        )
+        audit = kernel.value(
+            "(lambda a: (type(a).__name__, a[-1].method, a[-1].path, a[-1].decision,"
+            " list(a.to_pandas().columns)[:3], str(a.to_pandas()['time'].dtype)))"
+            "(broker.audit('analysis', limit=1))"
+        )
+    finally:
+        kernel.run("broker.revoke('data/sales.csv')")
+    assert shown.result is not None
+    page = shown.result["text/html"]
+    assert "fsbroker-result-table" in page and "profile_csv → result · columns" in page
+    assert '<td style="padding:1px 10px 1px 0;vertical-align:top;text-align:left">region</td>' in page
+    assert frame == (["name", "type"], ["region", "amount"], 1)
+    assert audit[:4] == ("AuditRecords", "files/read", "data/sales.csv", "allow")
+    assert audit[4] == ["time", "server", "connection_id"] and audit[5] == "datetime64[ns, UTC]"
+    assert kernel.value("all(r.server == 'analysis' for r in broker.audit(analysis))")
+    assert kernel.value("len(broker.audit(limit=0))") == 0

@@ -1,0 +1,73 @@
+"""The audit log as the notebook reads it: :class:`AuditRecords`, what ``broker.audit()`` returns.
+
+A tuple of the core's frozen :class:`~jupyter_fsbroker.core.audit.AuditRecord`
+values, newest last, that shows as a table and turns into a
+:class:`pandas.DataFrame` (:meth:`AuditRecords.to_pandas`) when pandas is
+installed. A snapshot: records appended later are not in it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from ..core.audit import AuditRecord
+from .tables import html_table, to_dataframe
+
+__all__ = ["AuditRecords"]
+
+#: The record's fields, in the order the table shows them.
+COLUMNS = tuple(f.name for f in dataclasses.fields(AuditRecord))
+#: The columns the HTML table shows (the rest are in the DataFrame).
+_SHOWN = ("time", "server", "method", "path", "decision", "error", "reason", "cause", "bytes", "duration_ms")
+
+
+def _clock(seconds: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(seconds))
+
+
+class AuditRecords(tuple[AuditRecord, ...]):
+    """What happened to the servers' ``files/*`` requests (and the user's own acts), newest last."""
+
+    def __new__(cls, records: Iterable[AuditRecord] = ()) -> AuditRecords:
+        return super().__new__(cls, records)
+
+    def to_pandas(self) -> Any:
+        """The records as a :class:`pandas.DataFrame`, one row per record and one column per field.
+
+        ``time`` is a timezone-aware UTC timestamp.
+
+        Raises
+        ------
+        ImportError
+            pandas is not installed.
+        """
+        frame = to_dataframe(COLUMNS, [dataclasses.astuple(r) for r in self])
+        import pandas as pd  # to_dataframe imported it already
+
+        frame["time"] = pd.to_datetime(frame["time"], unit="s", utc=True)
+        return frame
+
+    def _rows(self) -> list[tuple[Any, ...]]:
+        return [
+            tuple(_clock(r.time) if name == "time" else getattr(r, name) for name in _SHOWN) for r in self
+        ]
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        if not self:
+            printer.text("(no audit records)")
+            return
+        printer.text(
+            "\n".join(
+                f"{_clock(r.time)}  {r.server}  {r.method}  {r.path or ''}  {r.decision}"
+                + (f"  {r.error}" if r.error else "")
+                for r in self
+            )
+        )
+
+    def _repr_html_(self) -> str:
+        if not self:
+            return "<div>(no audit records)</div>"
+        return html_table(_SHOWN, self._rows(), css_class="fsbroker-audit")
