@@ -27,7 +27,7 @@ import time
 from concurrent.futures import Future
 from typing import Literal
 
-from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest
+from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest, withdrawal_reason
 from .format import printable, reason_text
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "outcome_text",
     "parse_answer",
     "question_text",
+    "withdrawn_text",
 ]
 
 #: Answers that approve everything approvable.
@@ -53,8 +54,15 @@ DENY_ANSWERS = frozenset({"n", "no", ""})
 
 #: A prompt's outcome when no one answered in time (the cell's prompt and the panel say the same).
 TIMED_OUT = "Timed out — denied"
-#: A prompt's outcome when the request was withdrawn before an answer.
-WITHDRAWN = "Withdrawn: the connection closed or the request was cancelled"
+#: A prompt's outcome when the request was withdrawn before an answer, for no reason given.
+WITHDRAWN = "Withdrawn before an answer"
+
+
+def withdrawn_text(future: Future[ConsentDecision]) -> str:
+    """A withdrawn request's outcome: what happened (``Withdrawn: the call was interrupted``)."""
+    why = withdrawal_reason(future)
+    return f"Withdrawn: {why}" if why else WITHDRAWN
+
 
 #: How a consent request whose future is done ended (:func:`ending`).
 Ending = Literal["answered", "timeout", "withdrawn", "failed"]
@@ -163,6 +171,8 @@ def outcome_text(request: ConsentRequest, future: Future[ConsentDecision]) -> st
         ``(the request was withdrawn)`` or ``(the request failed: denied)``.
     """
     how = ending(request, future)
+    if how == "withdrawn" and withdrawal_reason(future):
+        return f"(withdrawn: {withdrawal_reason(future)})"
     if how != "answered":
         return _ENDED[how]
     decision = future.result()

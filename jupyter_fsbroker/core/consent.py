@@ -15,7 +15,9 @@ a decision (the grants) is the flow's.
 from __future__ import annotations
 
 import secrets
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -33,6 +35,8 @@ __all__ = [
     "ConsentRequest",
     "Consenter",
     "DenyingConsenter",
+    "withdraw",
+    "withdrawal_reason",
 ]
 
 
@@ -286,3 +290,27 @@ class CallbackConsenter:
 
 #: The cause of a refusal where no one can be asked (a CLI without a terminal).
 NO_ONE_TO_ASK = "no_one_to_ask"
+
+
+#: Why each withdrawn request's future was cancelled: the first reason given wins.
+_WITHDRAWN: weakref.WeakKeyDictionary[Future[Any], str] = weakref.WeakKeyDictionary()
+_WITHDRAWN_LOCK = threading.Lock()
+
+
+def withdraw(future: Future[Any], why: str) -> None:
+    """Cancel a consent request's *future*, noting *why* for the views that say how it ended.
+
+    *why* completes "Withdrawn: …" (``"the call was interrupted"``). A future
+    already done keeps its outcome, and a reason given first is kept.
+    """
+    if future.done():
+        return
+    with _WITHDRAWN_LOCK:
+        _WITHDRAWN.setdefault(future, why)
+    future.cancel()
+
+
+def withdrawal_reason(future: Future[Any]) -> str | None:
+    """Why :func:`withdraw` cancelled *future*; ``None`` if it said nothing (or was not withdrawn)."""
+    with _WITHDRAWN_LOCK:
+        return _WITHDRAWN.get(future)

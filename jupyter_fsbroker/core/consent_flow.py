@@ -35,7 +35,7 @@ from typing import Any
 from ..wire.timestamps import iso_utc
 from .access import Access
 from .audit import AuditNote
-from .consent import ConsentDecision, Consenter, ConsentItem, ConsentRequest
+from .consent import ConsentDecision, Consenter, ConsentItem, ConsentRequest, withdraw
 from .errors import ConfigError, FilesError, InvalidParams
 from .grants import OPERATIONS, normalize_operations
 from .params import Params
@@ -249,7 +249,11 @@ class ConsentFlow:
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
-                raise  # the request itself was cancelled (server cancelled, connection closing)
+                # The request itself was cancelled: the connection closing, or the server.
+                withdraw(
+                    future, "the connection closed" if self._closed else "the server cancelled its request"
+                )
+                raise
             return ConsentDecision.deny(_cancelled_cause(request))  # withdrawn (connection closed)
         except Exception:
             log.exception("the consenter failed; denying")
@@ -264,7 +268,7 @@ class ConsentFlow:
             self._closed = True
             pending = list(self._pending)
         for future in pending:
-            future.cancel()
+            withdraw(future, "the connection closed")
 
     def _items(self, requested: dict[str, tuple[str, ...]]) -> tuple[list[ConsentItem], dict[str, RootPath]]:
         items: list[ConsentItem] = []

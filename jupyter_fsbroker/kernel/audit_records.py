@@ -44,11 +44,7 @@ class AuditRecords(tuple[AuditRecord, ...]):
         ImportError
             pandas is not installed.
         """
-        frame = to_dataframe(COLUMNS, [dataclasses.astuple(r) for r in self])
-        import pandas as pd  # to_dataframe imported it already
-
-        frame["time"] = pd.to_datetime(frame["time"], unit="s", utc=True)
-        return frame
+        return to_dataframe(COLUMNS, [dataclasses.astuple(r) for r in self], times=("time",))
 
     def _rows(self) -> list[tuple[Any, ...]]:
         return [

@@ -7,9 +7,9 @@ values set that way in the shell's config, so they survive ``%reload_ext``) and
 the ``%fsbroker`` magic, and in a kernel the comm target of the JupyterLab
 panel (:mod:`.panel.service`). It shows nothing. Unloading tells the panels, closes
 every connection and the broker, stops the background loop and removes what
-loading added, and says so in one line: what was closed, and which shared
-folders are kept — the next load shares them again (so ``%reload_ext`` does not
-forget them). It never keeps a broker of its own beyond the one it created and
+loading added, and says so in one line: what was closed, and that nothing is
+shared until the next load, which shares the same folders again (so
+``%reload_ext`` does not forget them). It never keeps a broker of its own beyond the one it created and
 made current.
 """
 
@@ -134,7 +134,9 @@ def _teardown(state: _Loaded) -> None:
     finally:
         clear_current(broker)
     closed = f"closed {len(closing)} connection{'' if len(closing) == 1 else 's'} ({', '.join(closing)})"
-    kept = f"shared folders kept for the next load: {', '.join(n for n, _, _ in roots)}" if roots else ""
+    # Only the list of folders is remembered: the files are the user's and stay as they are.
+    names = ", ".join(n for n, _, _ in roots)
+    kept = f"nothing is shared until the next %load_ext, which shares {names} again" if roots else ""
     said = "; ".join(part for part in (closed if closing else "", kept) if part) or "nothing was open"
     print(f"jupyter_fsbroker unloaded: {said}.")
 

@@ -282,8 +282,10 @@ class FSBrokerMagics(Magics):
         if value is None:
             print("No error yet.")
             return
-        stb = self.shell.InteractiveTB.structured_traceback(type(value), value, value.__traceback__)
-        print(self.shell.InteractiveTB.stb2text(stb))
+        shell = self.shell
+        assert shell is not None  # a magic runs in a shell
+        stb = shell.InteractiveTB.structured_traceback(type(value), value, value.__traceback__)
+        print(shell.InteractiveTB.stb2text(stb))
 
     def _do_root(self, broker: NotebookBroker, args: argparse.Namespace) -> None:
         root = add_root_spec(broker, args.spec, read_only=args.read_only)

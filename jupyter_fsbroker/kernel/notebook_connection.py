@@ -12,6 +12,7 @@ nothing here decides what a server may do (the core does).
 from __future__ import annotations
 
 import concurrent.futures
+import html
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -84,8 +85,39 @@ class KernelConnection:
     def __repr__(self) -> str:
         return f"<KernelConnection {self.name!r} {self.transport} {self.state}>"
 
+    def _card(self) -> list[tuple[str, str]]:
+        """What the connection's card shows, ``(label, value)``: who, how, and in what state."""
+        rows = [("server", self.server_name or "(it gave no name)"), ("transport", self.transport)]
+        rows.append(("command" if self.transport == "stdio" else "URL", self.target))
+        if self.protocol_version:
+            rows.append(("MCP version", self.protocol_version))
+        if self.sandbox is not None:
+            rows.append(("sandbox", self.sandbox.describe()))
+        reason = self.close_reason if self.state in ("closing", "closed") else None
+        rows.append(("state", f"{self.state} ({reason})" if reason else self.state))
+        return rows
+
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(repr(self))
+        if cycle:
+            printer.text(repr(self))
+            return
+        width = max(len(label) for label, _ in self._card())
+        lines = [f"{self.name}: a connection to an MCP server"]
+        lines += [f"  {label:<{width}}  {value}" for label, value in self._card()]
+        printer.text("\n".join(lines))
+
+    def _repr_html_(self) -> str:
+        cell = "padding:1px 10px 1px 0;text-align:left;vertical-align:top"
+        rows = "".join(
+            f'<tr><th style="{cell};font-weight:normal;color:var(--jp-ui-font-color2,#666)">'
+            f'{html.escape(label)}</th><td style="{cell}">{html.escape(value)}</td></tr>'
+            for label, value in self._card()
+        )
+        return (
+            '<div class="fsbroker-connection-card" style="border:1px solid var(--jp-border-color2,#ddd);'
+            'border-radius:4px;padding:4px 10px;display:inline-block">'
+            f"<div><strong>{html.escape(self.name)}</strong></div><table>{rows}</table></div>"
+        )
 
     # -- what it is ----------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..console.consent_text import outcome_text, parse_answer, question_text
 from ..core.broker import Broker
-from ..core.consent import ConsentDecision, ConsentRequest
+from ..core.consent import ConsentDecision, ConsentRequest, withdraw
 from ..core.transfers import Transfer
 from . import ipykernel_compat as ipk
 
@@ -177,9 +177,9 @@ class CallScope:
                 if result.done():
                     self._report_timeouts()
                     return result.result()
-        except BaseException:
+        except BaseException as exc:
             result.cancel()
-            self._withdraw()
+            self._withdraw(exc)
             raise
         finally:
             self.end()
@@ -198,9 +198,9 @@ class CallScope:
                 if wrapped.done():
                     self._report_timeouts()
                     return wrapped.result()
-        except BaseException:
+        except BaseException as exc:
             result.cancel()
-            self._withdraw()
+            self._withdraw(exc)
             raise
         finally:
             if rung is not None and not rung.done():
@@ -295,11 +295,13 @@ class CallScope:
                     file=sys.stderr,
                 )
 
-    def _withdraw(self) -> None:
+    def _withdraw(self, exc: BaseException) -> None:
+        interrupted = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
+        why = "the call was interrupted" if interrupted else "the call failed"
         with self._lock:
             asks = list(self._asks)
         for ask in asks:
-            ask.future.cancel()
+            withdraw(ask.future, why)
 
     def end(self) -> None:
         """The call is over: later requests go elsewhere; the progress bars go away. Idempotent."""
@@ -470,7 +472,7 @@ class KernelConsenter:
             asks, self._asks = self._asks, []
             self._scopes.clear()
         for ask in asks:
-            ask.future.cancel()
+            withdraw(ask.future, "the file broker was closed")
         return asks
 
 

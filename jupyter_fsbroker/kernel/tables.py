@@ -115,8 +115,8 @@ def html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, css_cla
     return f'<table class="{css_class}"><tr>{head}</tr>{body}{tail}</table>'
 
 
-def to_dataframe(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Any:
-    """A :class:`pandas.DataFrame` of the table.
+def to_dataframe(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, times: Sequence[str] = ()) -> Any:
+    """A :class:`pandas.DataFrame` of the table; the columns *times* (``time.time()``) as UTC timestamps.
 
     Raises
     ------
@@ -127,4 +127,7 @@ def to_dataframe(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Any:
         import pandas as pd
     except ImportError:
         raise ImportError("to_pandas() needs pandas, which is not installed: pip install pandas") from None
-    return pd.DataFrame.from_records([tuple(r) for r in rows], columns=list(columns))
+    frame = pd.DataFrame.from_records([tuple(r) for r in rows], columns=list(columns))
+    for name in times:
+        frame[name] = pd.to_datetime(frame[name], unit="s", utc=True)
+    return frame

@@ -31,7 +31,7 @@ from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
-from ..console.consent_text import TIMED_OUT, WITHDRAWN, ending
+from ..console.consent_text import TIMED_OUT, ending, withdrawn_text
 from ..console.format import printable
 from ..console.status import decision_text
 from ..core.consent import ConsentDecision, ConsentRequest
@@ -317,7 +317,7 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         if how == "timeout":
             return TIMED_OUT
         if how == "withdrawn":
-            return WITHDRAWN
+            return withdrawn_text(future)
         if how == "failed":
             return f"Failed ({type(future.exception()).__name__}) — denied"
         return decision_text(self.request, future.result())

@@ -141,7 +141,7 @@ def test_reload_says_what_it_closed_and_keeps_the_folders(start_kernel: Callable
     dash = kernel.wait_widget("fsbroker-dashboard")
     out = kernel.run("%reload_ext jupyter_fsbroker", 60)
     assert "closed 1 connection (analysis)" in out.stdout
-    assert "shared folders kept for the next load: data" in out.stdout
+    assert "nothing is shared until the next %load_ext, which shares data again" in out.stdout
     assert kernel.value("[r.name for r in fsb.get_broker().roots]") == ["data"]
     kernel.wait_for(
         lambda: any("Stale" in str(w.state.get("value", "")) for w in kernel.descendants(dash)),

@@ -111,7 +111,7 @@ class PanelService:
         comm.on_close(lambda message: self._forget(peer))
         with self._lock:
             if self._closed:
-                comm.close(data=proto.closing("the file broker was closed"))
+                comm.close(data=proto.closing(""))  # the panel says "closed" itself
                 return
             self._peers[comm.comm_id] = peer
         if hello.origin:  # where the sign-ins' redirect may come back (see ..sign_ins)
@@ -255,8 +255,11 @@ class PanelService:
 
     # -- lifetime ------------------------------------------------------------------------------
 
-    def close(self, reason: str = "the file broker was closed") -> None:
-        """Unregister the target and close every panel's comm, saying *reason*. Idempotent."""
+    def close(self, reason: str = "") -> None:
+        """Unregister the target and close every panel's comm, saying *reason*. Idempotent.
+
+        With no *reason*, the panel says only that the broker was closed.
+        """
         with self._lock:
             if self._closed:
                 return

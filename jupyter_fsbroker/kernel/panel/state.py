@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._version import __version__
-from ...console.consent_text import TIMED_OUT, WITHDRAWN, ending
+from ...console.consent_text import TIMED_OUT, ending, withdrawn_text
 from ...console.status import decision_text, follow_broker
 from ...core.connection import Connection
 from ...core.consent import ConsentDecision, ConsentRequest
@@ -69,7 +69,7 @@ def _outcome(ask: Ask, answered_here: bool) -> Outcome:
     if how == "timeout":
         return Outcome(request.id, request.server, "timeout", TIMED_OUT, "broker", now)
     if how == "withdrawn":
-        return Outcome(request.id, request.server, "withdrawn", WITHDRAWN, "broker", now)
+        return Outcome(request.id, request.server, "withdrawn", withdrawn_text(future), "broker", now)
     if how == "failed":
         return Outcome(request.id, request.server, "denied", "Denied", "broker", now)
     text = decision_text(request, future.result())
