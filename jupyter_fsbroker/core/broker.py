@@ -245,15 +245,27 @@ class Broker(Closeable):
         Raises
         ------
         ConfigError
-            The path is outside every root, or an operation is unknown.
+            The path is outside every root, an operation is unknown, or it changes
+            files (``write``, ``delete``) in a read-only root, where it could never
+            take effect: nothing is approved then.
         """
         self._check_open()
         operations = normalize_operations(ops.split(",") if isinstance(ops, str) else ops)
         if not operations:
             raise ConfigError("name at least one operation")
+        location = self._parse_for_user(path)
+        changes = [op for op in operations if op in ("write", "delete")]
+        if changes and location.root.read_only:
+            # Said now rather than approved in silence: every such request would be refused anyway.
+            kept = [op for op in operations if op not in changes]
+            instead = f"allow {', '.join(kept)} only, or " if kept else ""
+            raise ConfigError(
+                f"{location.root.name} is shared read-only, so {' and '.join(changes)} on {path} cannot "
+                f"take effect: {instead}share it read-write (add_root(..., read_only=False))"
+            )
         return self.grants.add(
             None,
-            self._parse_for_user(path),
+            location,
             operations,
             expires_at=None if duration is None else time.time() + duration,
             source="preapproval",

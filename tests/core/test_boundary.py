@@ -17,6 +17,7 @@ import pytest
 
 from jupyter_fsbroker.core.broker import Broker, Connection
 from jupyter_fsbroker.core.errors import FilesError
+from jupyter_fsbroker.core.paths import parse
 
 from .conftest import ALL_OPS, error_of, make_broker, tree_snapshot
 
@@ -74,7 +75,9 @@ def broker(tmp_path: Path, world: Path) -> Broker:
     b.add_root(world / "data", name="data")
     b.add_root(world / "ro", name="ro", read_only=True)
     b.allow("data", ops=ALL_OPS)
-    b.allow("ro", ops=ALL_OPS)
+    # Granted behind allow()'s back (which refuses changes in a read-only root): the root's own
+    # check must refuse them even so.
+    b.grants.add(None, parse("ro", b.roots), ALL_OPS, source="preapproval")
     yield b  # type: ignore[misc]
     b.close()
 

@@ -15,7 +15,7 @@ import pytest
 
 from jupyter_fsbroker.core.broker import Broker, Connection
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
-from jupyter_fsbroker.core.errors import FilesError, to_jsonrpc_error
+from jupyter_fsbroker.core.errors import ConfigError, FilesError, to_jsonrpc_error
 from jupyter_fsbroker.core.limits import Limits
 from jupyter_fsbroker.core.watch import ChangeEvent
 
@@ -589,3 +589,15 @@ def test_transfers_report_chunk_progress(data: Path, broker: Broker, conn: Conne
         ("data/up.bin", "write", 6, None, False),
         ("data/up.bin", "write", 6, 6, True),
     ]
+
+
+def test_allowing_a_change_in_a_read_only_root_says_it_cannot_take_effect(tmp_path: Path) -> None:
+    (tmp_path / "ref").mkdir()
+    with Broker() as broker:
+        broker.add_root(tmp_path / "ref", name="ref", read_only=True)
+        with pytest.raises(ConfigError, match=r"ref is shared read-only, so write on ref cannot take effect"):
+            broker.allow("ref", ops=("read", "write"))
+        with pytest.raises(ConfigError, match=r"write and delete on ref/x .* share it read-write"):
+            broker.allow("ref/x", ops=("write", "delete"))
+        assert broker.grants.grants() == ()  # nothing approved
+        assert broker.allow("ref", ops=("read", "watch")).operations == ("read", "watch")
