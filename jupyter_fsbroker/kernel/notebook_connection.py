@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import html
+import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -88,7 +89,12 @@ class KernelConnection:
     def _card(self) -> list[tuple[str, str]]:
         """What the connection's card shows, ``(label, value)``: who, how, and in what state."""
         rows = [("server", self.server_name or "(it gave no name)"), ("transport", self.transport)]
-        rows.append(("command" if self.transport == "stdio" else "URL", self.target))
+        if self.transport == "stdio":
+            # The program's name, not its folder: the card is saved with notebooks and shared.
+            program, _, args = self.target.partition(" ")
+            rows.append(("command", " ".join(filter(None, (os.path.basename(program), args)))))
+        else:
+            rows.append(("URL", self.target))
         if self.protocol_version:
             rows.append(("MCP version", self.protocol_version))
         if self.sandbox is not None:
