@@ -35,6 +35,7 @@ __all__ = [
     "ConsentRequest",
     "Consenter",
     "DenyingConsenter",
+    "note_withdrawal",
     "withdraw",
     "withdrawal_reason",
 ]
@@ -303,11 +304,20 @@ def withdraw(future: Future[Any], why: str) -> None:
     *why* completes "Withdrawn: …" (``"the call was interrupted"``). A future
     already done keeps its outcome, and a reason given first is kept.
     """
+    note_withdrawal(future, why)
+    future.cancel()
+
+
+def note_withdrawal(future: Future[Any], why: str) -> None:
+    """Note *why* a consent request's *future* is about to be withdrawn, without cancelling it yet.
+
+    For a withdrawal that something else carries out (a cancelled call cancels the
+    requests it made on its way down). A reason given first is kept.
+    """
     if future.done():
         return
     with _WITHDRAWN_LOCK:
         _WITHDRAWN.setdefault(future, why)
-    future.cancel()
 
 
 def withdrawal_reason(future: Future[Any]) -> str | None:

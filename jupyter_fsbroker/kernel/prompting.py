@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..console.consent_text import outcome_text, parse_answer, question_text
 from ..core.broker import Broker
-from ..core.consent import ConsentDecision, ConsentRequest, withdraw
+from ..core.consent import ConsentDecision, ConsentRequest, note_withdrawal, withdraw
 from ..core.transfers import Transfer
 from . import ipykernel_compat as ipk
 
@@ -178,8 +178,7 @@ class CallScope:
                     self._report_timeouts()
                     return result.result()
         except BaseException as exc:
-            result.cancel()
-            self._withdraw(exc)
+            self._withdraw(exc, result)
             raise
         finally:
             self.end()
@@ -199,8 +198,7 @@ class CallScope:
                     self._report_timeouts()
                     return wrapped.result()
         except BaseException as exc:
-            result.cancel()
-            self._withdraw(exc)
+            self._withdraw(exc, result)
             raise
         finally:
             if rung is not None and not rung.done():
@@ -295,11 +293,15 @@ class CallScope:
                     file=sys.stderr,
                 )
 
-    def _withdraw(self, exc: BaseException) -> None:
+    def _withdraw(self, exc: BaseException, call: Future[Any]) -> None:
+        """Cancel the call that raised *exc*, and withdraw its requests saying why."""
         interrupted = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError)
         why = "the call was interrupted" if interrupted else "the call failed"
         with self._lock:
             asks = list(self._asks)
+        for ask in asks:  # before the call's cancellation reaches them on the loop
+            note_withdrawal(ask.future, why)
+        call.cancel()
         for ask in asks:
             withdraw(ask.future, why)
 
