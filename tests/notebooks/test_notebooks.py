@@ -160,10 +160,10 @@ def test_03_locks_and_collaboration(tmp_path: Path, _loop: asyncio.AbstractEvent
     out = _all_outputs(nb)
     assert "each exactly once: True" in out and "counter.txt now holds 40" in out
     assert "both read the same version: True" in out
-    assert "bob was refused: write_text on bob failed" in out and "PRECONDITION_FAILED" in out
+    assert "bob was refused: bob · write_text failed: PRECONDITION_FAILED" in out
     assert "FILE_LOCKED: shared/notes.md is kept locked by alice" in out
     assert "- alice: profiled the March data\n- bob: cleaned the regions\n- bob: added the totals" in out
-    assert "alice: unlock_file on alice failed" in out and "NOT_FOUND" in out
+    assert "alice: alice · unlock_file failed: NOT_FOUND" in out
     assert "kept locks before: Counter({'alice': 1})" in out
     assert "kept locks after alice closed: Counter()" in out
 
