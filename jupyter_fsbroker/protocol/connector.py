@@ -18,6 +18,7 @@ from ..core.serverlog import LogEntry
 from ..sandbox import SandboxChoice
 from .auth.oauth_settings import OAuth
 from .auth.pending_sign_in import SignIn
+from .handshake import EraChoice
 from .roots_gate import RootsGrace
 from .sandboxing import SandboxValue, closing_launch, sandboxed_stdio
 from .server_connection import ServerConnection
@@ -60,6 +61,7 @@ class ConnectOptions(TypedDict, total=False):
     on_log: Callable[[LogEntry], object] | None
     sandbox: SandboxValue
     advertise_roots: bool | None
+    era: EraChoice
 
 
 async def connect(
@@ -81,13 +83,17 @@ async def connect(
     on_log: Callable[[LogEntry], object] | None = None,
     sandbox: SandboxValue = None,
     advertise_roots: bool | None = None,
+    era: EraChoice = "auto",
 ) -> ServerConnection:
     """Connect *broker* to an MCP server and complete the handshake.
 
     Give either *command* (stdio: the server is started as a subprocess) or
-    *url* (Streamable HTTP). The connection always uses the handshake era of
-    MCP (it proposes protocol version 2025-11-25 and accepts 2024-11-05 …
-    2025-11-25) and advertises ``roots.filesystemBrokering``.
+    *url* (Streamable HTTP). The connection speaks the 2026-07-28 era of MCP
+    with the ``io.github.jupyter-fsbroker/files`` extension (``files/*`` in
+    batches, PROTOCOL.md "The 2026-07-28 era") when the server offers it and
+    *era* allows, else the handshake era (it proposes protocol version
+    2025-11-25 and accepts 2024-11-05 … 2025-11-25), advertising
+    ``roots.filesystemBrokering`` and the extension.
 
     Must be awaited on the asyncio event loop that will run the connection.
 
@@ -158,7 +164,7 @@ async def connect(
     Raises
     ------
     ProtocolVersionError
-        The server cannot speak the handshake era.
+        The server cannot speak the era asked for.
     ConnectError
         The command cannot be started, the URL cannot be reached, the server
         refused the handshake, or *timeout* elapsed.
@@ -170,6 +176,8 @@ async def connect(
         Neither or both of *command* and *url*, a URL that is not http(s), or a
         sandbox for a URL (a remote server runs elsewhere).
     """
+    if era not in ("auto", "modern", "legacy"):
+        raise ValueError(f"era must be 'auto', 'modern' or 'legacy', not {era!r}")
     if (command is None) == (url is None):
         raise ValueError("give either command (stdio) or url (Streamable HTTP)")
     if auth is not None and url is None:
@@ -188,6 +196,7 @@ async def connect(
             roots_grace=roots_grace,
             sandbox=launch.status,
             advertise_roots=advertise_roots,
+            era=era,
         )
     else:
         if sandbox not in (None, False) and not isinstance(sandbox, SandboxChoice):  # a default: not for URLs
@@ -209,6 +218,7 @@ async def connect(
             keepalive=keepalive,
             roots_grace=roots_grace,
             advertise_roots=advertise_roots,
+            era=era,
         )
         holder.append(conn)
     if on_log is not None:

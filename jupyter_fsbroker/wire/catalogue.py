@@ -55,6 +55,7 @@ __all__ = [
     "ErrorKind",
     "error_object",
     "kind_of",
+    "modern_code",
 ]
 
 #: ``data.reason`` of the PERMISSION_DENIED that consent can cure.
@@ -279,3 +280,20 @@ def kind_of(code: int, message: str, data: object = None) -> ErrorKind | None:
     else:
         kind = _BY_NAME.get(message.strip()) if isinstance(message, str) else None
     return kind if kind is not None else _BY_CODE.get(code)
+
+
+#: How far the 2026-07-28 era moves a named kind's code: out of the JSON-RPC reserved range.
+MODERN_CODE_SHIFT = 1000
+
+
+def modern_code(code: int) -> int:
+    """The code of an error answer on the 2026-07-28 era (PROTOCOL.md, "Errors on the modern wire").
+
+    A named kind's code moves out of the JSON-RPC reserved range (-32768 … -32000) by
+    :data:`MODERN_CODE_SHIFT`; the plain JSON-RPC errors (and any code the contract does not
+    define) keep theirs.
+    """
+    kind = _BY_CODE.get(code)
+    if kind is None or kind.name is None:
+        return code
+    return code + MODERN_CODE_SHIFT
