@@ -83,17 +83,17 @@ async def connect(
     on_log: Callable[[LogEntry], object] | None = None,
     sandbox: SandboxValue = None,
     advertise_roots: bool | None = None,
-    era: EraChoice = "auto",
+    era: EraChoice = "legacy",
 ) -> ServerConnection:
     """Connect *broker* to an MCP server and complete the handshake.
 
     Give either *command* (stdio: the server is started as a subprocess) or
-    *url* (Streamable HTTP). The connection speaks the 2026-07-28 era of MCP
-    with the ``io.github.jupyter-fsbroker/files`` extension (``files/*`` in
-    batches, PROTOCOL.md "The 2026-07-28 era") when the server offers it and
-    *era* allows, else the handshake era (it proposes protocol version
-    2025-11-25 and accepts 2024-11-05 … 2025-11-25), advertising
-    ``roots.filesystemBrokering`` and the extension.
+    *url* (Streamable HTTP). The connection speaks the handshake era of MCP
+    (it proposes protocol version 2025-11-25 and accepts 2024-11-05 …
+    2025-11-25), advertising ``roots.filesystemBrokering`` and the
+    ``io.github.jupyter-fsbroker/files`` extension, or, as *era* says, the
+    2026-07-28 era with that extension (``files/*`` in batches, PROTOCOL.md
+    "The 2026-07-28 era").
 
     Must be awaited on the asyncio event loop that will run the connection.
 
@@ -155,6 +155,14 @@ async def connect(
         ``advertise_roots`` setting, and if that is ``None`` too, only to a
         server confined with ``sandbox="roots"``. The roots' names are sent
         either way (see :mod:`.roots_offer`).
+    era
+        ``"legacy"`` (the default): the handshake era only, as before the 2026-07-28
+        era; ``"auto"``: the 2026-07-28 era when the server lists the files extension
+        in ``server/discover``, else the handshake era (over stdio, a server that
+        answers ``server/discover`` without the extension keeps the era of that first
+        request: the connection stays on the 2026-07-28 era); ``"modern"``: the
+        2026-07-28 era or fail. :attr:`ServerConnection.era` says which one the
+        connection speaks.
 
     Returns
     -------

@@ -154,12 +154,16 @@ async def initialize(session: ClientSession, middleware: BrokerMiddleware, name:
     )
 
 
-async def discover(session: ClientSession, name: str, era: EraChoice) -> ServerInfo | None:
+async def discover(
+    session: ClientSession, name: str, era: EraChoice, *, per_request_era: bool
+) -> ServerInfo | None:
     """Ask the server for the 2026-07-28 era (``server/discover``); adopt it if *era* allows.
 
-    With ``auto``, the era is adopted only when the server lists the files extension; otherwise
-    (or when the server does not speak the era) ``None``: the caller falls back to
-    :func:`initialize` on the same transport.
+    ``None`` when the server does not speak the era: the caller falls back to :func:`initialize`
+    on the same transport. With ``auto``, a server that speaks it without listing the files
+    extension is also answered ``None`` when each request says its own era
+    (*per_request_era*: HTTP); over stdio a server keeps the era of its first request, so the
+    connection stays on the 2026-07-28 era (where a tool that needs files says so at once).
 
     Raises
     ------
@@ -192,7 +196,7 @@ async def discover(session: ClientSession, name: str, era: EraChoice) -> ServerI
         return None
     capabilities = result.capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
     info = ServerInfo(capabilities=capabilities)
-    if era == "auto" and not info.offers_files:
+    if era == "auto" and not info.offers_files and per_request_era:
         return None
     session.adopt(result)
     server = session.server_info

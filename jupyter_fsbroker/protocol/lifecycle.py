@@ -108,7 +108,7 @@ class ConnectionTask:
         slot: CoreSlot,
         voice: ServerVoice,
         bridge: BrokerBridge,
-        era: EraChoice = "auto",
+        era: EraChoice = "legacy",
     ) -> None:
         self._conn = conn
         self._era: EraChoice = era
@@ -260,7 +260,11 @@ class ConnectionTask:
                     result_claims={EXTENSION: self.extension.claims()},
                 )
             )
-            modern = None if self._era == "legacy" else await discover(session, self.name, self._era)
+            modern = (
+                None
+                if self._era == "legacy"
+                else await discover(session, self.name, self._era, per_request_era=self.transport == "http")
+            )
             if modern is not None:
                 self.info = modern
                 self._on_initialize_result({"serverInfo": dict(modern.server_info)})

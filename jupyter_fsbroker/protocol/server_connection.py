@@ -122,7 +122,7 @@ class ServerConnection:
         roots_grace: RootsGrace | None = None,
         sandbox: SandboxStatus | None = None,
         advertise_roots: bool | None = None,
-        era: EraChoice = "auto",
+        era: EraChoice = "legacy",
     ) -> None:
         self.broker = broker
         #: Whether :attr:`name` came from the server (none was given).

@@ -13,8 +13,9 @@ Tools:
     the server answers the call with each batch in turn, then with a ``CallToolResult`` whose
     structured content is ``{"answers": [[...], ...], "connections": [...]}``: every batch's
     answers as the client sent them, and the connection id each request of the call carried.
+    Without the extension's ``_meta`` (the handshake era), the tool runs as a plain tool.
 ``plain {}``
-    ``{"era": ...}``: what the tool saw (``modern`` when the extension ``_meta`` came along).
+    ``"plain"``: a tool that needs no files.
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ class Batches(Extension):
     async def intercept_tool_call(
         self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
-        if params.name != "batches":
-            return await call_next(ctx)
         ours = dict((params.meta or {}).get(EXTENSION) or {})
+        if params.name != "batches" or "connection" not in ours:  # not a call on the modern wire
+            return await call_next(ctx)
         steps = (params.arguments or {})["steps"]
         progress = (
             _open(ours["continuation"]) if "continuation" in ours else {"answers": [], "connections": []}
