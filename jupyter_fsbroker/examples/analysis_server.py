@@ -195,7 +195,7 @@ def _add_csv_tools(tool: _Register[Any]) -> None:
         async with fs:
             with _data_errors():
                 stats = await profile(fs, path)
-            written = await fs.write_text(report, render_report(stats))
+            written = await fs.write_text(report, render_report(stats, generated=fs.started))
         return {"report": report, "bytes": written.bytes_written, "rows": stats["rows"]}
 
     @tool

@@ -215,6 +215,7 @@ def files(
             consent_access=consent_access,
             retry=retry,
             timeouts=timeouts,
+            started=step.started,
         )
     if rc.protocol_version in MODERN_PROTOCOL_VERSIONS:
         raise FilesUnavailableError(_modern_message(rc), modern_reason="no_extension")

@@ -11,6 +11,7 @@ is: the sending (timeouts, retries, consent) is the
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
@@ -93,7 +94,12 @@ class FilesClient:
         consent_access: Mapping[str, Sequence[str]] | None = None,
         retry: RetryPolicy | None = None,
         timeouts: Timeouts | None = None,
+        started: float | None = None,
     ) -> None:
+        #: When the tool call began (``time.time()``), the same in every run of it: on the
+        #: 2026-07-28 wire a tool runs again for each batch, and a file it writes must not
+        #: depend on a clock read meanwhile (PROTOCOL.md: tools are deterministic over answers).
+        self.started = time.time() if started is None else started
         #: When refused requests are repeated (read at every request).
         self.retry = retry or RetryPolicy()
         #: How long answers are awaited (read at every request).

@@ -65,7 +65,7 @@ class FilesExtension(Extension):
 
     def __init__(self, keys: Sequence[bytes] | None = None, *, ttl: float = 600.0) -> None:
         self.sealer = (
-            ContinuationSealer(keys, ttl=ttl) if keys is not None else ContinuationSealer.ephemeral()
+            ContinuationSealer(keys, ttl=ttl) if keys is not None else ContinuationSealer.ephemeral(ttl=ttl)
         )
 
     def settings(self) -> dict[str, Any]:
@@ -93,7 +93,7 @@ class FilesExtension(Extension):
             call, step_number, started = state.call, state.step + 1, state.started
         else:
             journal, call, step_number, started = (), ContinuationSealer.new_call_id(), 0, time.time()
-        step = ReplayStep(_client(meta), journal)
+        step = ReplayStep(_client(meta), journal, started=started)
         result = await _run(step, ctx, call_next)
         if result is not None:
             if step.diverged:

@@ -52,12 +52,19 @@ class ReplayStep:
         The client as this request describes it (its capabilities and features).
     journal
         The operations answered before this request, with their answers, in the order answered.
+    started
+        When the call began (its first request), for :attr:`~.files_client.FilesClient.started`.
     """
 
     def __init__(
-        self, connection: ConnectionFiles, journal: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+        self,
+        connection: ConnectionFiles,
+        journal: tuple[tuple[str, Mapping[str, Any]], ...] = (),
+        *,
+        started: float,
     ) -> None:
         self.connection = connection
+        self.started = started
         self.journal = list(journal)
         self._recorded: dict[str, deque[Mapping[str, Any]]] = {}
         for key, answer in journal:

@@ -108,9 +108,9 @@ class ContinuationSealer:
         self._opened: OrderedDict[tuple[str, int], float] = OrderedDict()
 
     @classmethod
-    def ephemeral(cls) -> ContinuationSealer:
+    def ephemeral(cls, *, ttl: float = 600.0) -> ContinuationSealer:
         """A sealer under a key made now, known to this process only (one replica)."""
-        return cls([os.urandom(32)])
+        return cls([os.urandom(32)], ttl=ttl)
 
     @staticmethod
     def new_call_id() -> str:

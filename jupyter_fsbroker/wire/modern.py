@@ -73,7 +73,7 @@ MAX_BATCH_OPERATIONS = 64
 MAX_BATCH_READ_BYTES = 2 * MiB
 #: The decoded content a batch's writes carry, summed, at most.
 MAX_BATCH_WRITE_BYTES = 2 * MiB
-MAX_CONTINUATION_CHARS = 1 * MiB
+MAX_CONTINUATION_CHARS = 1280 * 1024
 
 
 @dataclass(frozen=True)

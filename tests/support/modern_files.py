@@ -60,6 +60,8 @@ class BatchAnswerer(ClientExtension):
         self.connection_id = connection_id or "c_" + secrets.token_urlsafe(16)
         self.rounds: list[Round] = []
         self.methods: list[str] = []
+        #: Sessions (of other replicas) continuations are sent through, in turn; empty: the call's own.
+        self.sessions: list[Any] = []
 
     def settings(self) -> dict[str, Any]:
         return {"features": ["perPathConsent"]}
@@ -93,7 +95,8 @@ class BatchAnswerer(ClientExtension):
             wire_ops = [op.to_wire() for op in operations]
             meta = {EXTENSION_ID: continuation_meta(self.connection_id, token, self.answer(wire_ops))}
             self.rounds.append(Round(wire_ops, token, meta))
-            current = await ctx.session.call_tool(ctx.tool_name, arguments, meta=meta, allow_claimed=True)  # type: ignore[arg-type]
+            session = self.sessions[len(self.rounds) % len(self.sessions)] if self.sessions else ctx.session
+            current = await session.call_tool(ctx.tool_name, arguments, meta=meta, allow_claimed=True)
         return current
 
 
