@@ -205,29 +205,19 @@ def files(
     rc = ctx.request_context if isinstance(ctx, Context) else ctx
     step = current_step()
     if step is not None:  # the 2026-07-28 wire, through FilesExtension's batches
-        return FilesClient(
-            rc.session,
-            rc.request_id if rc.request_id is not None else 0,
-            step.connection,
-            consent_message=consent_message,
-            consent_operations=tuple(consent_operations),
-            consent_paths=tuple(consent_paths),
-            consent_access=consent_access,
-            retry=retry,
-            timeouts=timeouts,
-            started=step.started,
-        )
-    if rc.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        conn: ConnectionFiles | None = step.connection
+    elif rc.protocol_version in MODERN_PROTOCOL_VERSIONS:
         raise FilesUnavailableError(_modern_message(rc), modern_reason="no_extension")
-    if rc.request_id is not None and not rc.session.can_send_request:
+    elif rc.request_id is not None and not rc.session.can_send_request:
         # Before the capability: a stateless server has no record of the client's initialize.
         raise FilesUnavailableError(NO_RETURN_PATH_MESSAGE)
-    rc, conn = _connection_files(ctx)
+    else:
+        rc, conn = _connection_files(ctx)
     if conn is None or not conn.brokering:
         raise FilesUnavailableError(_unavailable_message(rc.session.protocol_version))
     if rc.request_id is None:
         raise RuntimeError("files(ctx) needs the context of a request being handled")
-    return FilesClient(
+    client = FilesClient(
         rc.session,
         rc.request_id,
         conn,
@@ -238,6 +228,9 @@ def files(
         retry=retry,
         timeouts=timeouts,
     )
+    if step is not None:
+        client.started = step.started
+    return client
 
 
 #: Why a tool called on a legacy transport without a return path cannot have files, and the fix.

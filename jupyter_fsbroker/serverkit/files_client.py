@@ -67,19 +67,18 @@ class ListKeywords(TypedDict, total=False):
 class FilesClient:
     """The brokered filesystem of one client, used from one request (see :func:`files`).
 
-    Paths are as PROTOCOL.md allows: root-relative (``data/sales.csv``),
-    absolute inside a root, or ``file://`` URIs. Every method raises the
-    :class:`FilesRequestError` subclass matching the client's answer, after
-    repeating FILE_LOCKED and RATE_LIMITED refusals per the retry policy.
+    Paths are as PROTOCOL.md allows: root-relative (``data/sales.csv``), absolute inside a
+    root, or ``file://`` URIs. Every method raises the :class:`FilesRequestError` subclass
+    matching the client's answer, after repeating FILE_LOCKED and RATE_LIMITED refusals per
+    the retry policy.
 
     Use it as an async context manager (``async with files(ctx) as fs``) to
     close any watch or chunk stream left open when the block ends.
 
-    One class for every operation, as ``httpx.Client`` is: a tool holds one
-    object, finds every operation on it, and its operations share one
-    request's state (retry and timeout policies, consent asked so far, the
-    client's content cap, the streams to close). The work lives in the kit's
-    modules; each method here only binds that state to it.
+    One class for every operation, as ``httpx.Client`` is: a tool holds one object, finds
+    every operation on it, and its operations share one request's state (retry and timeout
+    policies, consent asked so far, the client's content cap, the streams to close). The work
+    lives in the kit's modules; each method here only binds that state to it.
     """
 
     def __init__(
@@ -94,12 +93,8 @@ class FilesClient:
         consent_access: Mapping[str, Sequence[str]] | None = None,
         retry: RetryPolicy | None = None,
         timeouts: Timeouts | None = None,
-        started: float | None = None,
     ) -> None:
-        #: When the tool call began (``time.time()``), the same in every run of it: on the
-        #: 2026-07-28 wire a tool runs again for each batch, and a file it writes must not
-        #: depend on a clock read meanwhile (PROTOCOL.md: tools are deterministic over answers).
-        self.started = time.time() if started is None else started
+        self.started = time.time()  #: When the call began; a modern call's re-runs keep the first's.
         #: When refused requests are repeated (read at every request).
         self.retry = retry or RetryPolicy()
         #: How long answers are awaited (read at every request).
@@ -577,9 +572,9 @@ class FilesClient:
     ) -> Watch:
         """Watch *path*; an async iterator of :class:`ChangeEvent` to use with ``async with``.
 
-        ``files/watch`` is sent when the block is entered (or on first
-        iteration) and ``files/unwatch`` when it ends. Iteration ends only when
-        the watch is closed: bound it with ``anyio.move_on_after``.
+        ``files/watch`` is sent when the block is entered (or on first iteration) and
+        ``files/unwatch`` when it ends. Iteration ends only when the watch is closed: bound
+        it with ``anyio.move_on_after``.
 
         Parameters
         ----------

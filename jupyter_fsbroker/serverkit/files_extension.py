@@ -180,9 +180,5 @@ def _client(meta: Mapping[str, Any] | None) -> ConnectionFiles:
         cast("Mapping[str, Any]", extensions).get(EXTENSION_ID) if isinstance(extensions, Mapping) else None
     )
     features = cast("Mapping[str, Any]", settings).get("features") if isinstance(settings, Mapping) else None
-    names = (
-        [name for name in cast("list[Any]", features) if isinstance(name, str)]
-        if isinstance(features, list)
-        else []
-    )
+    names = [name for name in features if isinstance(name, str)] if isinstance(features, list) else []
     return ConnectionFiles(True, capabilities, names)

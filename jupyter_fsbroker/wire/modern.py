@@ -181,7 +181,7 @@ def read_batch(result: Mapping[str, Any]) -> tuple[tuple[Operation, ...], str]:
     if not isinstance(token, str) or not isinstance(raw_ops, list) or not raw_ops:
         raise ValueError("a batch needs operations and a continuation")
     operations: list[Operation] = []
-    for item in cast("list[Any]", raw_ops):
+    for item in raw_ops:
         op_id = item.get("id") if isinstance(item, Mapping) else None
         method = item.get("method") if isinstance(item, Mapping) else None
         params = item.get("params", {}) if isinstance(item, Mapping) else None
@@ -229,7 +229,7 @@ def read_continuation(meta: Mapping[str, Any] | None) -> Continuation | None:
         raise ValueError("the continuation is not a string within its size")
     if not isinstance(answers, list):
         raise ValueError("a continuation needs its answers")
-    read = [Answer.from_wire(answer) for answer in cast("list[Any]", answers)]
+    read = [Answer.from_wire(answer) for answer in answers]
     if any(answer is None for answer in read):
         raise ValueError("an answer is neither a result nor an error")
     return Continuation(connection, token, tuple(cast("list[Answer]", read)))
