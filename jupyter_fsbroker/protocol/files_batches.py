@@ -11,7 +11,7 @@ revocation and the kill switch are exactly those of the legacy wire;
 arrives.
 
 The answers' error codes are those of the modern wire
-(:func:`~jupyter_fsbroker.wire.catalogue.modern_code`).
+(:func:`~jupyter_fsbroker.wire.catalogue.to_modern`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from mcp.client.session import ClientSession
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
-from ..wire.catalogue import modern_code
+from ..wire.catalogue import to_modern
 from ..wire.methods import FILES_PREFIX
+from ..wire.modern import EXTENSION_ID, MAX_BATCH_OPERATIONS, RESULT_TYPE, ROOTS_LIST
 from .client_errors import ConnectionClosedError, ServerError
 from .files_intake import FilesCore, FilesIntake
 
@@ -49,16 +50,16 @@ __all__ = [
 ]
 
 #: The extension's identifier (version 1; a breaking change takes a new one).
-EXTENSION = "io.github.jupyter-fsbroker/files"
+EXTENSION = EXTENSION_ID
 #: The ``resultType`` of a ``tools/call`` result that carries a batch.
-BATCH_RESULT_TYPE = "io.github.jupyter-fsbroker/filesBatch"
+BATCH_RESULT_TYPE = RESULT_TYPE
 #: The features of the extension this client implements.
 FEATURES: tuple[str, ...] = ("perPathConsent",)
 #: The most operations one batch may carry.
-MAX_OPERATIONS = 64
+MAX_OPERATIONS = MAX_BATCH_OPERATIONS
 
 # Besides files/*, the one method a batch may ask: the modern wire has no roots/list of its own.
-_ROOTS_LIST = "roots/list"
+_ROOTS_LIST = ROOTS_LIST
 _CONSENT = "files/consent"
 
 #: The call a batch belongs to, for a resolver called by mcp's ``Client`` (``name``, ``arguments``).
@@ -350,6 +351,4 @@ def _invalid(message: str, *, code: int = types.INVALID_PARAMS) -> dict[str, Any
 
 def _modern(answer: dict[str, Any]) -> dict[str, Any]:
     error = answer.get("error")
-    if isinstance(error, dict) and isinstance(code := error.get("code"), int):
-        return {"error": {**error, "code": modern_code(code)}}
-    return answer
+    return {"error": to_modern(error)} if isinstance(error, dict) else answer
