@@ -152,7 +152,7 @@ def card_text(conn: CardSource) -> str:
     return (
         f"Connected <b>{name}</b> — server {escape(conn.server_name or '?')}, {escape(conn.transport)}, "
         f"MCP {escape(conn.protocol_version or '?')}"
-        + (f" ({escape(era_text(conn))})" if era_text(conn) else "")
+        + (f", {escape(era_text(conn))}" if era_text(conn) else "")
         + f", {tools} tool{'' if tools == 1 else 's'}"
         + (f", {escape(sandbox)}" if sandbox else "")
         + (f'<br><span class="fsbroker-roots-notice">{escape(notice)}</span>' if notice else "")
