@@ -63,7 +63,7 @@ from typing import Any, NoReturn
 
 from .console.format import printable
 from .console.prompt import TerminalConsenter
-from .console.status import trash_text
+from .console.status import era_text, trash_text
 from .core.audit import AuditLog
 from .core.broker import Broker
 from .core.config import BrokerConfig, default_trash_dir
@@ -156,6 +156,14 @@ def _add_connection_options(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--name",
         help="the connection's name in prompts and the audit log (default: the name the server gives itself)",
+    )
+    c.add_argument(
+        "--era",
+        choices=("legacy", "auto", "modern"),
+        default="legacy",
+        help="the era of MCP: legacy (the handshake era, files/* requests; the default), auto "
+        "(the 2026-07-28 era with the io.github.jupyter-fsbroker/files extension when the server "
+        "offers it, files/* in batches; else the handshake era) or modern (the 2026-07-28 era or fail)",
     )
     c.add_argument(
         "--advertise-roots",
@@ -411,6 +419,7 @@ async def _run_connect(args: argparse.Namespace) -> int:
             consenter=consenter,
             on_log=echo,
             sandbox=sandbox if command else None,
+            era=args.era,
         )
         echo.start(conn.name)
         if args.list_tools:
@@ -518,7 +527,7 @@ async def _serve(conn: ServerConnection) -> int:
         confinement = f"; {conn.sandbox.describe()}" if conn.sandbox is not None else ""
         print(
             f"jupyter-fsbroker: serving {conn.name} ({conn.server_name or 'unnamed server'}, "
-            f"protocol {conn.protocol_version}{confinement}); Ctrl-C to stop",
+            f"protocol {conn.protocol_version}, {era_text(conn)}{confinement}); Ctrl-C to stop",
             file=sys.stderr,
         )
         closed = asyncio.ensure_future(conn.wait_closed())

@@ -35,6 +35,7 @@ __all__ = [
     "ConnectionView",
     "TextView",
     "decision_text",
+    "era_text",
     "follow_broker",
     "grant_holder",
     "kept_locks",
@@ -104,6 +105,15 @@ def sandbox_text(view: object) -> str:
     """
     sandbox = getattr(view, "sandbox", None)
     return str(sandbox.describe()) if sandbox is not None else ""
+
+
+def era_text(view: object) -> str:
+    """The era of MCP a connection speaks, in words: ``2026-07-28 era (files in batches)`` or
+    ``handshake era``; ``""`` for a view without ``era``, or before the handshake."""
+    era = getattr(view, "era", None)
+    if era == "modern":
+        return "2026-07-28 era (files in batches)"
+    return "handshake era" if era == "legacy" else ""
 
 
 def roots_notice_text(view: object) -> str:
@@ -281,6 +291,7 @@ def status_text(
         lines.append(
             f"  {view.name}  server {view.server_name or '?'}  {view.transport}  "
             f"protocol {view.protocol_version or '?'}  {view.state}"
+            + (f"  {era_text(view)}" if era_text(view) else "")
             + (f"  {sandbox_text(view)}" if sandbox_text(view) else "")
         )
         if roots_notice_text(view):

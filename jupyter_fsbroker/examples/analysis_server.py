@@ -62,7 +62,15 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from jupyter_fsbroker.serverkit import MAX_CHUNK_BYTES, FilesClient, enable_files, files, run_stdio
+from jupyter_fsbroker.serverkit import (
+    MAX_CHUNK_BYTES,
+    FilesClient,
+    FilesExtension,
+    enable_files,
+    files,
+    load_state_keys,
+    run_stdio,
+)
 from jupyter_fsbroker.serverkit.bearer import protect
 
 from .csvstream import CsvProfiler, RowFilter, render_report, report_path
@@ -127,11 +135,18 @@ async def _filtered(fs: FilesClient, path: str, keep: RowFilter) -> AsyncIterato
         yield rest.encode("utf-8")
 
 
-def build_server(*, require_brokering: bool = False, auth: Mapping[str, Any] | None = None) -> MCPServer[Any]:
+def build_server(
+    *,
+    require_brokering: bool = False,
+    auth: Mapping[str, Any] | None = None,
+    state_keys: Sequence[bytes] | None = None,
+) -> MCPServer[Any]:
     """The analysis server with its tools (see the module's docstring).
 
     *auth*: the keyword arguments of :func:`~jupyter_fsbroker.serverkit.bearer.protect`'s
-    answer, to serve behind MCP authorization.
+    answer, to serve behind MCP authorization. *state_keys*: the key ring the 2026-07-28
+    era's continuations are sealed with (replicas given the same ring continue each other's
+    calls); ``None``, a key of this process only.
     """
     server: MCPServer[Any] = MCPServer(
         "jupyter-fsbroker-analysis",
@@ -139,6 +154,7 @@ def build_server(*, require_brokering: bool = False, auth: Mapping[str, Any] | N
             "Analyses files the user shares from their notebook (SEP-1708 brokered filesystem). "
             "Paths are as the notebook shares them, e.g. 'data/sales.csv'."
         ),
+        extensions=[FilesExtension(state_keys)],
         **(auth or {}),
     )
     enable_files(server, require=require_brokering)
@@ -179,7 +195,7 @@ def _add_csv_tools(tool: _Register[Any]) -> None:
         async with fs:
             with _data_errors():
                 stats = await profile(fs, path)
-            written = await fs.write_text(report, render_report(stats))
+            written = await fs.write_text(report, render_report(stats, generated=fs.started))
         return {"report": report, "bytes": written.bytes_written, "rows": stats["rows"]}
 
     @tool
@@ -325,14 +341,14 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve_http(server: MCPServer[Any], host: str, port: int) -> None:
+def serve_http(server: MCPServer[Any], host: str, port: int, *, stateless: bool = False) -> None:
     """Serve Streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted.
 
     The server binds the socket itself and says where it listens on stderr
     (``analysis server: listening on http://127.0.0.1:PORT/mcp``), so that
     port 0 gives a free port that no other process can take meanwhile.
     """
-    _serve(server, _listen(host, port), host)
+    _serve(server, _listen(host, port), host, stateless=stateless)
 
 
 def _endpoint(sock: socket.socket) -> str:
@@ -341,11 +357,11 @@ def _endpoint(sock: socket.socket) -> str:
     return f"http://{shown}:{bound[1]}/mcp"
 
 
-def _serve(server: MCPServer[Any], sock: socket.socket, host: str) -> None:
+def _serve(server: MCPServer[Any], sock: socket.socket, host: str, *, stateless: bool = False) -> None:
     import uvicorn
 
     print(f"analysis server: listening on {_endpoint(sock)}", file=sys.stderr, flush=True)
-    app = server.streamable_http_app(host=host)
+    app = server.streamable_http_app(host=host, stateless_http=stateless)
     config = uvicorn.Config(app, log_level=server.settings.log_level.lower(), lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
 
@@ -376,18 +392,36 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--auth-scope", action="append", default=[], metavar="SCOPE", help="a scope every request needs"
     )
+    parser.add_argument(
+        "--stateless",
+        action="store_true",
+        help="with --http: keep no session (files reach tools only on the 2026-07-28 era, by batches)",
+    )
+    parser.add_argument(
+        "--state-key-file",
+        metavar="FILE",
+        help="the keys continuations are sealed with, one a line, the first sealing (replicas given "
+        "the same file continue each other's calls); without it, a key of this process only",
+    )
     args = parser.parse_args(argv)
+    keys = None
+    if args.state_key_file:
+        try:
+            keys = load_state_keys(args.state_key_file)
+        except (OSError, ValueError) as exc:
+            parser.error(f"--state-key-file: {exc}")
     if args.http is None:
-        if args.auth_issuer or args.auth_scope:
-            parser.error("--auth-issuer and --auth-scope need --http")
-        run_stdio(build_server(require_brokering=args.require_brokering))
+        if args.auth_issuer or args.auth_scope or args.stateless:
+            parser.error("--auth-issuer, --auth-scope and --stateless need --http")
+        run_stdio(build_server(require_brokering=args.require_brokering, state_keys=keys))
         return
     host, port = args.http
     sock = _listen(host, port)  # first: the URL, and so the resource, names the bound port
     auth = None
     if args.auth_issuer:
         auth = protect(issuer=args.auth_issuer, resource_url=_endpoint(sock), scopes=args.auth_scope or None)
-    _serve(build_server(require_brokering=args.require_brokering, auth=auth), sock, host)
+    server = build_server(require_brokering=args.require_brokering, auth=auth, state_keys=keys)
+    _serve(server, sock, host, stateless=args.stateless)
 
 
 if __name__ == "__main__":

@@ -305,15 +305,18 @@ def _cell(value: object) -> str:
     return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
-def render_report(stats: dict[str, Any]) -> str:
-    """A Markdown report of a profile (what the server's ``profile_csv`` tool returns)."""
+def render_report(stats: dict[str, Any], generated: float | None = None) -> str:
+    """A Markdown report of a profile (what the server's ``profile_csv`` tool returns).
+
+    *generated*: the ``time.time()`` the report says it was made at (default: now).
+    """
     lines = [
         f"# Profile of `{stats['path']}`",
         "",
         f"- Rows: {stats['rows']:,}",
         f"- Columns: {len(stats['columns'])}",
         f"- Size: {stats['bytes']:,} bytes",
-        f"- Generated: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} by the analysis server",
+        f"- Generated: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(generated))} by the analysis server",
     ]
     if stats.get("ragged_rows"):
         lines.append(f"- Rows with a different number of fields: {stats['ragged_rows']:,}")

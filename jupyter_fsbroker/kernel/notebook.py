@@ -57,6 +57,7 @@ from .warming import WarmUp
 
 if TYPE_CHECKING:  # the MCP client is imported with the first connection (see .servers)
     from ..protocol.auth import OAuth
+    from ..protocol.handshake import EraChoice
     from ..widgets.view_thread import ViewThread
     from .audit_records import AuditRecords
     from .trashbin import NotebookTrash
@@ -350,6 +351,7 @@ class NotebookBroker:
         sandbox: bool | str | Sandbox | None = None,
         advertise_roots: bool | None = None,
         auth: OAuth | bool | None = None,
+        era: EraChoice = "legacy",
     ) -> KernelConnection:
         """Connect to an MCP server and give it brokered access to the shared folders.
 
@@ -389,6 +391,12 @@ class NotebookBroker:
             or ``False`` (a ``401`` fails). On by default: it does nothing until the server
             answers ``401``, and then signing in is the only way on; the cell shows a "Sign in"
             card (nothing opens by itself) and the tokens are kept (``sign_out`` forgets them).
+        era
+            The era of MCP: ``"legacy"`` (the default: the handshake era, ``files/*``
+            requests), ``"auto"`` (the 2026-07-28 era with the ``io.github.jupyter-fsbroker/files``
+            extension when the server offers it, ``files/*`` in batches; else the handshake
+            era) or ``"modern"`` (the 2026-07-28 era or fail). ``conn.era`` and
+            ``status()`` say which one the connection speaks.
 
         Returns
         -------
@@ -421,6 +429,7 @@ class NotebookBroker:
             sandbox=sandbox,
             advertise_roots=advertise_roots,
             auth=auth,
+            era=era,
         )
 
     def sign_out(self, name: str) -> bool:

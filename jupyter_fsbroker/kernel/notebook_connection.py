@@ -148,6 +148,11 @@ class KernelConnection:
         return self._server.transport
 
     @property
+    def era(self) -> str | None:
+        """``"modern"`` (the 2026-07-28 era: ``files/*`` in batches) or ``"legacy"`` (the handshake era)."""
+        return self._server.era
+
+    @property
     def target(self) -> str:
         """The server's command line or URL (without secrets), for display."""
         return self._server.target

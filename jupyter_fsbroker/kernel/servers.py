@@ -25,12 +25,16 @@ from ..sandbox import Sandbox, SandboxChoice, choose
 
 if TYPE_CHECKING:  # the MCP client is imported when the first connection is made, not at %load_ext
     from ..protocol.auth import OAuth
+    from ..protocol.handshake import EraChoice
     from ..protocol.server_connection import ServerConnection
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "ServerTarget", "TargetOptions", "warm_up"]
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "ERAS", "ServerTarget", "TargetOptions", "warm_up"]
 
 #: Seconds for a server to start and complete the handshake (the protocol layer's default too).
 DEFAULT_CONNECT_TIMEOUT = 30.0
+
+#: The eras of MCP a connection may ask for (the protocol layer's ``EraChoice``), the default first.
+ERAS: tuple[EraChoice, ...] = ("legacy", "auto", "modern")
 
 #: What a first connection and a first tool call need, imported ahead by :func:`warm_up`: the MCP
 #: client, the widgets the first connection shows, and jsonschema, which mcp imports on the first
@@ -78,6 +82,7 @@ class TargetOptions(TypedDict, total=False):
     sandbox: bool | str | Sandbox | None
     advertise_roots: bool | None
     auth: OAuth | bool | None  # see NotebookBroker.connect
+    era: EraChoice
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,9 @@ class ServerTarget:
     auth
         The sign-in settings (an :class:`~jupyter_fsbroker.protocol.auth.OAuth`), decided by
         the notebook's sign-ins (:mod:`.sign_ins`); ``None``: a ``401`` fails the connection.
+    era
+        The era of MCP asked for: ``legacy``, ``auto`` or ``modern`` (see
+        :func:`~jupyter_fsbroker.protocol.connector.connect`).
     """
 
     name: str
@@ -113,6 +121,7 @@ class ServerTarget:
     sandbox: SandboxChoice = _NO_SANDBOX
     advertise_roots: bool | None = None
     auth: OAuth | None = None
+    era: EraChoice = ERAS[0]
 
     @classmethod
     def check(
@@ -128,8 +137,8 @@ class ServerTarget:
         ConfigError
             An empty name, neither or both of ``url`` and ``command``, a URL
             that is not http(s), an empty command, a sandbox asked for a URL,
-            a sandbox value that means nothing, or an ``advertise_roots``
-            other than ``True``, ``False`` or ``None``.
+            a sandbox value that means nothing, an ``advertise_roots``
+            other than ``True``, ``False`` or ``None``, or an unknown ``era``.
         """
         url, command, cwd = options.get("url"), options.get("command"), options.get("cwd")
         if not isinstance(name, str) or not name.strip():
@@ -154,6 +163,9 @@ class ServerTarget:
         advertise = options.get("advertise_roots")
         if advertise is not None and not isinstance(advertise, bool):
             raise ConfigError(f"advertise_roots must be True, False or None, not {advertise!r}")
+        era = options.get("era", ERAS[0])
+        if era not in ERAS:
+            raise ConfigError(f"era must be one of {', '.join(map(repr, ERAS))}, not {era!r}")
         return cls(
             name=name,
             url=url,
@@ -164,6 +176,7 @@ class ServerTarget:
             timeout=options.get("timeout", DEFAULT_CONNECT_TIMEOUT),
             sandbox=sandbox,
             advertise_roots=advertise,
+            era=era,
         )
 
     async def open(self, core: Broker, consenter: Consenter) -> ServerConnection:
@@ -190,4 +203,5 @@ class ServerTarget:
             sandbox=self.sandbox if self.argv else None,
             advertise_roots=self.advertise_roots,
             auth=self.auth,
+            era=self.era,
         )

@@ -116,6 +116,7 @@ def _connection(view: ConnectionView) -> dict[str, Any]:
         "state": view.state,
         "closeReason": getattr(view, "close_reason", None),
         "protocolVersion": view.protocol_version,
+        "era": getattr(view, "era", None),
         "sandbox": sandbox_text(view) or None,
         "confined": _confined(view),
     }

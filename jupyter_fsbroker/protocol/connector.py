@@ -18,6 +18,7 @@ from ..core.serverlog import LogEntry
 from ..sandbox import SandboxChoice
 from .auth.oauth_settings import OAuth
 from .auth.pending_sign_in import SignIn
+from .handshake import EraChoice
 from .roots_gate import RootsGrace
 from .sandboxing import SandboxValue, closing_launch, sandboxed_stdio
 from .server_connection import ServerConnection
@@ -60,6 +61,7 @@ class ConnectOptions(TypedDict, total=False):
     on_log: Callable[[LogEntry], object] | None
     sandbox: SandboxValue
     advertise_roots: bool | None
+    era: EraChoice
 
 
 async def connect(
@@ -81,13 +83,17 @@ async def connect(
     on_log: Callable[[LogEntry], object] | None = None,
     sandbox: SandboxValue = None,
     advertise_roots: bool | None = None,
+    era: EraChoice = "legacy",
 ) -> ServerConnection:
     """Connect *broker* to an MCP server and complete the handshake.
 
     Give either *command* (stdio: the server is started as a subprocess) or
-    *url* (Streamable HTTP). The connection always uses the handshake era of
-    MCP (it proposes protocol version 2025-11-25 and accepts 2024-11-05 …
-    2025-11-25) and advertises ``roots.filesystemBrokering``.
+    *url* (Streamable HTTP). The connection speaks the handshake era of MCP
+    (it proposes protocol version 2025-11-25 and accepts 2024-11-05 …
+    2025-11-25), advertising ``roots.filesystemBrokering`` and the
+    ``io.github.jupyter-fsbroker/files`` extension, or, as *era* says, the
+    2026-07-28 era with that extension (``files/*`` in batches, PROTOCOL.md
+    "The 2026-07-28 era").
 
     Must be awaited on the asyncio event loop that will run the connection.
 
@@ -149,6 +155,14 @@ async def connect(
         ``advertise_roots`` setting, and if that is ``None`` too, only to a
         server confined with ``sandbox="roots"``. The roots' names are sent
         either way (see :mod:`.roots_offer`).
+    era
+        ``"legacy"`` (the default): the handshake era only, as before the 2026-07-28
+        era; ``"auto"``: the 2026-07-28 era when the server lists the files extension
+        in ``server/discover``, else the handshake era (over stdio, a server that
+        answers ``server/discover`` without the extension keeps the era of that first
+        request: the connection stays on the 2026-07-28 era); ``"modern"``: the
+        2026-07-28 era or fail. :attr:`ServerConnection.era` says which one the
+        connection speaks.
 
     Returns
     -------
@@ -158,7 +172,7 @@ async def connect(
     Raises
     ------
     ProtocolVersionError
-        The server cannot speak the handshake era.
+        The server cannot speak the era asked for.
     ConnectError
         The command cannot be started, the URL cannot be reached, the server
         refused the handshake, or *timeout* elapsed.
@@ -170,6 +184,8 @@ async def connect(
         Neither or both of *command* and *url*, a URL that is not http(s), or a
         sandbox for a URL (a remote server runs elsewhere).
     """
+    if era not in ("auto", "modern", "legacy"):
+        raise ValueError(f"era must be 'auto', 'modern' or 'legacy', not {era!r}")
     if (command is None) == (url is None):
         raise ValueError("give either command (stdio) or url (Streamable HTTP)")
     if auth is not None and url is None:
@@ -188,6 +204,7 @@ async def connect(
             roots_grace=roots_grace,
             sandbox=launch.status,
             advertise_roots=advertise_roots,
+            era=era,
         )
     else:
         if sandbox not in (None, False) and not isinstance(sandbox, SandboxChoice):  # a default: not for URLs
@@ -209,6 +226,7 @@ async def connect(
             keepalive=keepalive,
             roots_grace=roots_grace,
             advertise_roots=advertise_roots,
+            era=era,
         )
         holder.append(conn)
     if on_log is not None:

@@ -12,21 +12,36 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, UNSUPPORTED_PROTOCOL_VERSION
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    LATEST_MODERN_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
 
 from .._version import __version__
 from .client_errors import ConnectError, ProtocolVersionError
+from .files_batches import EXTENSION
 from .middleware import BrokerMiddleware
 from .tools import list_tools
 from .voice import clean_name
 
-__all__ = ["CLIENT_INFO", "ServerInfo", "given_name", "initial_tools", "initialize"]
+__all__ = [
+    "CLIENT_INFO",
+    "EraChoice",
+    "ServerInfo",
+    "WireEra",
+    "discover",
+    "given_name",
+    "initial_tools",
+    "initialize",
+]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +49,12 @@ log = logging.getLogger(__name__)
 CLIENT_INFO = types.Implementation(name="jupyter_fsbroker", version=__version__)
 
 _VERSIONS = ", ".join(HANDSHAKE_PROTOCOL_VERSIONS)
+
+#: Which era of MCP a connection asks for: ``auto`` (the 2026-07-28 era with the files extension
+#: when the server offers it, else the handshake era), ``modern`` or ``legacy``.
+EraChoice = Literal["auto", "modern", "legacy"]
+#: The era a connection speaks: ``modern`` (2026-07-28, batches) or ``legacy`` (the handshake era).
+WireEra = Literal["modern", "legacy"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +78,19 @@ class ServerInfo:
     server_info: Mapping[str, Any] = field(default_factory=dict)
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     instructions: str | None = None
+
+    @property
+    def era(self) -> WireEra | None:
+        """``modern`` (2026-07-28: ``files/*`` in batches) or ``legacy``; ``None`` before the handshake."""
+        if self.protocol_version is None:
+            return None
+        return "modern" if self.protocol_version in MODERN_PROTOCOL_VERSIONS else "legacy"
+
+    @property
+    def offers_files(self) -> bool:
+        """Whether the server lists the files extension (``io.github.jupyter-fsbroker/files``)."""
+        extensions = self.capabilities.get("extensions")
+        return isinstance(extensions, Mapping) and EXTENSION in extensions
 
     @property
     def name(self) -> str | None:
@@ -116,6 +150,60 @@ async def initialize(session: ClientSession, middleware: BrokerMiddleware, name:
         protocol_version=result.protocol_version,
         server_info=result.server_info.model_dump(by_alias=True, mode="json", exclude_none=True),
         capabilities=result.capabilities.model_dump(by_alias=True, mode="json", exclude_none=True),
+        instructions=result.instructions,
+    )
+
+
+async def discover(
+    session: ClientSession, name: str, era: EraChoice, *, per_request_era: bool
+) -> ServerInfo | None:
+    """Ask the server for the 2026-07-28 era (``server/discover``); adopt it if *era* allows.
+
+    ``None`` when the server does not speak the era: the caller falls back to :func:`initialize`
+    on the same transport. With ``auto``, a server that speaks it without listing the files
+    extension is also answered ``None`` when each request says its own era
+    (*per_request_era*: HTTP); over stdio a server keeps the era of its first request, so the
+    connection stays on the 2026-07-28 era (where a tool that needs files says so at once).
+
+    Raises
+    ------
+    ProtocolVersionError
+        *era* is ``modern`` and the server does not speak the 2026-07-28 era.
+    ConnectError
+        The server closed the connection meanwhile.
+    """
+    try:
+        raw = await session.send_discover(LATEST_MODERN_VERSION)
+        result = types.DiscoverResult.model_validate(raw)
+    except MCPError as exc:
+        if exc.code == CONNECTION_CLOSED:
+            raise ConnectError(f"the server of {name!r} closed the connection during discovery") from None
+        if era == "modern":
+            raise ProtocolVersionError(
+                f"the server of {name!r} does not speak MCP protocol version {LATEST_MODERN_VERSION}"
+                f" ({exc.message}); connect with era='legacy' or era='auto'",
+                requested=LATEST_MODERN_VERSION,
+                offered=_supported_versions(exc.data),
+            ) from None
+        return None
+    except ValueError:
+        if era == "modern":
+            raise ProtocolVersionError(
+                f"the server of {name!r} answered server/discover with something else than a discover result",
+                requested=LATEST_MODERN_VERSION,
+                offered=(),
+            ) from None
+        return None
+    capabilities = result.capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
+    info = ServerInfo(capabilities=capabilities)
+    if era == "auto" and not info.offers_files and per_request_era:
+        return None
+    session.adopt(result)
+    server = session.server_info
+    return ServerInfo(
+        protocol_version=session.protocol_version,
+        server_info=server.model_dump(by_alias=True, mode="json", exclude_none=True) if server else {},
+        capabilities=capabilities,
         instructions=result.instructions,
     )
 

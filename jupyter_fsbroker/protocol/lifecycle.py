@@ -37,7 +37,8 @@ from .client_errors import (
     innermost,
 )
 from .desk.core_slot import CoreSlot
-from .handshake import CLIENT_INFO, ServerInfo, given_name, initial_tools, initialize
+from .files_batches import EXTENSION, BatchDesk, FilesBatchExtension, new_connection_id
+from .handshake import CLIENT_INFO, EraChoice, ServerInfo, discover, given_name, initial_tools, initialize
 from .liveness import Liveness
 from .middleware import BrokerMiddleware
 from .transports import Opener
@@ -74,6 +75,8 @@ class ConnectionTask:
         Where the server's stderr and log messages go.
     bridge
         The broker's events for the server.
+    era
+        The era asked for (see :func:`.handshake.discover`).
 
     Attributes
     ----------
@@ -89,6 +92,11 @@ class ConnectionTask:
         The server's tools, in wire spelling (the connection refreshes them).
     liveness
         The connection's pings.
+    extension
+        The files extension: what the connection advertises, and the connection id of the
+        2026-07-28 era.
+    batches
+        Performs the batches of the 2026-07-28 era while the connection is open on it.
     """
 
     def __init__(
@@ -100,8 +108,10 @@ class ConnectionTask:
         slot: CoreSlot,
         voice: ServerVoice,
         bridge: BrokerBridge,
+        era: EraChoice = "legacy",
     ) -> None:
         self._conn = conn
+        self._era: EraChoice = era
         self._opener = opener
         self._keepalive = keepalive
         self._slot = slot
@@ -114,6 +124,8 @@ class ConnectionTask:
         self.info = ServerInfo()
         self.tools: tuple[dict[str, Any], ...] = ()
         self.liveness = Liveness(self)
+        self.extension = FilesBatchExtension(lambda: self.batches, new_connection_id(), self._closed_reason)
+        self.batches: BatchDesk | None = None
         self._asked_reason: str | None = None  # set by ask_close() before the broker side closes
         self._interrupted = False
         self._failure: BaseException | None = None
@@ -195,6 +207,8 @@ class ConnectionTask:
             self._interrupted = interrupt and not self._ready.done()
         if self.state == "open":
             self.state = "closing"
+        if self.batches is not None:
+            self.batches.close(f"the connection {self.name!r} closed ({self.close_reason})")
         if interrupt and not self._ready.done():
             self._scope.cancel()
         self._stop.set()
@@ -242,9 +256,28 @@ class ConnectionTask:
                     client_info=CLIENT_INFO,
                     message_handler=self._on_message,
                     logging_callback=self._voice.message,
+                    extensions={EXTENSION: self.extension.settings()},
+                    result_claims={EXTENSION: self.extension.claims()},
                 )
             )
-            self.info = await initialize(session, middleware, self.name)
+            modern = (
+                None
+                if self._era == "legacy"
+                else await discover(session, self.name, self._era, per_request_era=self.transport == "http")
+            )
+            if modern is not None:
+                self.info = modern
+                self._on_initialize_result({"serverInfo": dict(modern.server_info)})
+                self.batches = BatchDesk(
+                    self._slot,
+                    roots_list=conn.roots_offer.answer,
+                    max_in_flight=conn.broker.config.limits.max_in_flight,
+                    on_failure=self._batch_failed,
+                    label=f"connection {self.name!r}",
+                )
+                stack.push_async_callback(self.batches.aclose)
+            else:
+                self.info = await initialize(session, middleware, self.name)
             self.tools = await initial_tools(session, self.info, self.name)
             if any("outputSchema" in tool for tool in self.tools):
                 prepare_output_validation()
@@ -255,7 +288,8 @@ class ConnectionTask:
             self._ready.set_result(None)
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                if self._keepalive is not None:
+                # The 2026-07-28 era has no ping, and nothing held open between requests to keep alive.
+                if self._keepalive is not None and self.batches is None:
                     tg.start_soon(self.liveness.keep_alive, session, self._keepalive)
                 await self._stop.wait()
                 self.state = "closing"
@@ -326,6 +360,17 @@ class ConnectionTask:
             self.request_close("the server process exited", interrupt=False)
         else:
             self.request_close("the server closed the connection", interrupt=False)
+
+    def _closed_reason(self) -> str | None:
+        """``None`` while the connection is open (its broker side too), else why it is not."""
+        core = self._slot.connection
+        if self.state == "open" and not self._stop.is_set() and core is not None and not core.closed:
+            return None
+        return self.close_reason or self._asked_reason or "the broker closed the connection"
+
+    def _batch_failed(self, failure: BaseException) -> None:
+        log.error("connection %r: answering a batch failed", self.name, exc_info=failure)
+        self.request_close(f"answering a batch failed ({type(failure).__name__})", interrupt=False)
 
     def _broker_side_closed(self) -> None:
         """Any thread: our broker-side connection is closed; end the transport too."""

@@ -70,6 +70,7 @@ from ..wire.brokering import BROKERING_FEATURES, PER_PATH_CONSENT, roots_capabil
 from ..wire.methods import CHANGED_NOTIFICATION, FILES_PREFIX
 from .desk.budget import MemoryBudget
 from .desk.desk import FilesHandler
+from .files_batches import EXTENSION, FEATURES
 from .files_intake import FilesCore, FilesIntake, is_files_request
 from .framing import MalformedMessage
 from .roots_exchange import RootsExchange, RootsProvider
@@ -385,6 +386,11 @@ class BrokerMiddleware:
         roots = dict(capabilities.get("roots") or {})
         roots.update(copy.deepcopy(ROOTS_CAPABILITY))  # no message shares the module's list
         capabilities["roots"] = roots
+        # The files extension is advertised on the handshake era too (PROTOCOL.md, "Identifier and
+        # advertisement"); nothing else changes on that wire.
+        extensions = dict(capabilities.get("extensions") or {})
+        extensions.setdefault(EXTENSION, {"features": list(FEATURES)})
+        capabilities["extensions"] = extensions
         params["capabilities"] = capabilities
         version = params.get("protocolVersion")
         self.requested_version = version if isinstance(version, str) else None

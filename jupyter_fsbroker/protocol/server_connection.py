@@ -59,7 +59,8 @@ from ..core.serverlog import ServerLog
 from .broker_bridge import BrokerBridge
 from .client_errors import ConnectionClosedError, ServerError
 from .desk.core_slot import CoreSlot
-from .handshake import CLIENT_INFO, ServerInfo
+from .files_batches import FilesBatch, calling
+from .handshake import CLIENT_INFO, EraChoice, ServerInfo, WireEra
 from .lifecycle import ConnectionTask
 from .roots_gate import RootsGate, RootsGrace
 from .roots_offer import RootsOffer
@@ -121,6 +122,7 @@ class ServerConnection:
         roots_grace: RootsGrace | None = None,
         sandbox: SandboxStatus | None = None,
         advertise_roots: bool | None = None,
+        era: EraChoice = "legacy",
     ) -> None:
         self.broker = broker
         #: Whether :attr:`name` came from the server (none was given).
@@ -146,6 +148,7 @@ class ServerConnection:
             slot=self._slot,
             voice=ServerVoice(self.log, self.name),
             bridge=bridge,
+            era=era,
         )
 
     def __repr__(self) -> str:
@@ -188,6 +191,12 @@ class ServerConnection:
     def info(self) -> ServerInfo:
         """What the server said about itself in ``initialize`` (empty before the handshake)."""
         return self._life.info
+
+    @property
+    def era(self) -> WireEra | None:
+        """The era of MCP the connection speaks: ``modern`` (2026-07-28, ``files/*`` in batches)
+        or ``legacy`` (the handshake era, ``files/*`` requests); ``None`` before the handshake."""
+        return self._life.info.era
 
     # The six properties below are :attr:`info`'s, kept one release.
 
@@ -297,10 +306,20 @@ class ServerConnection:
             await anyio.lowlevel.checkpoint()
             if self._gate.armed:
                 await self._gate.wait()
+        args = dict(arguments) if arguments is not None else None
+        extension = self._life.extension
+        meta = extension.call_meta() if self.era == "modern" else None
         try:
-            result = await session.call_tool(
-                name, dict(arguments) if arguments is not None else None, read_timeout_seconds=timeout
-            )
+            with calling(name, args):
+                result = await session.call_tool(
+                    name, args, read_timeout_seconds=timeout, meta=meta, allow_claimed=True
+                )
+                if isinstance(result, FilesBatch):
+                    result = await extension.resolve(
+                        session, result, name=name, arguments=args, timeout=timeout
+                    )
+        except (ServerError, ConnectionClosedError):
+            raise
         except MCPError as exc:
             raise await self._life.liveness.call_error(exc, f"tools/call {name!r}", timeout) from None
         except (ValidationError, RuntimeError) as exc:
@@ -309,6 +328,10 @@ class ServerConnection:
             raise ServerError(
                 types.INTERNAL_ERROR, f"the server's result for tool {name!r} is not valid: {exc}"
             ) from None
+        if not isinstance(result, types.CallToolResult):
+            raise ServerError(
+                types.INTERNAL_ERROR, f"the server's result for tool {name!r} is not a tool result"
+            )
         # ``resultType`` is a 2026-07-28 member the model fills in by default: not on this wire.
         dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True, exclude={"result_type"})
         dumped.setdefault("isError", False)

@@ -41,6 +41,10 @@ How it hooks into mcp 2.3, module by module
   (:mod:`.writing`), locks are held for a block (:mod:`.locking`). Error answers
   become the exceptions of :mod:`.exceptions`, answers the values of
   :mod:`.answers`; :mod:`.retry` holds the retry and timeout policies.
+* :class:`FilesExtension` (:mod:`.files_extension`), passed to ``MCPServer(extensions=[...])``,
+  serves the same tools on the 2026-07-28 wire: each request re-runs the tool over the answers
+  recorded so far (:mod:`.replay`) and ends with a batch and a continuation sealed under a key
+  ring replicas share (:mod:`.sealing`), so no session and no affinity are needed.
 * :func:`run_stdio` serves a server on non-blocking pipe streams (:mod:`.stdio_server`)
   instead of mcp's thread-per-line stdio transport.
 * What mcp 2.3 offers no public API for is reached in :mod:`.mcp_internals`
@@ -73,6 +77,7 @@ from .exceptions import (
     ClientDisconnectedError,
     ClientInternalError,
     ContentEncodingError,
+    ContinuationRefusedError,
     FileLockedError,
     FilesRequestError,
     FilesUnavailableError,
@@ -83,13 +88,16 @@ from .exceptions import (
     PermissionDeniedError,
     PreconditionFailedError,
     RateLimitedError,
+    ReplayDivergedError,
     RequestTimeoutError,
     TooLargeError,
     WrongTypeError,
     error_from_jsonrpc,
 )
 from .files_client import FilesClient
+from .files_extension import FilesExtension
 from .retry import RetryPolicy, Timeouts
+from .sealing import load_state_keys
 from .stdio_server import run_stdio, serve_stdio, stdio_streams
 from .subscription import Watch
 
@@ -107,12 +115,14 @@ __all__ = [
     "ClientInternalError",
     "ConsentResult",
     "ContentEncodingError",
+    "ContinuationRefusedError",
     "Created",
     "Deleted",
     "Entry",
     "FileLockedError",
     "FileStat",
     "FilesClient",
+    "FilesExtension",
     "FilesMiddleware",
     "FilesRequestError",
     "FilesUnavailableError",
@@ -125,6 +135,7 @@ __all__ = [
     "PreconditionFailedError",
     "RateLimitedError",
     "ReadChunk",
+    "ReplayDivergedError",
     "RequestTimeoutError",
     "RetryPolicy",
     "RootEntry",
@@ -139,6 +150,7 @@ __all__ = [
     "enable_files",
     "error_from_jsonrpc",
     "files",
+    "load_state_keys",
     "run_stdio",
     "serve_stdio",
     "stdio_streams",

@@ -28,10 +28,12 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from ..wire.brokering import MISSING_CAPABILITY_MESSAGE, advertises_brokering, brokering_features
 from ..wire.events import ChangeEvent
 from ..wire.methods import CHANGED_NOTIFICATION
+from ..wire.modern import EXTENSION_ID, lists_extension
 from .exceptions import FilesUnavailableError
 from .files_client import FilesClient
 from .mcp_internals import connection_state
 from .peers import ConnectionFiles
+from .replay import current_step
 from .retry import RetryPolicy, Timeouts
 
 __all__ = [
@@ -200,16 +202,22 @@ def files(
     RuntimeError
         :func:`enable_files` was not called, or this is not inside a request.
     """
-    rc, conn = _connection_files(ctx)
+    rc = ctx.request_context if isinstance(ctx, Context) else ctx
+    step = current_step()
+    if step is not None:  # the 2026-07-28 wire, through FilesExtension's batches
+        conn: ConnectionFiles | None = step.connection
+    elif rc.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        raise FilesUnavailableError(_modern_message(rc), modern_reason="no_extension")
+    elif rc.request_id is not None and not rc.session.can_send_request:
+        # Before the capability: a stateless server has no record of the client's initialize.
+        raise FilesUnavailableError(NO_RETURN_PATH_MESSAGE)
+    else:
+        rc, conn = _connection_files(ctx)
     if conn is None or not conn.brokering:
         raise FilesUnavailableError(_unavailable_message(rc.session.protocol_version))
     if rc.request_id is None:
         raise RuntimeError("files(ctx) needs the context of a request being handled")
-    if not rc.session.can_send_request:
-        raise FilesUnavailableError(
-            f"{MISSING_CAPABILITY_MESSAGE}: this transport cannot carry server-to-client requests"
-        )
-    return FilesClient(
+    client = FilesClient(
         rc.session,
         rc.request_id,
         conn,
@@ -219,6 +227,34 @@ def files(
         consent_access=consent_access,
         retry=retry,
         timeouts=timeouts,
+    )
+    if step is not None:
+        client.started = step.started
+    return client
+
+
+#: Why a tool called on a legacy transport without a return path cannot have files, and the fix.
+NO_RETURN_PATH_MESSAGE = (
+    f"{MISSING_CAPABILITY_MESSAGE}: this server answers the handshake era statelessly (or in JSON), "
+    "so it has no return path for server-to-client requests; connect on MCP 2026-07-28 with the "
+    f"{EXTENSION_ID} extension, or serve this server statefully"
+)
+
+
+def _modern_message(rc: ServerRequestContext[Any, Any]) -> str:
+    """Why a modern request cannot have files: the client lists no extension, or names no one."""
+    meta = (rc.params or {}).get("_meta")
+    if isinstance(meta, Mapping) and lists_extension(cast("Mapping[str, Any]", meta)):
+        return (
+            f"{MISSING_CAPABILITY_MESSAGE}: this request names neither an authenticated subject nor a "
+            f"connection id (_meta[{EXTENSION_ID!r}].connection) to bind its continuation to; "
+            "send the connection id with every tools/call"
+        )
+    return (
+        f"{MISSING_CAPABILITY_MESSAGE}: this client speaks MCP {rc.protocol_version} and does not list "
+        f"the {EXTENSION_ID} extension, without which that era cannot carry files requests; use a "
+        "client that lists it, or connect in the handshake era "
+        f"({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)})"
     )
 
 

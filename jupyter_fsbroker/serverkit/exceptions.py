@@ -55,6 +55,7 @@ __all__ = [
     "ClientDisconnectedError",
     "ClientInternalError",
     "ContentEncodingError",
+    "ContinuationRefusedError",
     "FileLockedError",
     "FilesRequestError",
     "FilesUnavailableError",
@@ -65,6 +66,7 @@ __all__ = [
     "PermissionDeniedError",
     "PreconditionFailedError",
     "RateLimitedError",
+    "ReplayDivergedError",
     "RequestTimeoutError",
     "TooLargeError",
     "WrongTypeError",
@@ -231,8 +233,53 @@ class FilesUnavailableError(MCPError):
     JSON-RPC error, not as a tool result.
     """
 
-    def __init__(self, message: str = MISSING_CAPABILITY_MESSAGE) -> None:
-        super().__init__(code=INTERNAL_ERROR, message=message)
+    def __init__(
+        self, message: str = MISSING_CAPABILITY_MESSAGE, *, modern_reason: str | None = None
+    ) -> None:
+        if modern_reason is None:
+            super().__init__(code=INTERNAL_ERROR, message=message)
+        else:  # the 2026-07-28 wire: FILES_UNAVAILABLE, outside the reserved range
+            kind = catalogue.FILES_UNAVAILABLE
+            super().__init__(
+                code=kind.code, message=message, data={"error": kind.name, "reason": modern_reason}
+            )
+
+
+class ContinuationRefusedError(MCPError):
+    """CONTINUATION_REFUSED: a modern call's continuation that cannot be opened for this call.
+
+    Parameters
+    ----------
+    reason
+        ``expired`` or ``invalid``; what exactly was wrong goes to the log only.
+    """
+
+    def __init__(self, reason: str) -> None:
+        kind = catalogue.CONTINUATION_REFUSED
+        message = (
+            "the continuation has expired: call the tool again"
+            if reason == "expired"
+            else "the continuation is not valid for this call"
+        )
+        super().__init__(code=kind.code, message=message, data={"error": kind.name, "reason": reason})
+
+
+class ReplayDivergedError(MCPError):
+    """REPLAY_DIVERGED: a tool re-run over its recorded answers asked something it had not asked.
+
+    A tool must make the same ``files/*`` calls, in the same order, given the same answers.
+    """
+
+    def __init__(self, tool: str) -> None:
+        kind = catalogue.REPLAY_DIVERGED
+        super().__init__(
+            code=kind.code,
+            message=(
+                f"tool {tool!r}, run again over the answers it had, asked for other files operations "
+                "than before; a tool must not let clocks, randomness or outside state decide its files calls"
+            ),
+            data={"error": kind.name, "reason": "diverged"},
+        )
 
 
 def _classes() -> dict[ErrorKind, type[FilesRequestError]]:

@@ -11,6 +11,7 @@ is: the sending (timeouts, retries, consent) is the
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
@@ -66,19 +67,18 @@ class ListKeywords(TypedDict, total=False):
 class FilesClient:
     """The brokered filesystem of one client, used from one request (see :func:`files`).
 
-    Paths are as PROTOCOL.md allows: root-relative (``data/sales.csv``),
-    absolute inside a root, or ``file://`` URIs. Every method raises the
-    :class:`FilesRequestError` subclass matching the client's answer, after
-    repeating FILE_LOCKED and RATE_LIMITED refusals per the retry policy.
+    Paths are as PROTOCOL.md allows: root-relative (``data/sales.csv``), absolute inside a
+    root, or ``file://`` URIs. Every method raises the :class:`FilesRequestError` subclass
+    matching the client's answer, after repeating FILE_LOCKED and RATE_LIMITED refusals per
+    the retry policy.
 
     Use it as an async context manager (``async with files(ctx) as fs``) to
     close any watch or chunk stream left open when the block ends.
 
-    One class for every operation, as ``httpx.Client`` is: a tool holds one
-    object, finds every operation on it, and its operations share one
-    request's state (retry and timeout policies, consent asked so far, the
-    client's content cap, the streams to close). The work lives in the kit's
-    modules; each method here only binds that state to it.
+    One class for every operation, as ``httpx.Client`` is: a tool holds one object, finds
+    every operation on it, and its operations share one request's state (retry and timeout
+    policies, consent asked so far, the client's content cap, the streams to close). The work
+    lives in the kit's modules; each method here only binds that state to it.
     """
 
     def __init__(
@@ -94,6 +94,7 @@ class FilesClient:
         retry: RetryPolicy | None = None,
         timeouts: Timeouts | None = None,
     ) -> None:
+        self.started = time.time()  #: When the call began; a modern call's re-runs keep the first's.
         #: When refused requests are repeated (read at every request).
         self.retry = retry or RetryPolicy()
         #: How long answers are awaited (read at every request).
@@ -571,9 +572,9 @@ class FilesClient:
     ) -> Watch:
         """Watch *path*; an async iterator of :class:`ChangeEvent` to use with ``async with``.
 
-        ``files/watch`` is sent when the block is entered (or on first
-        iteration) and ``files/unwatch`` when it ends. Iteration ends only when
-        the watch is closed: bound it with ``anyio.move_on_after``.
+        ``files/watch`` is sent when the block is entered (or on first iteration) and
+        ``files/unwatch`` when it ends. Iteration ends only when the watch is closed: bound
+        it with ``anyio.move_on_after``.
 
         Parameters
         ----------

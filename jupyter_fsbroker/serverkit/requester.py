@@ -43,6 +43,7 @@ from .answers import ConsentResult, PathConsentResult, RootEntry, roots_from_res
 from .direct import current_channel
 from .exceptions import FilesRequestError, InvalidParamsError, PermissionDeniedError, error_from_jsonrpc
 from .lenient import compact_params
+from .replay import current_step
 from .retry import RetryPolicy, Timeouts
 
 __all__ = ["ConsentPaths", "Policies", "Requester", "check_names", "consent_may_cure", "flat_groups"]
@@ -270,6 +271,9 @@ class Requester:
     async def _send(
         self, method: str, params: Mapping[str, Any] | None, timeout: float, binary: bool = False
     ) -> dict[str, Any]:
+        step = current_step()
+        if step is not None:  # the 2026-07-28 wire: answered from the journal, or by the next batch
+            return await step.request(method, params)
         direct = current_channel()
         if direct is not None:  # the helper's own stdio pipes: past mcp's session (see .direct)
             return await direct.request(method, params, timeout, binary=binary)

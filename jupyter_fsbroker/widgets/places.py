@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
-from ..console.status import ConnectionView, roots_notice_text, sandbox_text
+from ..console.status import ConnectionView, era_text, roots_notice_text, sandbox_text
 from .closing import close_parts
 from .markup import escape, plain
 
@@ -151,7 +151,9 @@ def card_text(conn: CardSource) -> str:
     notice = roots_notice_text(conn)
     return (
         f"Connected <b>{name}</b> — server {escape(conn.server_name or '?')}, {escape(conn.transport)}, "
-        f"MCP {escape(conn.protocol_version or '?')}, {tools} tool{'' if tools == 1 else 's'}"
+        f"MCP {escape(conn.protocol_version or '?')}"
+        + (f", {escape(era_text(conn))}" if era_text(conn) else "")
+        + f", {tools} tool{'' if tools == 1 else 's'}"
         + (f", {escape(sandbox)}" if sandbox else "")
         + (f'<br><span class="fsbroker-roots-notice">{escape(notice)}</span>' if notice else "")
     )

@@ -8,7 +8,7 @@ holds state; every name is a fact of the contract or a pure reading of one.
 
 from __future__ import annotations
 
-from . import catalogue
+from . import catalogue, modern
 from .brokering import (
     BROKERING_CAPABILITY,
     BROKERING_FEATURES,
@@ -50,6 +50,7 @@ __all__ = [
     "iso_utc",
     "iso_utc_ns",
     "kind_of",
+    "modern",
     "parse_iso",
     "roots_capability",
 ]

@@ -36,8 +36,11 @@ from typing import Any, cast
 
 __all__ = [
     "ALREADY_EXISTS",
+    "CALL_KINDS",
     "CONNECTION_CLOSED",
+    "CONTINUATION_REFUSED",
     "ENCODING_ERROR",
+    "FILES_UNAVAILABLE",
     "FILE_LOCKED",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
@@ -49,12 +52,14 @@ __all__ = [
     "PERMISSION_DENIED",
     "PRECONDITION_FAILED",
     "RATE_LIMITED",
+    "REPLAY_DIVERGED",
     "REQUEST_TOO_LARGE",
     "TOO_LARGE",
     "WRONG_TYPE",
     "ErrorKind",
     "error_object",
     "kind_of",
+    "to_modern",
 ]
 
 #: ``data.reason`` of the PERMISSION_DENIED that consent can cure.
@@ -93,6 +98,19 @@ class ErrorKind:
     default_reason: str
     reasons: tuple[str, ...]
     summary: str
+
+    @property
+    def modern_code(self) -> int:
+        """The code on the 2026-07-28 wire: outside JSON-RPC's reserved range for the named
+        kinds (each legacy code plus 1000); the plain JSON-RPC errors keep theirs."""
+        return (
+            self.code + _MODERN_SHIFT if _NAMED_CODES.start >= self.code >= _NAMED_CODES.stop else self.code
+        )
+
+
+# The legacy named codes (-32100 ... -32199), shifted out of the reserved range on the modern wire.
+_NAMED_CODES = range(-32100, -32200, -1)
+_MODERN_SHIFT = 1000
 
 
 def _named(code: int, key: str, reasons: tuple[str, ...], summary: str) -> ErrorKind:
@@ -155,7 +173,15 @@ WRONG_TYPE = _named(
 TOO_LARGE = _named(
     -32106,
     "TOO_LARGE",
-    ("too_large", REQUEST_TOO_LARGE, "exceeds_trash", "file_too_large", "no_space", "too_deep"),
+    (
+        "too_large",
+        REQUEST_TOO_LARGE,
+        "exceeds_trash",
+        "file_too_large",
+        "journal_too_large",
+        "no_space",
+        "too_deep",
+    ),
     "a single request over the limits (data.maxBytes)",
 )
 RATE_LIMITED = _named(
@@ -226,8 +252,34 @@ KINDS: tuple[ErrorKind, ...] = (
     INTERNAL_ERROR,
 )
 
+# The errors of a modern ``tools/call`` itself, not of a ``files/*`` answer: only the
+# 2026-07-28 wire has them (on the legacy wire a missing return path keeps SEP-1708's -32603).
+CONTINUATION_REFUSED = _named(
+    -31110,
+    "CONTINUATION_REFUSED",
+    ("invalid", "expired"),
+    "a continuation that cannot be opened, or is not for this call",
+)
+REPLAY_DIVERGED = _named(
+    -31111,
+    "REPLAY_DIVERGED",
+    ("diverged",),
+    "a tool re-run over its answers asked something else than before",
+)
+FILES_UNAVAILABLE = _named(
+    -31112,
+    "FILES_UNAVAILABLE",
+    ("no_extension", "no_return_path", "not_brokering"),
+    "a tool needs files on a request that cannot carry them",
+)
+
+#: The errors of a modern ``tools/call`` (PROTOCOL.md, "Errors on the modern wire").
+CALL_KINDS: tuple[ErrorKind, ...] = (CONTINUATION_REFUSED, REPLAY_DIVERGED, FILES_UNAVAILABLE)
+
 _BY_NAME: dict[str, ErrorKind] = {kind.name: kind for kind in KINDS if kind.name is not None}
-_BY_CODE: dict[int, ErrorKind] = {kind.code: kind for kind in KINDS}
+_BY_CODE: dict[int, ErrorKind] = {kind.code: kind for kind in KINDS} | {
+    kind.modern_code: kind for kind in KINDS
+}
 
 
 def error_object(
@@ -279,3 +331,13 @@ def kind_of(code: int, message: str, data: object = None) -> ErrorKind | None:
     else:
         kind = _BY_NAME.get(message.strip()) if isinstance(message, str) else None
     return kind if kind is not None else _BY_CODE.get(code)
+
+
+def to_modern(error: Mapping[str, Any]) -> dict[str, Any]:
+    """An error object of the contract with the 2026-07-28 wire's code (``data`` unchanged).
+
+    The named kinds' codes move out of the reserved range; any other code stays.
+    """
+    code = error.get("code")
+    kind = _BY_CODE.get(code) if isinstance(code, int) else None
+    return {**error, "code": kind.modern_code} if kind is not None and kind.code == code else dict(error)

@@ -44,6 +44,11 @@ export interface IConnection {
   closeReason: string | null;
   protocolVersion: string | null;
   /**
+   * The era of MCP the connection speaks: `modern` (2026-07-28, files in
+   * batches) or `legacy` (the handshake era); absent from an older kernel.
+   */
+  era?: 'modern' | 'legacy' | null;
+  /**
    * Whether the server runs confined by the broker; absent or `null` while
    * the kernel cannot tell.
    */

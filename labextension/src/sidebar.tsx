@@ -323,6 +323,7 @@ function StateView(
                 <b>{conn.name}</b>{' '}
                 <span className="fsbroker-muted">
                   {conn.transport} · {conn.state}
+                  {conn.era === 'modern' ? ' · 2026-07-28 era' : ''}
                   {conn.confined ? ' · confined' : ''}
                 </span>
                 <div

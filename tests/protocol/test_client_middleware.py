@@ -18,6 +18,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
 from jupyter_fsbroker.core.errors import FileLocked, NotFound, to_jsonrpc_error
+from jupyter_fsbroker.protocol.files_batches import EXTENSION
 from jupyter_fsbroker.protocol.middleware import ROOTS_CAPABILITY, BrokerMiddleware
 from tests.support.files_core import HandlerCore
 from tests.support.roots import StaticRoots
@@ -112,6 +113,7 @@ async def test_initialize_gets_the_brokering_capability_and_keeps_the_rest() -> 
                     "filesystemBrokering": True,
                     "filesystemBrokeringFeatures": ["perPathConsent"],
                 },
+                "extensions": {EXTENSION: {"features": ["perPathConsent"]}},
             },
             "clientInfo": {"name": "x", "version": "1"},
         }
@@ -121,7 +123,10 @@ async def test_initialize_gets_the_brokering_capability_and_keeps_the_rest() -> 
         await wire.from_session(request(2, "initialize", {"protocolVersion": "2024-11-05"}))
         sent = await wire.to_server()
         assert isinstance(sent, JSONRPCRequest) and sent.params is not None
-        assert sent.params["capabilities"] == {"roots": ROOTS_CAPABILITY}
+        assert sent.params["capabilities"] == {
+            "roots": ROOTS_CAPABILITY,
+            "extensions": {EXTENSION: {"features": ["perPathConsent"]}},
+        }
 
 
 @pytest.mark.anyio

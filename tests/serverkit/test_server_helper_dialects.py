@@ -322,9 +322,11 @@ async def test_a_modern_era_client_is_told_its_era_is_the_cause() -> None:
         assert modern.protocol_version == "2026-07-28"
         with pytest.raises(MCPError) as info:
             await modern.call_tool("profile_csv", {"path": "data/x.csv"})
-    assert info.value.code == -32603
+    # A modern client without the files extension: FILES_UNAVAILABLE, outside the reserved range.
+    assert info.value.code == -31112
+    assert info.value.error.data == {"error": "FILES_UNAVAILABLE", "reason": "no_extension"}
     message = info.value.message
-    assert "2026-07-28" in message and "no server-to-client requests" in message, message
+    assert "2026-07-28" in message and "io.github.jupyter-fsbroker/files" in message, message
     assert "handshake era" in message
 
 

@@ -89,6 +89,7 @@ class FakeConnection:
     tools: tuple[dict[str, Any], ...] = field(default_factory=lambda: ({"name": "profile_csv"},))
     sandbox: SandboxStatus | None = None
     roots_notice: RootsNotice | None = None
+    era: str | None = None
 
     def close(self) -> None:
         self.closed, self.state, self.close_reason = True, "closed", "closed by the user"

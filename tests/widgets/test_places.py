@@ -32,6 +32,18 @@ def test_card_text_follows_the_connection_and_escapes_what_the_server_chose() ->
     assert card_text(conn) == "<i>analysis</i>: disconnected (closed by the user)"
 
 
+def test_the_card_says_which_era_of_mcp_the_connection_speaks() -> None:
+    modern = FakeConnection(protocol_version="2026-07-28", era="modern")
+    assert card_text(modern) == (
+        "Connected <b>analysis</b> — server Analysis Server, stdio, "
+        "MCP 2026-07-28, 2026-07-28 era (files in batches), 1 tool"
+    )
+    legacy = FakeConnection(era="legacy")
+    assert card_text(legacy) == (
+        "Connected <b>analysis</b> — server Analysis Server, stdio, MCP 2025-06-18, handshake era, 1 tool"
+    )
+
+
 def test_the_card_says_why_the_server_got_the_folders_names_only_in_words_it_cannot_mark_up() -> None:
     notice = RootsNotice("<b>fs</b>", ("data",), "it seems to open files itself", "Connect with X.")
     conn = FakeConnection(roots_notice=notice)

@@ -1,0 +1,59 @@
+"""``jupyter-fsbroker connect --era``: a real 2026-07-28 era server of the batch shape over stdio."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tests.support.cli import run_cli
+
+BATCH_SERVER = [
+    sys.executable,
+    str(Path(__file__).resolve().parents[1] / "protocol" / "servers" / "batch_server.py"),
+]
+STEPS = {"steps": [[{"id": "r", "method": "files/read", "params": {"path": "data/sales.csv"}}]]}
+
+
+def call(*era: str) -> dict[str, object]:
+    out = run_cli(
+        "connect",
+        "--root",
+        "data=./data",
+        "--allow",
+        "data:read",
+        "--audit",
+        "audit.jsonl",
+        *era,
+        "--call",
+        "batches",
+        "--args",
+        json.dumps(STEPS),
+        "--",
+        *BATCH_SERVER,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    result: dict[str, object] = json.loads(out.stdout)
+    return result
+
+
+def test_era_auto_reads_through_a_batch(workdir: Path) -> None:
+    result = call("--era", "auto")
+    structured = result["structuredContent"]
+    assert isinstance(structured, dict)
+    [[answer]] = structured["answers"]
+    assert answer["id"] == "r" and answer["result"]["content"] == (workdir / "data" / "sales.csv").read_text()
+    records = [json.loads(line) for line in (workdir / "audit.jsonl").read_text().splitlines()]
+    assert [(r["method"], r["decision"]) for r in records] == [("files/read", "allow")]
+
+
+def test_the_default_era_runs_the_tool_without_batches(workdir: Path) -> None:
+    result = call()
+    assert result["structuredContent"] == {"unanswered": "the files extension is not in use"}
+    assert not (workdir / "audit.jsonl").exists() or not (workdir / "audit.jsonl").read_text().strip()
+
+
+def test_an_unknown_era_is_a_usage_error(workdir: Path) -> None:
+    out = run_cli("connect", "--era", "newest", "--call", "plain", "--", *BATCH_SERVER, timeout=60)
+    assert out.returncode != 0 and "--era" in out.stderr
