@@ -77,6 +77,7 @@ class ReplayStep:
         self._write_bytes = 0
         self._new = asyncio.Event()
         self._closed = False
+        self._waiting: list[asyncio.Future[None]] = []
 
     @property
     def asked(self) -> int:
@@ -101,6 +102,8 @@ class ReplayStep:
         """End the step: a call the tool makes from now on (say, while it is being cancelled)
         is cancelled at once instead of waiting for an answer that will not come."""
         self._closed = True
+        for waiting in self._waiting:  # even a shielded wait (an unwatch while closing) ends now
+            waiting.cancel()
 
     async def wait_for_new(self) -> None:
         """Return once the tool has asked for a new operation."""
@@ -142,7 +145,9 @@ class ReplayStep:
             self._read_bytes += reads
             self._write_bytes += writes
         # The answer comes in the next request, to a re-run of the tool; this run ends here.
-        await asyncio.get_running_loop().create_future()
+        waiting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiting)
+        await waiting
         raise AssertionError("unreachable: a step's pending operation is never answered")
 
 

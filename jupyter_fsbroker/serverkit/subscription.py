@@ -3,13 +3,15 @@
 :class:`Watch` sends ``files/watch`` and ``files/unwatch`` through the functions
 its :class:`~.files_client.FilesClient` gives it, and receives its events from the
 connection's :class:`~.peers.ConnectionFiles`, where the middleware routes
-``notifications/files/changed``. It never blocks the connection: a consumer too
+``notifications/files/changed`` (on the 2026-07-28 wire, which has no notifications, it asks
+``files/changes`` instead). It never blocks the connection: a consumer too
 slow for its buffer loses events (counted), never the connection.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
@@ -17,13 +19,18 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..wire.methods import WATCH_EVENTS
+from ..wire.modern import CHANGES
 from .answers import ChangeEvent
 from .exceptions import ClientDisconnectedError, ClientInternalError, NotFoundError
 from .lenient import compact_params, get_opt_str
 from .peers import ConnectionFiles
+from .replay import current_step
 from .requester import Requester, check_names
 
-__all__ = ["Watch"]
+__all__ = ["CHANGES_WAIT_MS", "Watch"]
+
+#: How long one ``files/changes`` of the 2026-07-28 wire waits for an event (its ``waitMs``).
+CHANGES_WAIT_MS = 10_000
 
 
 class Watch:
@@ -61,6 +68,8 @@ class Watch:
         self._send: MemoryObjectSendStream[ChangeEvent] = send
         self._receive: MemoryObjectReceiveStream[ChangeEvent] = receive
         self._closed = False
+        self._cursor: str | None = None
+        self._pending: deque[ChangeEvent] = deque()
 
     @property
     def dropped(self) -> int:
@@ -98,10 +107,27 @@ class Watch:
     async def __anext__(self) -> ChangeEvent:
         if self.watch_id is None and not self._closed:
             await self.start()
+        if current_step() is not None and self.watch_id is not None and not self._closed:
+            return await self._next_change(self.watch_id)
         try:
             return await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise StopAsyncIteration from None
+
+    async def _next_change(self, watch_id: str) -> ChangeEvent:
+        """The 2026-07-28 wire has no notifications: ask ``files/changes`` until an event comes."""
+        while not self._pending:
+            params = compact_params(watchId=watch_id, cursor=self._cursor, waitMs=CHANGES_WAIT_MS)
+            result = await self._requester.request(CHANGES, params)
+            self._cursor = get_opt_str(result, "cursor") or self._cursor
+            if result.get("dropped") is True:
+                self._conn.dropped += 1
+            raw = result.get("events")
+            for item in raw if isinstance(raw, list) else []:
+                event = ChangeEvent.from_params(item if isinstance(item, dict) else None)
+                if event is not None:
+                    self._pending.append(event)
+        return self._pending.popleft()
 
     async def aclose(self) -> None:
         """Stop receiving and send ``files/unwatch``; idempotent."""

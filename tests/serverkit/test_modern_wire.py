@@ -197,6 +197,16 @@ def _small_server(**extension: Any) -> MCPServer[Any]:
         return len(await files(ctx).read_bytes(path))
 
     @server.tool()
+    async def first_changes(path: str, ctx: Context, count: int = 2) -> list[str]:
+        seen: list[str] = []
+        async with files(ctx).watch(path) as watch:
+            async for event in watch:
+                seen.append(f"{event.event} {event.path}")
+                if len(seen) == count:
+                    break
+        return seen
+
+    @server.tool()
     async def wanders(ctx: Context) -> str:
         fs = files(ctx)
         # Outside state decides the path: a re-run asks another file than the first run did.
@@ -228,6 +238,34 @@ async def test_binary_reads_in_flight_share_a_batch(small_core: Any) -> None:
     sizes = [len(r.operations) for r in answerer.rounds]
     assert max(sizes) > 1, f"reads at fixed offsets should be asked together, got batches of {sizes}"
     assert answerer.methods.count("files/read") == sum(sizes)
+
+
+async def test_a_watch_asks_files_changes_with_its_cursor_until_events_come(small_core: Any) -> None:
+    answerer = BatchAnswerer(small_core)
+    asked: list[dict[str, Any]] = []
+    events = iter(
+        [[], [{"path": "data/a.txt", "event": "modified"}], [{"path": "data/b.txt", "event": "created"}]]
+    )
+
+    def changes(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        found = [
+            {"watchId": params["watchId"], "timestamp": "2026-12-02T12:00:00.000Z", **e} for e in next(events)
+        ]
+        return {"events": found, "cursor": str(len(asked)), "dropped": False}
+
+    answerer.overrides = {
+        "files/watch": lambda params: {"watchId": "w_1"},
+        "files/changes": changes,
+        "files/unwatch": lambda params: {},
+    }
+    async with Client(_small_server(), mode=MODERN, extensions=[answerer]) as client:
+        result = await call(client, answerer, "first_changes", {"path": "data"})
+    assert not result.is_error, result.content
+    assert result.structured_content == {"result": ["modified data/a.txt", "created data/b.txt"]}
+    assert [p.get("cursor") for p in asked] == [None, "1", "2"]
+    assert all(p["watchId"] == "w_1" and p["waitMs"] > 0 for p in asked)
+    assert answerer.methods.count("files/unwatch") == 1
 
 
 async def test_an_expired_continuation_is_refused(small_core: Any) -> None:

@@ -1,0 +1,161 @@
+"""Three replicas of the example server behind Debian's nginx, round-robin and no affinity: tool
+calls on the 2026-07-28 era succeed whichever replica each step lands on, and the same
+deployment on the handshake era fails at once with the named error.
+
+nginx is started and stopped by the test (``daemon off``, its own prefix in a temporary folder).
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from jupyter_fsbroker.core import Broker, BrokerConfig
+from jupyter_fsbroker.wire.modern import EXTENSION_ID
+from tests.support.modern_files import BatchAnswerer, call
+from tests.support.processes import lines_until, stop_process
+from tests.support.servers import AnalysisServer
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.system,
+    pytest.mark.skipif(shutil.which("nginx") is None, reason="needs nginx (apt-get install nginx)"),
+]
+
+ROWS = 50_000
+_NGINX_CONF = """
+worker_processes 1;
+daemon off;
+pid {prefix}/nginx.pid;
+error_log stderr notice;
+events {{ worker_connections 256; }}
+http {{
+    log_format upstream '$upstream_addr $status';
+    access_log {prefix}/access.log upstream;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    upstream replicas {{
+{servers}
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        client_max_body_size 8m;
+        client_body_buffer_size 8m;  # in memory: the workers may not write this folder
+        location / {{
+            proxy_pass http://replicas;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $http_host;
+            proxy_buffering off;
+        }}
+    }}
+}}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[AnalysisServer], Path]]:
+    prefix = tmp_path_factory.mktemp("nginx")
+    keys = prefix / "state.keys"
+    keys.write_text(secrets.token_hex(32) + "\n")
+    keys.chmod(0o600)
+    replicas: list[AnalysisServer] = []
+    try:
+        for _ in range(3):
+            replicas.append(AnalysisServer("--stateless", "--state-key-file", str(keys)))
+        servers = "\n".join(
+            f"        server {r.url.removeprefix('http://').removesuffix('/mcp')};" for r in replicas
+        )
+        port = _free_port()
+        conf = prefix / "nginx.conf"
+        conf.write_text(_NGINX_CONF.format(prefix=prefix, servers=servers, port=port))
+        nginx = subprocess.Popen(
+            ["nginx", "-p", str(prefix), "-c", str(conf)], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            assert nginx.stderr is not None
+            lines_until(nginx.stderr.fileno(), lambda line: "start worker process" in line)
+            yield f"http://127.0.0.1:{port}/mcp", replicas, prefix / "access.log"
+        finally:
+            stop_process(nginx)
+            if nginx.stderr is not None:
+                nginx.stderr.close()
+    finally:
+        for replica in replicas:
+            replica.stop()
+
+
+@pytest.fixture
+def core(tmp_path: Path) -> Iterator[tuple[Path, Any, Broker]]:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "sales.csv").write_text("n,double\n" + "".join(f"{i},{2 * i}\n" for i in range(ROWS)))
+    (data / "counter.txt").write_text("0")
+    config = BrokerConfig(lock_dir=str(tmp_path / ".locks"), trash_dir=str(tmp_path / ".trash"))
+    with Broker(config) as broker:
+        broker.add_root(data, name="data")
+        broker.allow("data", ops=("read", "write"))
+        yield data, broker.connect("replicas"), broker
+
+
+def _served(access_log: Path) -> list[str]:
+    """The replica (``host:port``) nginx passed each request to, in order."""
+    if not access_log.exists():
+        return []
+    return [line.split()[0] for line in access_log.read_text().splitlines() if line.strip()]
+
+
+async def test_calls_succeed_through_three_replicas_round_robin(
+    deployment: tuple[str, list[AnalysisServer], Path], core: tuple[Path, Any, Broker]
+) -> None:
+    url, replicas, access_log = deployment
+    data, connection, broker = core
+    before = len(_served(access_log))
+    answerer = BatchAnswerer(connection)
+    async with Client(url, mode="2026-07-28", extensions=[answerer]) as client:
+        profile = await call(client, answerer, "profile_csv", {"path": "data/sales.csv"})
+        report = await call(client, answerer, "write_report", {"path": "data/sales.csv"})
+        counts = [
+            await call(client, answerer, "atomic_increment", {"path": "data/counter.txt"}) for _ in range(5)
+        ]
+    assert not profile.is_error and profile.structured_content is not None, profile.content
+    assert profile.structured_content["rows"] == ROWS
+    assert not report.is_error and f"- Rows: {ROWS:,}" in (data / "sales.report.md").read_text()
+    assert [c.structured_content["value"] for c in counts if c.structured_content] == [1, 2, 3, 4, 5]
+    assert (data / "counter.txt").read_text().strip() == "5"
+    served = _served(access_log)[before:]
+    addresses = {r.url.removeprefix("http://").removesuffix("/mcp") for r in replicas}
+    assert set(served) == addresses, f"round-robin should reach every replica, got {served}"
+    steps = len(answerer.rounds)
+    assert steps > 3, "the calls should have taken several steps, continued by other replicas"
+    # One audit record per operation the client performed, none for replayed answers.
+    assert len(broker.audit.records(server="replicas")) == len(answerer.methods)
+
+
+async def test_the_same_deployment_on_the_handshake_era_fails_at_once_naming_the_fix(
+    deployment: tuple[str, list[AnalysisServer], Path],
+) -> None:
+    url, _, _ = deployment
+    async with Client(url, mode="legacy") as client:
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("profile_csv", {"path": "data/sales.csv"})
+    assert "no return path" in info.value.message and EXTENSION_ID in info.value.message
