@@ -20,13 +20,16 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
+from urllib.parse import urlsplit
+
 from .._version import __version__
+from ..core.consent_facts import Asker
 from .client_errors import ConnectError, ProtocolVersionError
 from .middleware import BrokerMiddleware
 from .tools import list_tools
 from .voice import clean_name
 
-__all__ = ["CLIENT_INFO", "ServerInfo", "given_name", "initial_tools", "initialize"]
+__all__ = ["CLIENT_INFO", "ServerInfo", "asker", "given_name", "initial_tools", "initialize"]
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +149,29 @@ def given_name(result: Mapping[str, Any]) -> str:
     info = result.get("serverInfo")
     raw = info.get("name") if isinstance(info, Mapping) else None
     return clean_name(raw) if isinstance(raw, str) else ""
+
+
+def asker(result: Mapping[str, Any], transport: str, target: str, sandboxed: bool | None) -> Asker:
+    """Who asks for consent on this connection: the ``initialize`` result's own name, and where it runs.
+
+    *target* is the command line (stdio) or the URL as displayed (HTTP);
+    *sandboxed* says whether a local server runs confined (``None`` for a URL).
+    """
+    info = result.get("serverInfo")
+    title = ""
+    if isinstance(info, Mapping):
+        for key in ("title", "name"):
+            raw = info.get(key)
+            if isinstance(raw, str) and clean_name(raw):
+                title = clean_name(raw)
+                break
+    if transport == "stdio":
+        return Asker(title, "local", "", bool(sandboxed))
+    try:
+        host = urlsplit(target).hostname or ""
+    except ValueError:
+        host = ""
+    return Asker(title, "remote", clean_name(host), None)
 
 
 def _supported_versions(data: Any) -> tuple[str, ...]:
