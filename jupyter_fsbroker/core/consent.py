@@ -72,7 +72,7 @@ class ConsentItem:
     reason: str | None = None
     read_only: bool = False
     operations: tuple[str, ...] = ()
-    facts: PathFacts = PathFacts()
+    facts: PathFacts = field(default_factory=PathFacts)
 
     def destructive(self, asked: tuple[str, ...]) -> tuple[str, ...]:
         """The operations of *asked* that can destroy data here (delete; write over an existing file).
@@ -128,7 +128,7 @@ class ConsentRequest:
     created_at: float = field(default_factory=time.time)
     already: tuple[ConsentItem, ...] = ()
     detailed: bool = False
-    asker: Asker = Asker()
+    asker: Asker = field(default_factory=Asker)
 
     @property
     def who(self) -> str:

@@ -62,7 +62,7 @@ class PathFacts:
     files
         Files below a folder, counted up to :data:`COUNT_CAP`; ``None`` for a non-folder.
     more
-        The count stopped at the cap: there are more.
+        The count stopped at the cap (then *files*): there are more.
     size
         Bytes of an existing file; ``None`` otherwise.
     """
@@ -141,11 +141,14 @@ def size_text(size: int) -> str:
 
 
 def covers_text(facts: PathFacts) -> str:
-    """What granting the path covers, in words (``the whole shared folder: 1,204 files, subfolders included``)."""
+    """What granting the path covers, in words.
+
+    ``the whole shared folder: 1,204 files, subfolders included``, ``a 12 kB file``.
+    """
     if facts.kind == "folder":
         where = "the whole shared folder" if facts.whole_root else "a folder"
         if facts.more:
-            count = f"more than {COUNT_CAP:,} files"
+            count = f"more than {facts.files:,} files"
         else:
             count = f"{facts.files:,} file{'' if facts.files == 1 else 's'}"
         return f"{where}: {count}, subfolders included"

@@ -91,8 +91,9 @@ class ConsentFlow:
         """Check a consent request and build what the user sees; or the result to send at once.
 
         Blocking: it reads what each path is on disk (a folder's files are
-        counted, up to a cap), so it runs on a worker thread. Paths already covered by live grants for everything asked are approved
-        at once; when nothing is left to ask, the result is sent without asking.
+        counted, up to a cap), so it runs on a worker thread. Paths already
+        covered by live grants for everything asked are approved at once;
+        when nothing is left to ask, the result is sent without asking.
 
         Returns
         -------

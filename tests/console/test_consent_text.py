@@ -46,7 +46,11 @@ def test_answers(answer: str, expected: ConsentDecision) -> None:
 def test_read_only_answer_refuses_when_reading_was_not_requested() -> None:
     request = make_request(operations=("write", "delete"))
     assert parse_answer(request, "r") == DENY
-    assert parse_answer(request, "y") == ConsentDecision(APPROVABLE, ("write", "delete"))
+    # Delete is destructive: yes leaves it out (write is grantable in the writable root only); all grants it.
+    yes = parse_answer(request, "y")
+    assert (yes.approved_paths, yes.operations_for("data/sales")) == (("data/sales",), ("write",))
+    assert parse_answer(request, "a") == ConsentDecision(APPROVABLE, ("write", "delete"))
+    assert parse_answer(request, "all") == ConsentDecision(APPROVABLE, ("write", "delete"))
 
 
 def test_question_names_every_path_and_the_answers() -> None:
@@ -55,7 +59,7 @@ def test_question_names_every_path_and_the_answers() -> None:
     lines = text.splitlines()
     assert lines[0] == "analysis asks for access to your files: Profile the sales data"
     assert "  + data/sales" in lines
-    assert "  + ref/tables  (read-only folder)" in lines
+    assert "  + ref/tables  (read-only folder: write will not be granted here)" in lines
     assert (
         "  - /home/ana/config.json  (cannot be approved: outside the shared folders [outside_roots])" in lines
     )
