@@ -8,7 +8,8 @@ from concurrent.futures import Future
 import pytest
 
 from jupyter_fsbroker.console.consent_text import outcome_text, parse_answer, question_text
-from jupyter_fsbroker.core.consent import ConsentDecision
+from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
+from jupyter_fsbroker.core.consent_facts import PathFacts
 from tests.support.terminal import ask_at_the_terminal
 from tests.support.views import WAIT, make_request
 
@@ -105,3 +106,27 @@ def test_the_terminal_accepts_the_same_answers(answer: bytes, expected: ConsentD
     decision, shown = ask_at_the_terminal(make_request(timeout=WAIT, created_at=time.time()), answer, WAIT)
     assert decision == expected
     assert "analysis asks for access to your files: Profile the sales data" in shown
+
+
+def test_destructive_operations_are_named_and_yes_leaves_them_out() -> None:
+    root = PathFacts("folder", True, "data", "/srv/share/data", files=20_000, more=False)
+    request = ConsentRequest(
+        server="analysis",
+        connection_id="c0",
+        message="",
+        items=(ConsentItem("data", "data", True, facts=root),),
+        operations=("read", "delete"),
+        timeout=60,
+        created_at=1000.0,
+    )
+    text = question_text(request, now=1000.0)
+    assert (
+        "  + data  (the whole shared folder: 20,000 files, subfolders included; "
+        "delete: can delete 20,000 files — destructive, starts unticked)"
+    ) in text.splitlines()
+    assert text.endswith(
+        "Approve? [y]es, without delete / [a]ll, including delete / [r]ead only / [N]o (denied in 60 s): "
+    )
+    assert parse_answer(request, "y") == ConsentDecision(("data",), ("read",), None, (("data", ("read",)),))
+    assert parse_answer(request, "a") == ConsentDecision(("data",), ("read", "delete"))
+    assert parse_answer(request, "") == DENY
