@@ -59,7 +59,7 @@ def op_box(op: str, enabled: bool, *, ticked: bool | None = None, destructive: b
     """The checkbox of operation *op* (``fsbroker-consent-op``, ``fsbroker-op-OP``); unchecked if disabled.
 
     *ticked* (default: *enabled*) is its first value; a *destructive* one is
-    marked (:data:`DESTRUCTIVE_CLASS`, a warning icon and a tooltip).
+    marked (:data:`DESTRUCTIVE_CLASS`: the style sheet colours it and adds a warning sign).
     """
     box = widgets.Checkbox(
         value=enabled if ticked is None else (ticked and enabled),
@@ -74,7 +74,6 @@ def op_box(op: str, enabled: bool, *, ticked: bool | None = None, destructive: b
     box.add_class("fsbroker-op")
     if destructive:
         box.add_class(DESTRUCTIVE_CLASS)
-        box.tooltip = f"{op} can destroy data: tick it only if you mean it"
     return box
 
 
@@ -82,7 +81,12 @@ def _item_note(item: ConsentItem, operations: tuple[str, ...]) -> str:
     if not item.approvable:
         return f"&nbsp;<i>cannot be approved: {html.escape(reason_text(item.reason))}</i>"
     facts = item_facts_text(item, operations)
-    return f"&nbsp;<i>({html.escape(facts)})</i>" if facts else ""
+    if not facts:
+        return ""
+    # The real location on hover (a checkbox with a description shows that as its title instead).
+    where = html.escape(printable(item.facts.location), quote=True)
+    title = f' title="{where}"' if where else ""
+    return f'&nbsp;<i class="fsbroker-consent-covers"{title}>({html.escape(facts)})</i>'
 
 
 def path_row(request: ConsentRequest, item: ConsentItem) -> PathRow:
@@ -94,8 +98,6 @@ def path_row(request: ConsentRequest, item: ConsentItem) -> PathRow:
         indent=False,
         layout=widgets.Layout(width="auto"),
         style={"description_width": "initial"},
-        # The real location on hover: the title attribute of the row's checkbox.
-        tooltip=printable(item.facts.location) or None,
     )
     box.add_class("fsbroker-consent-path")
     asked = request.operations_of(item)

@@ -44,7 +44,7 @@ def test_delete_on_the_whole_folder_starts_unticked_and_says_what_it_covers() ->
         assert "the whole shared folder: 1,204 files, subfolders included" in note
         assert "delete: can delete 1,204 files — destructive, starts unticked" in note
         # The real location on hover.
-        assert prompt.checkboxes[0].tooltip == "/srv/share/data"
+        assert 'title="/srv/share/data"' in note
         # Who asks: the user's label, the server's own name, where it runs.
         assert 'analysis (the server calls itself "Sales Analysis"; remote, at mcp.example.org)' in (
             prompt.header.value.replace("&quot;", '"')
