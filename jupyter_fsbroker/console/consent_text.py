@@ -155,7 +155,9 @@ def question_text(request: ConsentRequest, *, now: float | None = None) -> str:
         ``[a]ll`` is offered.
     """
     message = printable(request.message) if request.message else "(no message)"
-    lines = [f"{printable(request.who)} asks for access to your files: {message}"]
+    lines = [f"{printable(request.server)} asks for access to your files: {message}"]
+    if request.who:
+        lines.append(f"  ({printable(request.who)})")
     per_path = request.per_path
     for item in request.items:
         if item.approvable:

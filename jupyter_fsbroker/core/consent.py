@@ -132,7 +132,7 @@ class ConsentRequest:
 
     @property
     def who(self) -> str:
-        """Who asks, in one line (the user's label, the server's own name, local or remote, sandboxed)."""
+        """Who asks, beside the user's label: the server's own name, where it runs, sandboxed ('' unknown)."""
         return asker_text(self.asker, self.server)
 
     @property

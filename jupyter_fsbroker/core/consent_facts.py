@@ -205,8 +205,14 @@ class Asker:
 
 
 def asker_text(asker: Asker, label: str) -> str:
-    """Who asks, in one line: ``analysis (the server calls itself "Analysis"; local, sandboxed)``."""
+    """Who asks, beside the user's *label* ('' when nothing is known).
+
+    ``the server calls itself "Sales Analysis" · local program · sandboxed``;
+    the server's own name is left out when it is the label itself.
+    """
     parts: list[str] = []
+    if asker.title and asker.title != label:
+        parts.append(f'the server calls itself "{asker.title}"')
     if asker.place == "local":
         parts.append("local program")
     elif asker.place == "remote":
@@ -215,9 +221,7 @@ def asker_text(asker: Asker, label: str) -> str:
         parts.append("sandboxed")
     elif asker.sandboxed is False:
         parts.append("not sandboxed")
-    said = f'the server calls itself "{asker.title}"' if asker.title and asker.title != label else ""
-    details = "; ".join(p for p in (said, ", ".join(parts)) if p)
-    return f"{label} ({details})" if details else label
+    return " · ".join(parts)
 
 
 def until_disconnect(label: str) -> str:

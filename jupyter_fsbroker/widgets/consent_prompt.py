@@ -141,8 +141,10 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         )
 
         message = html.escape(printable(request.message)) if request.message else "<i>(no message)</i>"
+        who = html.escape(printable(request.who))
         self.header = widgets.HTML(
-            f"<b>{html.escape(printable(request.who))}</b> asks for access to your files: {message}"
+            f"<b>{html.escape(printable(request.server))}</b> asks for access to your files: {message}"
+            + (f'<br><span class="fsbroker-note fsbroker-consent-who">{who}</span>' if who else "")
         )
         path_rows = [path_row(request, item) for item in request.items]
         self.checkboxes: list[Any] = [row.checkbox for row in path_rows]

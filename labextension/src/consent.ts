@@ -80,8 +80,14 @@ export class ConsentBody extends Widget {
     const title = document.createElement('h2');
     title.className = 'fsbroker-consent-title';
     const who = document.createElement('b');
-    who.textContent = consent.asker?.text || consent.server;
+    who.textContent = consent.server;
     title.append(who, ' asks for access to your files');
+    if (consent.asker?.text) {
+      const details = document.createElement('div');
+      details.className = 'fsbroker-consent-who fsbroker-muted';
+      details.textContent = consent.asker.text;
+      title.appendChild(details);
+    }
     const later = document.createElement('button');
     later.type = 'button';
     later.className = `${LATER_CLASS} jp-Button jp-mod-minimal`;

@@ -96,13 +96,13 @@ def test_a_write_says_whether_it_creates_or_replaces(broker: Broker, tree: Path)
 def test_who_asks_names_the_server_where_it_runs_and_the_sandbox(broker: Broker, tree: Path) -> None:
     local = Asker("Sales Analysis", "local", "", True)
     request = _asked(broker, {"requestedPaths": ["data"], "operations": ["read"]}, local)
-    assert request.who == 'analysis (the server calls itself "Sales Analysis"; local program, sandboxed)'
+    assert request.who == 'the server calls itself "Sales Analysis" · local program · sandboxed'
     assert request.to_json()["asker"]["text"] == request.who
     assert request.until_disconnect == "until you disconnect analysis"
     remote = Asker("analysis", "remote", "mcp.example.org", None)
-    assert asker_text(remote, "analysis") == "analysis (remote, at mcp.example.org)"
-    assert asker_text(Asker(), "analysis") == "analysis"
-    assert asker_text(Asker("", "local", "", False), "a") == "a (local program, not sandboxed)"
+    assert asker_text(remote, "analysis") == "remote, at mcp.example.org"
+    assert asker_text(Asker(), "analysis") == ""
+    assert asker_text(Asker("", "local", "", False), "a") == "local program · not sandboxed"
 
 
 @pytest.mark.parametrize(

@@ -46,9 +46,9 @@ def test_delete_on_the_whole_folder_starts_unticked_and_says_what_it_covers() ->
         # The real location on hover.
         assert 'title="/srv/share/data"' in note
         # Who asks: the user's label, the server's own name, where it runs.
-        assert 'analysis (the server calls itself "Sales Analysis"; remote, at mcp.example.org)' in (
-            prompt.header.value.replace("&quot;", '"')
-        )
+        header = prompt.header.value.replace("&quot;", '"')
+        assert "<b>analysis</b> asks for access to your files" in header
+        assert 'the server calls itself "Sales Analysis" · remote, at mcp.example.org' in header
         assert prompt.duration.options[0] == ("until you disconnect analysis", 0)
         # Approve grants what is ticked: read only.
         assert prompt.selected_decision() == ConsentDecision(("data",), ("read",))
