@@ -140,6 +140,11 @@ def size_text(size: int) -> str:
     raise AssertionError("unreachable")
 
 
+def _file_of(size: int) -> str:
+    """``12 kB file``, ``436-byte file``: a file's size as an adjective."""
+    return f"{size}-byte file" if size < 1000 else f"{size_text(size)} file"
+
+
 def covers_text(facts: PathFacts) -> str:
     """What granting the path covers, in words.
 
@@ -153,7 +158,7 @@ def covers_text(facts: PathFacts) -> str:
             count = f"{facts.files:,} file{'' if facts.files == 1 else 's'}"
         return f"{where}: {count}, subfolders included"
     if facts.kind == "file":
-        return f"a {size_text(facts.size or 0)} file"
+        return f"a {_file_of(facts.size or 0)}"
     if facts.kind == "missing":
         return "does not exist yet"
     if facts.kind == "other":
@@ -170,7 +175,7 @@ def effect_text(facts: PathFacts, op: str, rel: str) -> str:
         if facts.kind == "missing":
             return f"creates {rel}"
         if facts.kind == "file":
-            return f"replaces a {size_text(facts.size or 0)} file"
+            return f"replaces a {_file_of(facts.size or 0)}"
         if facts.kind == "folder":
             return "creates or replaces files in it"
     if op == "delete":
