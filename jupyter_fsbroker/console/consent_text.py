@@ -9,6 +9,10 @@ and accept the same answers:
 answer                 decision
 =====================  ==========================================================
 ``y``, ``yes``         every approvable path, for every operation asked for it
+                       except the destructive ones (delete; write over an
+                       existing file): what the cell's prompt starts ticked
+``a``, ``all``         everything approvable, destructive operations included
+                       (offered only when some are asked)
 ``r``, ``read``        every approvable path asked for reading, for reading
                        only (when reading was requested; otherwise a refusal)
 ``n``, ``no``, empty   a refusal (so is anything else: only a clear yes approves)
@@ -28,9 +32,11 @@ from concurrent.futures import Future
 from typing import Literal
 
 from ..core.consent import ConsentDecision, ConsentItem, ConsentRequest, withdrawal_reason
+from ..core.consent_facts import covers_text, effect_text
 from .format import printable, reason_text
 
 __all__ = [
+    "ALL_ANSWERS",
     "APPROVE_ANSWERS",
     "DENY_ANSWERS",
     "READ_ANSWERS",
@@ -38,6 +44,7 @@ __all__ = [
     "WITHDRAWN",
     "Ending",
     "ending",
+    "item_facts_text",
     "item_label",
     "outcome_text",
     "parse_answer",
@@ -45,8 +52,10 @@ __all__ = [
     "withdrawn_text",
 ]
 
-#: Answers that approve everything approvable.
+#: Answers that approve everything approvable but destructive operations.
 APPROVE_ANSWERS = frozenset({"y", "yes"})
+#: Answers that approve everything approvable, destructive operations included.
+ALL_ANSWERS = frozenset({"a", "all"})
 #: Answers that approve reading only.
 READ_ANSWERS = frozenset({"r", "read"})
 #: The answers the question names for a refusal (anything not in the two sets above refuses too).
@@ -87,8 +96,50 @@ def item_label(item: ConsentItem) -> str:
     return shown if shown == printable(item.path) else f"{shown}  ({printable(item.path)})"
 
 
+def item_facts_text(item: ConsentItem, operations: tuple[str, ...]) -> str:
+    """What granting *item* means, in one line: what it covers, what each operation does, what is destructive.
+
+    ``the whole shared folder: 1,204 files, subfolders included; delete: can delete 1,204 files —
+    destructive, starts unticked``. Empty when there is nothing to say. Used by the
+    text prompt and the cell's prompt alike (the panel's dialog gets the same
+    parts through the request's JSON).
+    """
+    parts = [covers_text(item.facts)]
+    if item.read_only:
+        dropped = [op for op in operations if op in ("write", "delete")]
+        parts.append(
+            f"read-only folder: {' and '.join(dropped)} will not be granted here"
+            if dropped
+            else "read-only folder"
+        )
+    destructive = item.destructive(item.grantable(operations))
+    shown = item.rel or item.path
+    for op in item.grantable(operations):
+        effect = effect_text(item.facts, op, shown)
+        mark = " — destructive, starts unticked" if op in destructive else ""
+        if effect or mark:
+            parts.append(f"{op}: {effect or 'destroys data'}{mark}")
+    return printable("; ".join(part for part in parts if part))
+
+
 def _offers_read_only(request: ConsentRequest) -> bool:
     return "read" in request.operations and len(request.operations) > 1
+
+
+def _ticked(request: ConsentRequest) -> dict[str, tuple[str, ...]]:
+    """``{path: operations}`` a prompt starts ticked: all that is grantable but destructive."""
+    return {i.path: i.ticked(request.operations_of(i)) for i in request.items if i.approvable}
+
+
+def _destructive(request: ConsentRequest) -> tuple[str, ...]:
+    """The destructive operations asked on any approvable path (canonical order)."""
+    found = {
+        op
+        for i in request.items
+        if i.approvable
+        for op in i.destructive(i.grantable(request.operations_of(i)))
+    }
+    return tuple(op for op in request.operations if op in found)
 
 
 def question_text(request: ConsentRequest, *, now: float | None = None) -> str:
@@ -105,16 +156,23 @@ def question_text(request: ConsentRequest, *, now: float | None = None) -> str:
     -------
     str
         Several lines: who asks and why, one line per path (``+`` approvable,
-        ``-`` not, with the reason in words and its code), the operations, and
-        ``Approve? [y]es / [r]ead only / [N]o (denied in 118 s): ``.
+        ``-`` not, with what it covers and what each operation does, or the
+        reason in words and its code), the operations, and
+        ``Approve? [y]es / [r]ead only / [N]o (denied in 118 s): ``; with
+        destructive operations asked, ``[y]es`` names what it leaves out and
+        ``[a]ll`` is offered.
     """
     message = printable(request.message) if request.message else "(no message)"
     lines = [f"{printable(request.server)} asks for access to your files: {message}"]
+    if request.who:
+        lines.append(f"  ({printable(request.who)})")
     per_path = request.per_path
     for item in request.items:
         if item.approvable:
-            note = "  (read-only folder)" if item.read_only else ""
-            ops = f": {', '.join(request.operations_of(item))}" if per_path else ""
+            asked = request.operations_of(item)
+            facts = item_facts_text(item, asked)
+            note = f"  ({facts})" if facts else ""
+            ops = f": {', '.join(asked)}" if per_path else ""
             lines.append(f"  + {item_label(item)}{ops}{note}")
         else:
             reason = f"{reason_text(item.reason)} [{item.reason or 'not_allowed'}]"
@@ -123,7 +181,14 @@ def question_text(request: ConsentRequest, *, now: float | None = None) -> str:
         lines.append(f"  operations: {', '.join(request.operations)}")
     left = max(0, round(request.deadline - (time.time() if now is None else now)))
     read = " / [r]ead only" if _offers_read_only(request) else ""
-    lines.append(f"Approve? [y]es{read} / [N]o (denied in {left} s): ")
+    risky = _destructive(request)
+    if risky:
+        named = " and ".join(risky)
+        ticked = any(_ticked(request).values())
+        yes = f"[y]es, without {named} / " if ticked else ""
+        lines.append(f"Approve? {yes}[a]ll, including {named}{read} / [N]o (denied in {left} s): ")
+    else:
+        lines.append(f"Approve? [y]es{read} / [N]o (denied in {left} s): ")
     return "\n".join(lines)
 
 
@@ -140,12 +205,19 @@ def parse_answer(request: ConsentRequest, answer: str) -> ConsentDecision:
     Returns
     -------
     ConsentDecision
-        All approvable paths for all requested operations, the same paths for
-        reading only, or a refusal.
+        All approvable paths for all requested operations (without the
+        destructive ones for ``yes``), the same paths for reading only, or a refusal.
     """
     word = answer.strip().lower()
-    if word in APPROVE_ANSWERS:
+    if word in ALL_ANSWERS and _destructive(request):
         return ConsentDecision.approve_all(request)
+    if word in APPROVE_ANSWERS:
+        if not _destructive(request):
+            return ConsentDecision.approve_all(request)
+        ticked = _ticked(request)
+        if request.per_path or any(set(ops) != set(request.operations) for ops in ticked.values()):
+            return ConsentDecision.per_path(ticked)
+        return ConsentDecision(tuple(ticked), request.operations)
     if word in READ_ANSWERS and "read" in request.operations:
         if request.per_path:
             reading = [i.path for i in request.items if i.approvable and "read" in request.operations_of(i)]

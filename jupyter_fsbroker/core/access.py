@@ -30,6 +30,7 @@ import threading
 from typing import Literal
 
 from .audit import AuditNote
+from .consent_facts import Asker
 from .errors import FilesError, NotFound, PermissionDenied
 from .holds import Hold
 from .ops import check_if_match, check_writable
@@ -60,6 +61,9 @@ class Access:
     ----------
     refusals
         What this connection's user did not grant, and why.
+    asker
+        Who the server says it is and where it runs, for consent prompts (set
+        by whoever opened the connection once the handshake told it).
     """
 
     def __init__(self, broker: BrokerServices, owner: str, label: str) -> None:
@@ -67,6 +71,7 @@ class Access:
         self.owner = owner
         self.label = label
         self.refusals = Refusals()
+        self.asker = Asker()
         self._lock = threading.Lock()
         self._closed = False
         #: Why the connection was closed, for the refusals that follow.

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..wire.timestamps import iso_utc
+from .consent_facts import Asker, PathFacts, asker_text, covers_text, effect_text, until_disconnect
 from .grants import OPERATIONS
 
 __all__ = [
@@ -65,6 +66,9 @@ class ConsentItem:
     operations
         The operations asked for this path; empty: those of the request
         (see :meth:`ConsentRequest.operations_of`).
+    facts
+        What the path is on disk (a folder and how many files, a file and its
+        size, nothing yet), for the user to weigh.
     """
 
     path: str
@@ -73,6 +77,18 @@ class ConsentItem:
     reason: str | None = None
     read_only: bool = False
     operations: tuple[str, ...] = ()
+    facts: PathFacts = field(default_factory=PathFacts)
+
+    def destructive(self, asked: tuple[str, ...]) -> tuple[str, ...]:
+        """The operations of *asked* that can destroy data here (delete; write over an existing file).
+
+        The prompts mark them and start them unticked.
+        """
+        return tuple(op for op in asked if self.facts.destructive(op))
+
+    def ticked(self, asked: tuple[str, ...]) -> tuple[str, ...]:
+        """The operations of *asked* a prompt starts ticked: grantable and not destructive."""
+        return tuple(op for op in self.grantable(asked) if not self.facts.destructive(op))
 
     def grantable(self, asked: tuple[str, ...]) -> tuple[str, ...]:
         """The operations of *asked* that can be granted here (no write or delete in a read-only root)."""
@@ -103,6 +119,8 @@ class ConsentRequest:
     detailed
         The server asked in the per-path form: the result lists what was
         approved on each path (``approved``).
+    asker
+        Who asks: the server's own name, where it runs, whether it is sandboxed.
     """
 
     server: str
@@ -115,6 +133,17 @@ class ConsentRequest:
     created_at: float = field(default_factory=time.time)
     already: tuple[ConsentItem, ...] = ()
     detailed: bool = False
+    asker: Asker = field(default_factory=Asker)
+
+    @property
+    def who(self) -> str:
+        """Who asks, beside the user's label: the server's own name, where it runs, sandboxed ('' unknown)."""
+        return asker_text(self.asker, self.server)
+
+    @property
+    def until_disconnect(self) -> str:
+        """The label of the duration that lasts the connection (``until you disconnect analysis``)."""
+        return until_disconnect(self.server)
 
     def operations_of(self, item: ConsentItem) -> tuple[str, ...]:
         """The operations asked for *item*: its own, or the request's."""
@@ -133,21 +162,42 @@ class ConsentRequest:
             "connectionId": self.connection_id,
             "message": self.message,
             "operations": list(self.operations),
-            "items": [
-                {
-                    "path": item.path,
-                    "rel": item.rel,
-                    "approvable": item.approvable,
-                    "reason": item.reason,
-                    "readOnly": item.read_only,
-                    "operations": list(self.operations_of(item)),
-                    "grantable": list(item.grantable(self.operations_of(item))),
-                }
-                for item in self.items
-            ],
+            "items": [self._item_json(item) for item in self.items],
+            "asker": {
+                "title": self.asker.title,
+                "place": self.asker.place,
+                "host": self.asker.host,
+                "sandboxed": self.asker.sandboxed,
+                "text": self.who,
+            },
+            "untilDisconnect": self.until_disconnect,
             "already": [item.rel or item.path for item in self.already],
             "createdAt": iso_utc(self.created_at),
             "deadline": iso_utc(self.deadline),
+        }
+
+    def _item_json(self, item: ConsentItem) -> dict[str, Any]:
+        asked = self.operations_of(item)
+        facts = item.facts
+        shown = item.rel or item.path
+        return {
+            "path": item.path,
+            "rel": item.rel,
+            "approvable": item.approvable,
+            "reason": item.reason,
+            "readOnly": item.read_only,
+            "operations": list(asked),
+            "grantable": list(item.grantable(asked)),
+            "destructive": list(item.destructive(asked)),
+            "ticked": list(item.ticked(asked)),
+            "kind": facts.kind,
+            "wholeRoot": facts.whole_root,
+            "location": facts.location,
+            "files": facts.files,
+            "moreFiles": facts.more,
+            "size": facts.size,
+            "covers": covers_text(facts),
+            "effects": {op: text for op in asked if (text := effect_text(facts, op, shown))},
         }
 
     @property

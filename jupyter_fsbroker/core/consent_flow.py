@@ -36,6 +36,7 @@ from ..wire.timestamps import iso_utc
 from .access import Access
 from .audit import AuditNote
 from .consent import ConsentDecision, Consenter, ConsentItem, ConsentRequest, withdraw
+from .consent_facts import path_facts
 from .errors import ConfigError, FilesError, InvalidParams
 from .grants import OPERATIONS, normalize_operations
 from .params import Params
@@ -89,8 +90,10 @@ class ConsentFlow:
     ) -> tuple[ConsentRequest, dict[str, RootPath]] | dict[str, Any]:
         """Check a consent request and build what the user sees; or the result to send at once.
 
-        Paths already covered by live grants for everything asked are approved
-        at once; when nothing is left to ask, the result is sent without asking.
+        Blocking: it reads what each path is on disk (a folder's files are
+        counted, up to a cap), so it runs on a worker thread. Paths already
+        covered by live grants for everything asked are approved at once;
+        when nothing is left to ask, the result is sent without asking.
 
         Returns
         -------
@@ -124,6 +127,7 @@ class ConsentFlow:
             timeout=access.broker.config.limits.consent_timeout,
             already=tuple(already),
             detailed=detailed,
+            asker=access.asker,
         )
         if not request.approvable_paths:
             if already:
@@ -285,7 +289,8 @@ class ConsentFlow:
             if sensitive.matches(target.parts) or self._access.leads_to_sensitive(target, None):
                 items.append(ConsentItem(path, target.rel, False, "sensitive", target.root.read_only, ops))
                 continue
-            items.append(ConsentItem(path, target.rel, True, None, target.root.read_only, ops))
+            facts = path_facts(target)
+            items.append(ConsentItem(path, target.rel, True, None, target.root.read_only, ops, facts))
             targets[path] = target
         return items, targets
 

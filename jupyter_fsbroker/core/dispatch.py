@@ -120,7 +120,8 @@ class Dispatch:
         with _Envelope(self, conn, method) as note:
             _, ctx = self._begin(conn, method, params, note)
             flow = conn.consent
-            prepared = flow.prepare(ctx.params, note)
+            # Off the loop: preparing reads what each path is on disk (a folder's files are counted).
+            prepared = await off_loop(self._executor(), flow.prepare, ctx.params, note)
             if isinstance(prepared, dict):
                 return _wire_safe(method, prepared)
             request, targets = prepared

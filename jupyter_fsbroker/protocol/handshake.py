@@ -13,6 +13,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import mcp_types as types
 from mcp.client.session import ClientSession
@@ -26,6 +27,7 @@ from mcp_types.version import (
 )
 
 from .._version import __version__
+from ..core.consent_facts import Asker
 from .client_errors import ConnectError, ProtocolVersionError
 from .files_batches import EXTENSION
 from .middleware import BrokerMiddleware
@@ -37,6 +39,7 @@ __all__ = [
     "EraChoice",
     "ServerInfo",
     "WireEra",
+    "asker",
     "discover",
     "given_name",
     "initial_tools",
@@ -234,6 +237,29 @@ def given_name(result: Mapping[str, Any]) -> str:
     info = result.get("serverInfo")
     raw = info.get("name") if isinstance(info, Mapping) else None
     return clean_name(raw) if isinstance(raw, str) else ""
+
+
+def asker(result: Mapping[str, Any], transport: str, target: str, sandboxed: bool | None) -> Asker:
+    """Who asks for consent on this connection: the ``initialize`` result's own name, and where it runs.
+
+    *target* is the command line (stdio) or the URL as displayed (HTTP);
+    *sandboxed* says whether a local server runs confined (``None`` for a URL).
+    """
+    info = result.get("serverInfo")
+    title = ""
+    if isinstance(info, Mapping):
+        for key in ("title", "name"):
+            raw = info.get(key)
+            if isinstance(raw, str) and clean_name(raw):
+                title = clean_name(raw)
+                break
+    if transport == "stdio":
+        return Asker(title, "local", "", bool(sandboxed))
+    try:
+        host = urlsplit(target).hostname or ""
+    except ValueError:
+        host = ""
+    return Asker(title, "remote", clean_name(host), None)
 
 
 def _supported_versions(data: Any) -> tuple[str, ...]:

@@ -38,7 +38,16 @@ from .client_errors import (
 )
 from .desk.core_slot import CoreSlot
 from .files_batches import EXTENSION, BatchDesk, FilesBatchExtension, new_connection_id
-from .handshake import CLIENT_INFO, EraChoice, ServerInfo, discover, given_name, initial_tools, initialize
+from .handshake import (
+    CLIENT_INFO,
+    EraChoice,
+    ServerInfo,
+    asker,
+    discover,
+    given_name,
+    initial_tools,
+    initialize,
+)
 from .liveness import Liveness
 from .middleware import BrokerMiddleware
 from .transports import Opener
@@ -379,14 +388,21 @@ class ConnectionTask:
             post(self._loop, self.request_close, reason)  # a closed loop: nothing left to tear down
 
     def _on_initialize_result(self, result: dict[str, Any]) -> None:
-        """On the loop, before the session sees the answer: name the connection after the server."""
-        if self._slot.settled:
-            return
-        name = given_name(result)
-        if name:
-            self._conn.name = name
-            self._voice.rename(name)
-        self._slot.open(self.name)
+        """On the loop, before the session sees the answer: name the connection after the server.
+
+        Consent prompts then also say who asks (the server's own name, where it runs).
+        """
+        if not self._slot.settled:
+            name = given_name(result)
+            if name:
+                self._conn.name = name
+                self._voice.rename(name)
+            self._slot.open(self.name)
+        core = self._slot.connection
+        if core is not None:
+            sandbox = self._conn.sandbox
+            confined = None if sandbox is None else sandbox.confined
+            core.access.asker = asker(result, self.transport, self._conn.target, confined)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):

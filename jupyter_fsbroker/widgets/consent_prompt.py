@@ -56,7 +56,12 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
     Each requested path is a row: a checkbox for the path (``fsbroker-consent-path``)
     and one checkbox per operation asked for it (``fsbroker-consent-op``, with
     ``fsbroker-op-read`` … ``fsbroker-op-watch``), so the user can grant, say,
-    read on the data and write on the report only. When several paths can be
+    read on the data and write on the report only. Beside each path, what it
+    covers (the whole shared folder and how many files, a file and its size)
+    and what a write or delete would do; its real location on hover.
+    Destructive operations (delete; write over an existing file) are marked
+    (``fsbroker-destructive``) and start unticked; with nothing ticked,
+    Approve is disabled. When several paths can be
     approved, a row of checkboxes "all paths" (:attr:`op_toggles`) sets an
     operation on every path at once. Once answered, the prompt shrinks to its
     one-line outcome (DOM class ``fsbroker-finished``).
@@ -69,7 +74,8 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         The future the consenter returned; Approve and Deny resolve it. When it
         is cancelled (timeout, connection closed) the prompt says so.
     default_duration
-        The duration selected at first: ``None`` (this connection), ``900`` or ``3600``.
+        The duration selected at first: ``None`` (until the connection is
+        disconnected), ``900`` or ``3600``.
     tick
         Seconds between countdown updates.
     views
@@ -135,14 +141,16 @@ class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
         )
 
         message = html.escape(printable(request.message)) if request.message else "<i>(no message)</i>"
+        who = html.escape(printable(request.who))
         self.header = widgets.HTML(
             f"<b>{html.escape(printable(request.server))}</b> asks for access to your files: {message}"
+            + (f'<br><span class="fsbroker-note fsbroker-consent-who">{who}</span>' if who else "")
         )
         path_rows = [path_row(request, item) for item in request.items]
         self.checkboxes: list[Any] = [row.checkbox for row in path_rows]
         self.path_ops: list[dict[str, Any]] = [row.ops for row in path_rows]
         ops_row, self.op_toggles = all_paths_row(request)
-        self.duration = duration_toggle(default_duration)
+        self.duration = duration_toggle(default_duration, request)
         self.approve_button, self.deny_button = answer_buttons()
         self.countdown = widgets.HTML()
         self.countdown.add_class("fsbroker-countdown")

@@ -12,24 +12,38 @@ from typing import Any
 
 import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
-from ..console.consent_text import item_label
+from ..console.consent_text import item_facts_text, item_label
 from ..console.format import printable, reason_text
 from ..core.consent import ConsentItem, ConsentRequest
 from .style import ACCEPT, REJECT
 
 __all__ = [
+    "DESTRUCTIVE_CLASS",
     "DURATION_CHOICES",
     "PathRow",
     "all_paths_row",
     "already_note",
     "answer_buttons",
+    "duration_choices",
     "duration_toggle",
     "op_box",
     "path_row",
 ]
 
-#: The duration choices: label and seconds (``0`` stands for "as long as the connection lasts").
-DURATION_CHOICES: tuple[tuple[str, int], ...] = (("this connection", 0), ("15 min", 900), ("1 h", 3600))
+#: The duration choices: label and seconds (``0`` stands for "as long as the connection lasts", whose
+#: label names the connection: see :func:`duration_choices`).
+DURATION_CHOICES: tuple[tuple[str, int], ...] = (("until you disconnect", 0), ("15 min", 900), ("1 h", 3600))
+
+#: The DOM class of an operation that can destroy data (delete; write over an existing file).
+DESTRUCTIVE_CLASS = "fsbroker-destructive"
+
+
+def duration_choices(request: ConsentRequest) -> list[tuple[str, int]]:
+    """:data:`DURATION_CHOICES` for *request*, the first naming whom to disconnect.
+
+    ``until you disconnect analysis``, ``15 min``, ``1 h``.
+    """
+    return [(request.until_disconnect, 0), *DURATION_CHOICES[1:]]
 
 
 @dataclass(frozen=True)
@@ -41,10 +55,14 @@ class PathRow:
     ops: dict[str, Any]
 
 
-def op_box(op: str, enabled: bool) -> Any:
-    """The checkbox of operation *op* (``fsbroker-consent-op``, ``fsbroker-op-OP``); unchecked if disabled."""
+def op_box(op: str, enabled: bool, *, ticked: bool | None = None, destructive: bool = False) -> Any:
+    """The checkbox of operation *op* (``fsbroker-consent-op``, ``fsbroker-op-OP``); unchecked if disabled.
+
+    *ticked* (default: *enabled*) is its first value; a *destructive* one is
+    marked (:data:`DESTRUCTIVE_CLASS`: the style sheet colours it and adds a warning sign).
+    """
     box = widgets.Checkbox(
-        value=enabled,
+        value=enabled if ticked is None else (ticked and enabled),
         disabled=not enabled,
         description=op,
         indent=False,
@@ -54,18 +72,21 @@ def op_box(op: str, enabled: bool) -> Any:
     box.add_class("fsbroker-consent-op")
     box.add_class(f"fsbroker-op-{op}")
     box.add_class("fsbroker-op")
+    if destructive:
+        box.add_class(DESTRUCTIVE_CLASS)
     return box
 
 
 def _item_note(item: ConsentItem, operations: tuple[str, ...]) -> str:
     if not item.approvable:
         return f"&nbsp;<i>cannot be approved: {html.escape(reason_text(item.reason))}</i>"
-    if item.read_only:
-        dropped = [op for op in operations if op in ("write", "delete")]
-        if dropped:
-            return f"&nbsp;<i>(read-only folder: {' and '.join(dropped)} will not be granted here)</i>"
-        return "&nbsp;<i>(read-only folder)</i>"
-    return ""
+    facts = item_facts_text(item, operations)
+    if not facts:
+        return ""
+    # The real location on hover (a checkbox with a description shows that as its title instead).
+    where = html.escape(printable(item.facts.location), quote=True)
+    title = f' title="{where}"' if where else ""
+    return f'&nbsp;<i class="fsbroker-consent-covers"{title}>({html.escape(facts)})</i>'
 
 
 def path_row(request: ConsentRequest, item: ConsentItem) -> PathRow:
@@ -81,7 +102,11 @@ def path_row(request: ConsentRequest, item: ConsentItem) -> PathRow:
     box.add_class("fsbroker-consent-path")
     asked = request.operations_of(item)
     grantable = item.grantable(asked)
-    ops = {op: op_box(op, op in grantable) for op in asked}
+    ticked = item.ticked(asked)
+    destructive = item.destructive(asked)
+    ops = {
+        op: op_box(op, op in grantable, ticked=op in ticked, destructive=op in destructive) for op in asked
+    }
     note = widgets.HTML(_item_note(item, asked))
     note.add_class("fsbroker-note")
     row = widgets.HBox([box, note, *ops.values()])
@@ -95,7 +120,8 @@ def all_paths_row(request: ConsentRequest) -> tuple[Any, dict[str, Any]]:
     Hidden when it would say nothing the path rows do not: one approvable path,
     or a request that asks each path its own operations.
     """
-    toggles = {op: op_box(op, True) for op in request.operations}
+    risky = {op for item in request.items for op in item.destructive(request.operations_of(item))}
+    toggles = {op: op_box(op, True, destructive=op in risky) for op in request.operations}
     for op, toggle in toggles.items():
         toggle.remove_class("fsbroker-consent-op")
         toggle.add_class("fsbroker-consent-all-op")
@@ -107,12 +133,12 @@ def all_paths_row(request: ConsentRequest) -> tuple[Any, dict[str, Any]]:
     return row, toggles
 
 
-def duration_toggle(default_duration: float | None) -> Any:
+def duration_toggle(default_duration: float | None, request: ConsentRequest | None = None) -> Any:
     """The duration choice (values from :data:`DURATION_CHOICES`), *default_duration* selected if offered."""
     choices = {seconds for _, seconds in DURATION_CHOICES}
     initial = 0 if default_duration is None else int(default_duration)
     return widgets.ToggleButtons(
-        options=list(DURATION_CHOICES),
+        options=list(DURATION_CHOICES if request is None else duration_choices(request)),
         value=initial if initial in choices else 0,
         style={"button_width": "auto"},
     )

@@ -38,6 +38,8 @@ CSS = """
 .fsbroker-consent-row { align-items: center; gap: 4px; }
 .fsbroker-consent-ops { gap: 8px; margin-left: 12px; }
 .fsbroker-op { width: auto !important; }
+.fsbroker-consent .fsbroker-destructive { color: var(--jp-error-color1, #d32f2f); }
+.fsbroker-consent .fsbroker-destructive::after { content: "\\26A0"; margin-left: 2px; }
 .fsbroker-note { color: var(--jp-ui-font-color2, #666); }
 .fsbroker-countdown { color: var(--jp-ui-font-color2, #666); }
 .fsbroker-muted { color: var(--jp-ui-font-color2, #666); font-style: italic; }

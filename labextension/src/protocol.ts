@@ -128,6 +128,32 @@ export interface IConsentItem {
   operations: Operation[];
   /** The operations that can be granted on it (no write or delete in a read-only root). */
   grantable: Operation[];
+  /** The operations that can destroy data here (delete; write over an existing file): marked. */
+  destructive?: Operation[];
+  /** The operations a prompt starts ticked: grantable and not destructive. */
+  ticked?: Operation[];
+  /** `folder`, `file`, `missing` (a write creates it), `other` or `''` (unknown). */
+  kind?: string;
+  /** The path is a shared folder itself. */
+  wholeRoot?: boolean;
+  /** Its real location on the kernel's computer (shown on hover). */
+  location?: string;
+  /** What granting it covers, in words (`the whole shared folder: 1,204 files, subfolders included`). */
+  covers?: string;
+  /** What an operation would do, where it says more than its name (`write`: `replaces a 12 kB file`). */
+  effects?: Partial<Record<Operation, string>>;
+}
+
+/**
+ * Who asks for consent: the server's own name, where it runs, whether it is sandboxed.
+ */
+export interface IConsentAsker {
+  title: string;
+  place: 'local' | 'remote' | '';
+  host: string;
+  sandboxed: boolean | null;
+  /** All of it in one line, as the cell's prompt says it. */
+  text: string;
 }
 
 /**
@@ -144,6 +170,10 @@ export interface IConsent {
   already: string[];
   createdAt: string;
   deadline: string;
+  /** Who asks (absent from kernels before it was sent). */
+  asker?: IConsentAsker;
+  /** The label of the duration that lasts the connection (`until you disconnect analysis`). */
+  untilDisconnect?: string;
 }
 
 /**

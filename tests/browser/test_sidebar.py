@@ -178,7 +178,7 @@ def test_a_consent_dialog_unblocks_a_sync_cell_and_yields_to_the_cell_prompt(
     expect(rows.nth(1)).to_contain_text("data/sales.report.md")
     expect(rows.nth(1).locator(".fsbroker-consent-op-write")).to_be_checked()
     expect(status.locator(".fsbroker-status-badge")).to_have_text("1")
-    screenshot(dialog.locator(".jp-Dialog-content"), screenshot_dir / "consent-dialog.png")
+    screenshot(dialog, screenshot_dir / "consent-dialog.png")
     assert notebook.prompt(2) == "[*]:"
     prompt = notebook.cell(2).locator(".fsbroker-consent")
     expect(prompt).to_be_visible(timeout=SHOW_TIMEOUT_MS)  # the cell shows the same request
@@ -194,9 +194,16 @@ def test_a_consent_dialog_unblocks_a_sync_cell_and_yields_to_the_cell_prompt(
     use_theme(page, "JupyterLab Dark")
     notebook.run(2)
     expect(dialog).to_be_visible(timeout=SHOW_TIMEOUT_MS)
-    screenshot(dialog.locator(".jp-Dialog-content"), screenshot_dir / "consent-dialog-dark.png")
+    screenshot(dialog, screenshot_dir / "consent-dialog-dark.png")
+    # The report exists now: a write replaces it, so write is destructive and starts unticked.
+    expect(rows.nth(1)).to_contain_text("write: replaces a")
+    expect(rows.nth(1).locator(".fsbroker-consent-op-write")).not_to_be_checked()
     cell_prompt = notebook.cell(2).locator(".fsbroker-consent")
-    cell_prompt.locator(".fsbroker-approve").dispatch_event("click")  # under the modal dialog
+    write = cell_prompt.locator(".fsbroker-consent-row").nth(1).locator(".fsbroker-op-write input")
+    expect(write).not_to_be_checked()
+    write.dispatch_event("click")  # the panel may float over the cell: click the elements themselves
+    expect(write).to_be_checked()
+    cell_prompt.locator(".fsbroker-approve").dispatch_event("click")
     expect(dialog).to_have_count(0, timeout=SHOW_TIMEOUT_MS)
     toast = page.locator(".Toastify__toast").filter(has_text="answered in the notebook")
     expect(toast).to_contain_text("analysis: Approved read on data/sales.csv")

@@ -8,7 +8,8 @@ from concurrent.futures import Future
 import pytest
 
 from jupyter_fsbroker.console.consent_text import outcome_text, parse_answer, question_text
-from jupyter_fsbroker.core.consent import ConsentDecision
+from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
+from jupyter_fsbroker.core.consent_facts import PathFacts
 from tests.support.terminal import ask_at_the_terminal
 from tests.support.views import WAIT, make_request
 
@@ -46,7 +47,11 @@ def test_answers(answer: str, expected: ConsentDecision) -> None:
 def test_read_only_answer_refuses_when_reading_was_not_requested() -> None:
     request = make_request(operations=("write", "delete"))
     assert parse_answer(request, "r") == DENY
-    assert parse_answer(request, "y") == ConsentDecision(APPROVABLE, ("write", "delete"))
+    # Delete is destructive: yes leaves it out (write is grantable in the writable root only); all grants it.
+    yes = parse_answer(request, "y")
+    assert (yes.approved_paths, yes.operations_for("data/sales")) == (("data/sales",), ("write",))
+    assert parse_answer(request, "a") == ConsentDecision(APPROVABLE, ("write", "delete"))
+    assert parse_answer(request, "all") == ConsentDecision(APPROVABLE, ("write", "delete"))
 
 
 def test_question_names_every_path_and_the_answers() -> None:
@@ -55,7 +60,7 @@ def test_question_names_every_path_and_the_answers() -> None:
     lines = text.splitlines()
     assert lines[0] == "analysis asks for access to your files: Profile the sales data"
     assert "  + data/sales" in lines
-    assert "  + ref/tables  (read-only folder)" in lines
+    assert "  + ref/tables  (read-only folder: write will not be granted here)" in lines
     assert (
         "  - /home/ana/config.json  (cannot be approved: outside the shared folders [outside_roots])" in lines
     )
@@ -101,3 +106,27 @@ def test_the_terminal_accepts_the_same_answers(answer: bytes, expected: ConsentD
     decision, shown = ask_at_the_terminal(make_request(timeout=WAIT, created_at=time.time()), answer, WAIT)
     assert decision == expected
     assert "analysis asks for access to your files: Profile the sales data" in shown
+
+
+def test_destructive_operations_are_named_and_yes_leaves_them_out() -> None:
+    root = PathFacts("folder", True, "data", "/srv/share/data", files=20_000, more=False)
+    request = ConsentRequest(
+        server="analysis",
+        connection_id="c0",
+        message="",
+        items=(ConsentItem("data", "data", True, facts=root),),
+        operations=("read", "delete"),
+        timeout=60,
+        created_at=1000.0,
+    )
+    text = question_text(request, now=1000.0)
+    assert (
+        "  + data  (the whole shared folder: 20,000 files, subfolders included; "
+        "delete: can delete 20,000 files — destructive, starts unticked)"
+    ) in text.splitlines()
+    assert text.endswith(
+        "Approve? [y]es, without delete / [a]ll, including delete / [r]ead only / [N]o (denied in 60 s): "
+    )
+    assert parse_answer(request, "y") == ConsentDecision(("data",), ("read",), None, (("data", ("read",)),))
+    assert parse_answer(request, "a") == ConsentDecision(("data",), ("read", "delete"))
+    assert parse_answer(request, "") == DENY

@@ -59,7 +59,8 @@ def test_prompt_shows_the_request() -> None:
     assert "sensitive" in notes
     assert "read-only folder" in notes
     assert list(prompt.op_toggles) == ["read", "write"]
-    assert [label for label, _ in prompt.duration.options] == ["this connection", "15 min", "1 h"]
+    labels = [label for label, _ in prompt.duration.options]
+    assert labels == ["until you disconnect analysis", "15 min", "1 h"]
     assert "refused automatically in" in prompt.countdown.value and "2:00" in prompt.countdown.value
     assert prompt.outcome_text == ""
     assert not prompt.approve_button.disabled and not prompt.deny_button.disabled
