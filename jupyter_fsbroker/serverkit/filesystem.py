@@ -32,9 +32,11 @@ __all__ = ["BrokeredFile", "BrokeredFileSystem", "LoopThreadError"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
-#: Read-ahead block of an opened file: large enough that a column chunk or a CSV batch is a
-#: handful of concurrent ranged reads, not hundreds of small ones.
-BLOCK_BYTES = 8 * MiB
+#: Read-ahead of an opened file beyond each read. Small: pyarrow and DuckDB read whole column
+#: chunks at once and seek between them, so a large one moves bytes no one asked for (a column
+#: of a Parquet file would cost several of its neighbours). A large read is still one request
+#: per wire chunk, all in flight at once; a stream passes a larger ``block_size``.
+BLOCK_BYTES = 4 * 1024
 #: Written content held in memory before it spills to a temporary file.
 SPOOL_BYTES = 64 * MiB
 
