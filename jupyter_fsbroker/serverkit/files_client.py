@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any, Literal, TypedDict, Unpack, overload
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
 
 import mcp_types
 from mcp.server.session import ServerSession
@@ -41,6 +41,9 @@ from .requester import ConsentPaths, Requester
 from .retry import RetryPolicy, Timeouts
 from .subscription import Watch
 from .writing import AtomicWrite, ContentCap, WriteOptions
+
+if TYPE_CHECKING:
+    from .filesystem import BrokeredFileSystem
 
 __all__ = ["FilesClient", "ListKeywords", "WriteKeywords"]
 
@@ -131,8 +134,6 @@ class FilesClient:
         for item in list(self._open):
             await item.aclose()
 
-    # -- raw requests ------------------------------------------------------------------------
-
     async def request(
         self,
         method: str,
@@ -162,8 +163,6 @@ class FilesClient:
         """
         return await self._requester.request(method, params, nbytes=nbytes, timeout=timeout, retry=retry)
 
-    # -- roots ---------------------------------------------------------------------------------
-
     async def roots(self) -> tuple[RootEntry, ...]:
         """The client's roots (``roots/list``), each with its name and ``read_only`` flag.
 
@@ -181,8 +180,6 @@ class FilesClient:
             known by name only. Malformed items (no URI) and names are skipped.
         """
         return await self._requester.roots()
-
-    # -- consent -------------------------------------------------------------------------------
 
     async def consent(
         self, message: str, paths: ConsentPaths, operations: Sequence[str] | None = None
@@ -218,8 +215,6 @@ class FilesClient:
     ) -> ConsentResult:
         """:meth:`consent`, raising :class:`PermissionDeniedError` (``consent_refused``) on a refusal."""
         return await self._requester.require_consent(message, paths, operations)
-
-    # -- reading -------------------------------------------------------------------------------
 
     async def read(
         self,
@@ -363,8 +358,6 @@ class FilesClient:
         )
         return "".join(await collect(stream, max_size))
 
-    # -- writing -------------------------------------------------------------------------------
-
     async def write_bytes(
         self,
         path: str,
@@ -415,8 +408,6 @@ class FilesClient:
         write = AtomicWrite(self._requester, self._cap, path, WriteOptions.from_keywords(options))
         return await write.write_text(text, encoding, options.get("chunk_size", DEFAULT_CHUNK_BYTES))
 
-    # -- directories and metadata --------------------------------------------------------------
-
     async def iter_dir(
         self,
         path: str,
@@ -460,9 +451,8 @@ class FilesClient:
 
     async def stat(self, path: str) -> FileStat:
         """``files/stat``: type, size, mtime, etag, MIME type, and whether it is locked."""
-        return FileStat.from_result(
-            await self._requester.op("files/stat", {"path": path}, op="read", paths=[path])
-        )
+        result = await self._requester.op("files/stat", {"path": path}, op="read", paths=[path])
+        return FileStat.from_result(result)
 
     async def exists(self, path: str) -> bool:
         """Whether *path* exists (a ``files/stat`` that may answer NOT_FOUND)."""
@@ -520,8 +510,6 @@ class FilesClient:
         result = await self._requester.op("files/rename", request, op="write", paths=[path, new_path])
         return get_str(result, "path", new_path)
 
-    # -- locks ---------------------------------------------------------------------------------
-
     def lock(
         self, path: str, *, create: bool = False, wait: float = 30.0
     ) -> AbstractAsyncContextManager[str]:
@@ -560,7 +548,11 @@ class FilesClient:
         """
         await unlock(self._requester, lock_id)
 
-    # -- watching ------------------------------------------------------------------------------
+    def fsspec(self) -> BrokeredFileSystem:
+        """These files as an fsspec filesystem on the running loop (the ``fsspec`` extra)."""
+        from .filesystem import BrokeredFileSystem
+
+        return BrokeredFileSystem(self)
 
     def watch(
         self,
