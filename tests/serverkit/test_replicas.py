@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from jupyter_fsbroker.core import Broker, BrokerConfig
 from jupyter_fsbroker.wire.modern import EXTENSION_ID
+from tests.support.ci import in_ci
 from tests.support.modern_files import BatchAnswerer, call
 from tests.support.processes import lines_until, stop_process
 from tests.support.servers import AnalysisServer
@@ -28,7 +29,9 @@ from tests.support.servers import AnalysisServer
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.system,
-    pytest.mark.skipif(shutil.which("nginx") is None, reason="needs nginx (apt-get install nginx)"),
+    pytest.mark.skipif(
+        shutil.which("nginx") is None and not in_ci(), reason="needs nginx (apt-get install nginx)"
+    ),
 ]
 
 ROWS = 50_000
