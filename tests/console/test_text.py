@@ -75,7 +75,7 @@ def test_terminal_prompt_names_reasons_in_words() -> None:
     decision, out = ask_at_the_terminal(make_request(timeout=WAIT, created_at=time.time()), b"r\n", WAIT)
     assert decision == ConsentDecision(("data/sales", "ref/tables"), ("read",))
     assert "outside the shared folders [outside_roots]" in out
-    assert "(read-only folder)" in out
+    assert "read-only folder: write will not be granted here" in out
 
 
 def test_text_views_load_no_widgets() -> None:
