@@ -16,7 +16,7 @@ import { IDisposable } from '@lumino/disposable';
 
 import { BrokerModel } from './model';
 import { hello, IPageOrigin } from './protocol';
-import { COMM_TARGET } from './tokens';
+import { ANNOUNCE_ID, COMM_TARGET } from './tokens';
 
 /**
  * Code that may have loaded, reloaded or unloaded the extension.
@@ -178,7 +178,20 @@ export class KernelLink implements IDisposable {
     msg: KernelMessage.IIOPubMessage
   ): void {
     const type = msg.header.msg_type;
-    if (type === 'execute_input') {
+    if (type === 'update_display_data') {
+      // The kernel announces its broker the moment the extension loads: open the comm now,
+      // while the cell that loaded it may still block in a call.
+      const transient = (msg.content as { transient?: { display_id?: string } })
+        .transient;
+      const status = this.model.status;
+      if (
+        transient?.display_id === ANNOUNCE_ID &&
+        status !== 'ready' &&
+        status !== 'connecting'
+      ) {
+        void this.probe();
+      }
+    } else if (type === 'execute_input') {
       const code = (msg as KernelMessage.IExecuteInputMsg).content.code;
       const parent = (msg.parent_header as KernelMessage.IHeader).msg_id;
       if (parent && MENTIONS_BROKER.test(code)) {
