@@ -5,9 +5,11 @@
  * (on the comm target's subshell when the kernel and this frontend have them,
  * so that the kernel handles it while a cell blocks), feeds every message to
  * the model, and carries the model's actions. It follows the kernel through
- * restarts, and asks again after a cell that mentions the extension ran, so a
- * `%load_ext` or `%reload_ext` is picked up without a reload of the page. It
- * decides nothing and shows nothing.
+ * restarts, and asks again the moment the kernel announces its broker on IOPub
+ * (PROTOCOL.md, "The announcement"), while the cell that loaded it may still block,
+ * and after a cell that mentions the extension ran (a kernel that does not
+ * announce), so a `%load_ext` or `%reload_ext` is picked up without a reload of
+ * the page. It decides nothing and shows nothing.
  */
 
 import { Kernel, KernelMessage } from '@jupyterlab/services';
