@@ -5,9 +5,11 @@
  * (on the comm target's subshell when the kernel and this frontend have them,
  * so that the kernel handles it while a cell blocks), feeds every message to
  * the model, and carries the model's actions. It follows the kernel through
- * restarts, and asks again after a cell that mentions the extension ran, so a
- * `%load_ext` or `%reload_ext` is picked up without a reload of the page. It
- * decides nothing and shows nothing.
+ * restarts, and asks again the moment the kernel announces its broker on IOPub
+ * (PROTOCOL.md, "The announcement"), while the cell that loaded it may still block,
+ * and after a cell that mentions the extension ran (a kernel that does not
+ * announce), so a `%load_ext` or `%reload_ext` is picked up without a reload of
+ * the page. It decides nothing and shows nothing.
  */
 
 import { Kernel, KernelMessage } from '@jupyterlab/services';
@@ -16,7 +18,7 @@ import { IDisposable } from '@lumino/disposable';
 
 import { BrokerModel } from './model';
 import { hello, IPageOrigin } from './protocol';
-import { COMM_TARGET } from './tokens';
+import { ANNOUNCE_ID, COMM_TARGET } from './tokens';
 
 /**
  * Code that may have loaded, reloaded or unloaded the extension.
@@ -178,7 +180,20 @@ export class KernelLink implements IDisposable {
     msg: KernelMessage.IIOPubMessage
   ): void {
     const type = msg.header.msg_type;
-    if (type === 'execute_input') {
+    if (type === 'update_display_data') {
+      // The kernel announces its broker the moment the extension loads: open the comm now,
+      // while the cell that loaded it may still block in a call.
+      const transient = (msg.content as { transient?: { display_id?: string } })
+        .transient;
+      const status = this.model.status;
+      if (
+        transient?.display_id === ANNOUNCE_ID &&
+        status !== 'ready' &&
+        status !== 'connecting'
+      ) {
+        void this.probe();
+      }
+    } else if (type === 'execute_input') {
       const code = (msg as KernelMessage.IExecuteInputMsg).content.code;
       const parent = (msg.parent_header as KernelMessage.IHeader).msg_id;
       if (parent && MENTIONS_BROKER.test(code)) {

@@ -12,6 +12,17 @@
 export const PROTOCOL_VERSION = 1;
 
 /**
+ * The kernel's announcement at `%load_ext jupyter_fsbroker` (PROTOCOL.md, "The
+ * announcement"): an IOPub `update_display_data` with `transient.display_id`
+ * `jupyter_fsbroker.announce` (`ANNOUNCE_ID` in `tokens.ts`), published from the
+ * cell that loads the extension. Pages read IOPub while that cell still runs, so a
+ * panel opens its comm then, not once the cell ends. Its data, under this MIME
+ * type, is `{version, type: 'announce', target}`; the display is never shown, so
+ * nothing renders it.
+ */
+export const ANNOUNCE_MIME = 'application/vnd.jupyter-fsbroker.announce+json';
+
+/**
  * The id prefix of a connection entry that stands for a first sign-in: the
  * server is not connected yet (its state is `connecting`).
  */

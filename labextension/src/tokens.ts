@@ -24,6 +24,9 @@ export const OPEN_COMMAND = 'fsbroker:open-sidebar';
 /** The comm target the kernel extension registers at `%load_ext jupyter_fsbroker`. */
 export const COMM_TARGET = 'jupyter_fsbroker.panel';
 
+/** The display id of the kernel's announcement at `%load_ext jupyter_fsbroker` (never rendered). */
+export const ANNOUNCE_ID = 'jupyter_fsbroker.announce';
+
 /** The sidebar's DOM id (also the id `app.shell.activateById` takes). */
 export const SIDEBAR_ID = 'fsbroker-sidebar';
 

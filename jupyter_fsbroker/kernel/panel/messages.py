@@ -13,6 +13,8 @@ from typing import Any
 
 __all__ = [
     "ACTIONS",
+    "ANNOUNCE_ID",
+    "ANNOUNCE_MIME",
     "PROTOCOL_VERSION",
     "TARGET",
     "Approval",
@@ -31,6 +33,12 @@ PROTOCOL_VERSION = 1
 
 #: The comm target registered at ``%load_ext jupyter_fsbroker``.
 TARGET = "jupyter_fsbroker.panel"
+
+#: The display id and MIME type of the announcement the kernel publishes when the extension loads:
+#: an ``update_display_data`` of a display that was never shown, so no frontend renders it, while
+#: the panels see it on IOPub (read while a cell still blocks) and open their comms at once.
+ANNOUNCE_ID = "jupyter_fsbroker.announce"
+ANNOUNCE_MIME = "application/vnd.jupyter-fsbroker.announce+json"
 
 #: The actions a panel may ask for.
 ACTIONS = ("disconnect", "revoke", "force_unlock", "answer_consent", "sign_out", "sign_in_response")
@@ -225,6 +233,11 @@ def error(code: str, message: str) -> dict[str, Any]:
 def probe(url: str) -> dict[str, Any]:
     """Ask a panel on a loopback page to fetch *url* (``no-cors``): does its browser reach the kernel?"""
     return {"version": PROTOCOL_VERSION, "type": "probe", "url": url}
+
+
+def announce() -> dict[str, Any]:
+    """The announcement's content under :data:`ANNOUNCE_MIME`: the protocol's version and target."""
+    return {"version": PROTOCOL_VERSION, "type": "announce", "target": TARGET}
 
 
 def closing(reason: str) -> dict[str, Any]:

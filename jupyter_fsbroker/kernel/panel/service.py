@@ -19,6 +19,10 @@ report a change pay a queue ``put``), in a context detached from any request, an
 each comm's routing is freed so that nothing pins it to the main shell
 (:mod:`..ipykernel_compat`). The service starts no thread. Nothing here decides
 what a server may do.
+
+Starting the service announces it on IOPub (:data:`.messages.ANNOUNCE_ID`): a
+panel opens its comm then, while the cell that loaded the extension may still
+block in a call, instead of waiting for that cell to end.
 """
 
 from __future__ import annotations
@@ -41,6 +45,15 @@ log = logging.getLogger(__name__)
 
 #: Seconds between two snapshots while the state keeps changing (and while a connection is in transit).
 REFRESH_INTERVAL = 0.25
+
+
+def _announce() -> None:
+    """Publish the announcement (:data:`.messages.ANNOUNCE_ID`) from the running cell."""
+    from IPython.display import publish_display_data
+
+    publish_display_data(  # type: ignore[no-untyped-call]
+        {proto.ANNOUNCE_MIME: proto.announce()}, transient={"display_id": proto.ANNOUNCE_ID}, update=True
+    )
 
 
 class _Peer:
@@ -79,6 +92,9 @@ class PanelService:
         self._state = PanelState(broker, self.schedule)
         ipk.register_comm_target(kernel, proto.TARGET, self._open)
         broker.sign_ins.set_prober(self.probe)
+        # Now, not when the cell ends: a cell that loads the extension and then blocks in a call
+        # must already have the panels, their badge and their consent dialog.
+        _announce()
 
     @classmethod
     def start(cls, broker: Any) -> PanelService | None:
