@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import threading
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
@@ -37,6 +38,12 @@ T = TypeVar("T")
 #: of a Parquet file would cost several of its neighbours). A large read is still one request
 #: per wire chunk, all in flight at once; a stream passes a larger ``block_size``.
 BLOCK_BYTES = 4 * 1024
+#: A read that ends at a file's end and is at most this long is kept for the filesystem's life
+#: (per file version): a Parquet reader reads the footer each time it opens a file, and Dask opens
+#: the file once per partition, so without it every row group would cost the footer again.
+TAIL_BYTES = 1 * MiB
+#: Files whose tails are kept at once; the oldest is dropped beyond it (a dataset of many files).
+TAIL_FILES = 64
 #: Written content held in memory before it spills to a temporary file.
 SPOOL_BYTES = 64 * MiB
 
@@ -103,6 +110,12 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         super().__init__()
         self.client = client
         self.loop = loop or asyncio.get_running_loop()
+        #: ``(path, version) -> (start, bytes)``: the kept tails (:data:`TAIL_BYTES`).
+        self._tails: dict[tuple[str, str], tuple[int, bytes]] = {}
+        # Held while a tail is read, so that threads opening the same file at once read it once.
+        # Reentrant: DuckDB, joining a CSV and a Parquet file, reads again on the thread that holds
+        # it (a plain lock hung there); the inner read then reads for itself.
+        self._tail_lock = threading.RLock()
 
     # -- threads -------------------------------------------------------------------------------
 
@@ -173,6 +186,19 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
             return None
         return [_entry_info(e) for e in await self.client.list_dir(path, include_hidden=True)]
 
+    def modified(self, path: str) -> datetime:
+        """When the file last changed (``files/stat``'s mtime); DuckDB asks it of every file it opens.
+
+        Raises
+        ------
+        NotImplementedError
+            The client gives no mtime for *path* (fsspec's answer for "unknown").
+        """
+        mtime = self.info(path).get("mtime")
+        if mtime is None:
+            raise NotImplementedError(f"the client gives no modification time for {path}")
+        return mtime  # type: ignore[no-any-return]
+
     def checksum(self, path: str) -> int:
         """A number that changes when the file does (from its etag)."""
         return zlib.crc32(self.ukey(path).encode())
@@ -220,6 +246,24 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
             end = size if end is None else (max(size + end, 0) if end < 0 else min(end, size))
         return self._call(self._read_range, path, start, end)
 
+    def _read_tail(self, path: str, version: str, size: int, start: int, end: int) -> bytes | None:
+        """Bytes ``[start, end)`` from the kept tail of *path*, read and kept if a tail; else None."""
+        if size - start > TAIL_BYTES:
+            return None
+        key = (path, version)
+        with self._tail_lock:
+            kept = self._tails.get(key)
+            if kept is None or start < kept[0]:
+                if end < size:
+                    return None  # not a tail read: read as usual
+                data = self._call(self._read_range, path, start, size)
+                self._tails.pop(key, None)
+                self._tails[key] = kept = (start, data)
+                while len(self._tails) > TAIL_FILES:
+                    del self._tails[next(iter(self._tails))]
+        first, data = kept
+        return data[start - first : end - first]
+
     def _open(
         self,
         path: str,
@@ -229,13 +273,14 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         cache_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> BrokeredFile:
-        size = None
+        size, version = None, ""
         if "r" in mode:
             details = self.info(path)
             if details["type"] == "directory":
                 raise IsADirectoryError(path)
             size = details["size"]
-        return BrokeredFile(
+            version = str(details.get("ETag") or f"{details.get('mtime')}:{size}")
+        file = BrokeredFile(
             self,
             path,
             mode,
@@ -245,6 +290,8 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
             cache_options=cache_options,
             size=size,
         )
+        file.version = version
+        return file
 
     # -- changing ------------------------------------------------------------------------------
 
@@ -254,6 +301,9 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
 
     def invalidate_cache(self, path: str | None = None) -> None:
         """Forget cached listings: all, or those of *path* and its parent."""
+        with self._tail_lock:
+            for key in [k for k in self._tails if path is None or k[0] == self._strip_protocol(path)]:
+                del self._tails[key]
         if path is None:
             self.dircache.clear()
             return
@@ -315,9 +365,15 @@ class BrokeredFile(AbstractBufferedFile):  # type: ignore[misc]
     """
 
     fs: BrokeredFileSystem
+    #: The file's etag (or mtime and size) when opened: the key of its kept tail.
+    version: str = ""
 
     def _fetch_range(self, start: int, end: int) -> bytes:
-        return self.fs._call(self.fs._read_range, self.path, start, min(end, self.size))
+        end = min(end, self.size)
+        tail = self.fs._read_tail(self.path, self.version, self.size, start, end)
+        if tail is not None:
+            return tail
+        return self.fs._call(self.fs._read_range, self.path, start, end)
 
     def _initiate_upload(self) -> None:
         # Closed by the commit, or by an exception that discards the write (``__exit__``).

@@ -60,9 +60,9 @@ class AnalysisServer:
         The last lines the server wrote on stderr (its log).
     """
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None, module: str = MODULE) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-u", "-m", MODULE, "--http", "127.0.0.1:0", *args],
+            [sys.executable, "-u", "-m", module, "--http", "127.0.0.1:0", *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -116,9 +116,11 @@ class AnalysisServer:
 
 
 @contextmanager
-def analysis_server_http(*args: str, env: dict[str, str] | None = None) -> Iterator[AnalysisServer]:
-    """The example analysis server over Streamable HTTP for the ``with`` block."""
-    server = AnalysisServer(*args, env=env)
+def analysis_server_http(
+    *args: str, env: dict[str, str] | None = None, module: str = MODULE
+) -> Iterator[AnalysisServer]:
+    """The example analysis server (or *module*, served alike) over Streamable HTTP in the ``with``."""
+    server = AnalysisServer(*args, env=env, module=module)
     try:
         yield server
     finally:
