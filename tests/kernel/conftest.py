@@ -173,7 +173,7 @@ answers = []
 def _ask():
     answers.append(analysis.connection.handle(
         "files/consent",
-        {"message": "between cells", "requestedPaths": ["data/raw"], "operations": ["delete"]},
+        {"message": "between cells", "requestedPaths": ["data/raw"], "operations": ["read"]},
     ))
 asker = threading.Thread(target=_ask)
 asker.start()
