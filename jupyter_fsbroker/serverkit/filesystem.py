@@ -15,13 +15,14 @@ import tempfile
 import threading
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import fsspec  # type: ignore[import-untyped]
 from fsspec.spec import AbstractBufferedFile  # type: ignore[import-untyped]
 
 from ..wire.caps import DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES, MiB
+from ..wire.timestamps import parse_iso
 from .answers import Entry, FileStat
 from .exceptions import AlreadyExistsError, WrongTypeError
 
@@ -56,7 +57,7 @@ def _mtime(text: str | None) -> datetime | None:
     if not text:
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return datetime.fromtimestamp(parse_iso(text), UTC)
     except ValueError:
         return None
 
