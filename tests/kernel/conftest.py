@@ -166,14 +166,15 @@ def http_url() -> Iterator[str]:
 
 
 #: A cell that asks for consent as a server would, with no call in flight ("between cells"); for an
-#: operation the tests never pre-approve (what is granted already is approved without asking).
+#: operation the tests never pre-approve (what is granted already is approved without asking): a
+#: write where nothing is, which creates, so it starts ticked (a delete or a replacing write does not).
 ASK_BETWEEN_CELLS = """
 import threading
 answers = []
 def _ask():
     answers.append(analysis.connection.handle(
         "files/consent",
-        {"message": "between cells", "requestedPaths": ["data/raw"], "operations": ["read"]},
+        {"message": "between cells", "requestedPaths": ["data/raw"], "operations": ["write"]},
     ))
 asker = threading.Thread(target=_ask)
 asker.start()
