@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_fsbroker.core.consent import ConsentDecision, ConsentItem, ConsentRequest
+from tests.support.cli import audit_records, call_tool
 from tests.support.cli import run_cli as cli
 from tests.support.env import server_env
 from tests.support.ports import refusing_port
@@ -38,27 +39,13 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
 
 
 def test_call_over_stdio_prints_the_result(workdir: Path) -> None:
-    out = run_cli(
-        "--root",
-        "data=./data",
-        "--allow",
-        "data:read",
-        "--audit",
-        "audit.jsonl",
-        "--call",
-        "profile_csv",
-        "--args",
-        '{"path": "data/sales.csv"}',
-        "--",
-        *SERVER,
-    )
-    assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout)
+    result = call_tool("profile_csv", {"path": "data/sales.csv"}, SERVER)
     assert result["isError"] is False
-    columns = {c["name"]: c for c in result["structuredContent"]["columns"]}
+    structured = result["structuredContent"]
+    assert isinstance(structured, dict)
+    columns = {c["name"]: c for c in structured["columns"]}
     assert columns["revenue"]["missing"] == 1 and columns["revenue"]["max"] == 120
-    records = [json.loads(line) for line in (workdir / "audit.jsonl").read_text().splitlines()]
-    assert any(r["method"] == "files/read" and r["decision"] == "allow" for r in records)
+    assert any(r["method"] == "files/read" and r["decision"] == "allow" for r in audit_records(workdir))
 
 
 def test_consent_is_refused_when_not_interactive(workdir: Path) -> None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-from tests.support.cli import run_cli
+from tests.support.cli import audit_records, call_tool, run_cli
 
 BATCH_SERVER = [
     sys.executable,
@@ -16,26 +15,7 @@ STEPS = {"steps": [[{"id": "r", "method": "files/read", "params": {"path": "data
 
 
 def call(*era: str) -> dict[str, object]:
-    out = run_cli(
-        "connect",
-        "--root",
-        "data=./data",
-        "--allow",
-        "data:read",
-        "--audit",
-        "audit.jsonl",
-        *era,
-        "--call",
-        "batches",
-        "--args",
-        json.dumps(STEPS),
-        "--",
-        *BATCH_SERVER,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    result: dict[str, object] = json.loads(out.stdout)
-    return result
+    return call_tool("batches", STEPS, BATCH_SERVER, *era)
 
 
 def test_era_auto_reads_through_a_batch(workdir: Path) -> None:
@@ -44,8 +24,7 @@ def test_era_auto_reads_through_a_batch(workdir: Path) -> None:
     assert isinstance(structured, dict)
     [[answer]] = structured["answers"]
     assert answer["id"] == "r" and answer["result"]["content"] == (workdir / "data" / "sales.csv").read_text()
-    records = [json.loads(line) for line in (workdir / "audit.jsonl").read_text().splitlines()]
-    assert [(r["method"], r["decision"]) for r in records] == [("files/read", "allow")]
+    assert [(r["method"], r["decision"]) for r in audit_records(workdir)] == [("files/read", "allow")]
 
 
 def test_the_default_era_runs_the_tool_without_batches(workdir: Path) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.support.env import server_env
 
@@ -32,3 +34,28 @@ def run_cli(
         env={**os.environ, **server_env(), **(env or {})},
         cwd=cwd,
     )
+
+
+def call_tool(
+    tool: str, arguments: Mapping[str, object], server: Sequence[str], *options: str
+) -> dict[str, object]:
+    """``connect`` with ``data/`` shared, its reads pre-approved and the audit in ``audit.jsonl``:
+    call *tool* with *arguments* on the stdio *server*; the printed result, once it exited 0.
+
+    *options* go before ``--call`` (``--era auto``, say).
+    """
+    out = run_cli(
+        "connect",
+        *("--root", "data=./data", "--allow", "data:read", "--audit", "audit.jsonl"),
+        *options,
+        *("--call", tool, "--args", json.dumps(arguments), "--", *server),
+    )
+    assert out.returncode == 0, out.stderr
+    result: dict[str, object] = json.loads(out.stdout)
+    return result
+
+
+def audit_records(workdir: Path) -> list[dict[str, Any]]:
+    """The records of ``audit.jsonl`` in *workdir*, oldest first."""
+    lines = (workdir / "audit.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
