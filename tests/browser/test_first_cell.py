@@ -9,14 +9,13 @@ answering it there completes the cell. In JupyterLab and in Notebook 7.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
 
 from .lab import JupyterLab
 from .notebook import Notebook
-from .test_notebook7 import LOAD_TIMEOUT_MS, _prompt, _type_and_run, _wait_finished
+from .notebook7 import new_notebook, prompt, type_and_run, wait_finished
 from .test_sidebar import SERVER, SHOW_TIMEOUT_MS, share_data
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.usefixtures("labextension")]
@@ -67,20 +66,11 @@ def test_jupyterlab_shows_the_consent_of_the_first_cell_while_it_blocks(
 def test_notebook7_shows_the_consent_of_the_first_cell_while_it_blocks(
     jupyterlab: JupyterLab, page: Any
 ) -> None:
-    from .notebook import wait_kernel_ready
-
     share_data(jupyterlab)
-    page.goto(jupyterlab.tree_url(), timeout=LOAD_TIMEOUT_MS)
-    page.locator(".jp-FileBrowser-toolbar").get_by_text("New", exact=True).click()
-    with page.context.expect_page(timeout=LOAD_TIMEOUT_MS) as opened:
-        page.locator(".lm-Menu-item").filter(has_text=re.compile("Notebook|Python 3")).first.click()
-    tab = opened.value
-    tab.wait_for_load_state()
+    tab = new_notebook(page, jupyterlab)
     cell = tab.locator(".jp-Notebook .jp-Cell").first
-    cell.wait_for(state="visible", timeout=LOAD_TIMEOUT_MS)
-    wait_kernel_ready(tab)
-    _type_and_run(tab, cell, FIRST_CELL)
-    consent_while_blocked(tab, lambda: _prompt(cell))
-    output = _wait_finished(cell)
+    type_and_run(tab, cell, FIRST_CELL)
+    consent_while_blocked(tab, lambda: prompt(cell))
+    output = wait_finished(cell)
     assert "profiled rows: 4" in output, output
     tab.close()

@@ -13,19 +13,16 @@ the connection closing, then closed, within seconds of the click.
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 import pytest
 
 from .lab import JupyterLab
-from .notebook import wait_kernel_ready
+from .notebook7 import new_notebook, prompt, type_and_run, wait_finished
 from .test_sidebar import SERVER, SHOW_TIMEOUT_MS, run_command, share_data
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.usefixtures("labextension")]
 
-#: Milliseconds for a page, its kernel or a cell.
-LOAD_TIMEOUT_MS = 60_000
 #: Milliseconds from the click on Disconnect until the sidebar shows the connection closing, and closed
 #: (the server process stopped): a few seconds, where a stale snapshot stayed for half a minute.
 CLOSING_SHOWN_MS = 5_000
@@ -40,53 +37,17 @@ CELLS = [
 ]
 
 
-def _prompt(cell: Any) -> str:
-    return "".join(cell.locator(".jp-InputPrompt").inner_text().split())
-
-
-def _type_and_run(page: Any, cell: Any, code: str) -> None:
-    """Type *code* into *cell* as a user would and run it (Shift+Enter, again if ignored at first)."""
-    cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.insert_text(code)
-    before = _prompt(cell)
-    for _attempt in range(5):
-        page.keyboard.press("Shift+Enter")
-        deadline = time.monotonic() + 3.0
-        while time.monotonic() < deadline:
-            if _prompt(cell) != before:
-                return
-            time.sleep(0.05)
-        cell.locator(".jp-InputArea-editor").click()
-    raise AssertionError(f"the cell did not start: {code!r}")
-
-
-def _wait_finished(cell: Any, timeout_ms: float = LOAD_TIMEOUT_MS) -> str:
-    deadline = time.monotonic() + timeout_ms / 1000
-    while not re.match(r"^\[\d+\]:$", _prompt(cell)):
-        assert time.monotonic() < deadline, f"the cell did not finish: {cell.inner_text()}"
-        time.sleep(0.1)
-    output = cell.locator(".jp-OutputArea")
-    return output.inner_text() if output.count() else ""
-
-
 @pytest.mark.parametrize("jupyterlab", [{"app": "notebook"}], indirect=True)
 def test_disconnect_works_in_a_notebook_created_from_files_new(jupyterlab: JupyterLab, page: Any) -> None:
     from playwright.sync_api import expect
 
     share_data(jupyterlab)
-    page.goto(jupyterlab.tree_url(), timeout=LOAD_TIMEOUT_MS)
-    page.locator(".jp-FileBrowser-toolbar").get_by_text("New", exact=True).click()
-    with page.context.expect_page(timeout=LOAD_TIMEOUT_MS) as opened:
-        page.locator(".lm-Menu-item").filter(has_text=re.compile("Notebook|Python 3")).first.click()
-    notebook = opened.value
-    notebook.wait_for_load_state()
+    notebook = new_notebook(page, jupyterlab)
     cells = notebook.locator(".jp-Notebook .jp-Cell")
-    cells.first.wait_for(state="visible", timeout=LOAD_TIMEOUT_MS)
-    wait_kernel_ready(notebook)
     for index, code in enumerate(CELLS[:3]):
         cell = cells.nth(index)
-        _type_and_run(notebook, cell, code)
-        output = _wait_finished(cell)
+        type_and_run(notebook, cell, code)
+        output = wait_finished(cell)
         assert "Traceback" not in output, output
 
     # The sidebar opens in Notebook 7's right panel and lists the connection.
@@ -99,16 +60,16 @@ def test_disconnect_works_in_a_notebook_created_from_files_new(jupyterlab: Jupyt
 
     # A call blocks the notebook; the sidebar's Disconnect ends it.
     blocked = cells.nth(3)
-    _type_and_run(notebook, blocked, CELLS[3])
+    type_and_run(notebook, blocked, CELLS[3])
     activity = sidebar.locator(".fsbroker-sidebar-activity")
     expect(activity).to_contain_text("files/watch", timeout=SHOW_TIMEOUT_MS)
-    assert _prompt(blocked) == "[*]:"
+    assert prompt(blocked) == "[*]:"
     sidebar.locator(".fsbroker-sidebar-disconnect").click()
     # The sidebar follows the kill switch by itself, the moment it acts and once the server is gone:
     # no other change in the kernel is needed to bring it up to date.
     expect(connection).to_contain_text(re.compile(r"stdio · clos(ing|ed)"), timeout=CLOSING_SHOWN_MS)
     expect(connection).to_contain_text("stdio · closed", timeout=CLOSED_SHOWN_MS)
     expect(notebook.locator("#fsbroker-status")).to_contain_text("File broker: 0 servers")
-    output = _wait_finished(blocked)
+    output = wait_finished(blocked)
     assert "ConnectionClosedError" in output, output
     notebook.close()
