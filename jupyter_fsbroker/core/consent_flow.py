@@ -110,12 +110,15 @@ class ConsentFlow:
         wanted = p.strings("operations", None)
         operations = _operations(OPERATIONS if wanted is None else wanted, "operations")
         asked, detailed = _requested(p, operations)
-        note.path = next(iter(asked))
         items, targets = self._items(asked)
         already = [item for item in items if item.approvable and self._covered(targets[item.path], item)]
         for item in already:
             del targets[item.path]
         ask_items = [item for item in items if item not in already]
+        # The record names the first path put to the user, not one that live grants already cover.
+        note.path = ask_items[0].path if ask_items else next(iter(asked))
+        if note.path in targets:
+            note.locate(targets[note.path])
         union = tuple(op for op in OPERATIONS if any(op in item.operations for item in ask_items))
         access = self._access
         request = ConsentRequest(
@@ -220,6 +223,16 @@ class ConsentFlow:
             if refused:
                 refusals.remember(target, refused, cause)
                 note.cause = cause
+
+    def withdrawn(self, request: ConsentRequest, targets: dict[str, RootPath], note: AuditNote) -> None:
+        """The request was cancelled while its prompt was up: no answer goes out, the record says withdrawn.
+
+        Its paths are remembered as refused (``consent_withdrawn``), as a
+        prompt withdrawn by :meth:`close` is.
+        """
+        self._remember_refusals(request, targets, {}, ConsentDecision.deny(CONSENT_WITHDRAWN), note)
+        note.refused = "consent_refused"
+        note.cause = CONSENT_WITHDRAWN
 
     def ask(self, request: ConsentRequest) -> ConsentDecision:
         """Ask the consenter and wait (blocking) for the answer; deny on timeout or close."""
