@@ -42,7 +42,7 @@ __all__ = [
     "REFUSED",
     "TIMED_OUT",
     "WITHDRAWN",
-    "Outcome",
+    "RecordOutcome",
     "Tone",
     "outcome",
     "outcomes",
@@ -53,7 +53,7 @@ Tone = Literal["green", "grey", "red"]
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RecordOutcome:
     """One record's outcome: its word and its tone.
 
     Attributes
@@ -74,22 +74,22 @@ class Outcome:
 
 
 #: Let through.
-ALLOWED = Outcome("allowed", "green")
+ALLOWED = RecordOutcome("allowed", "green")
 #: The refusal that opens a consent flow.
-ASKED = Outcome("asked for consent", "grey")
+ASKED = RecordOutcome("asked for consent", "grey")
 #: A refusal for want of a grant that no consent followed.
-NOT_YET = Outcome("not granted yet", "grey")
+NOT_YET = RecordOutcome("not granted yet", "grey")
 #: A consent request withdrawn before an answer.
-WITHDRAWN = Outcome("withdrawn", "grey")
+WITHDRAWN = RecordOutcome("withdrawn", "grey")
 #: A consent request no one answered in time.
-TIMED_OUT = Outcome("timed out", "grey")
+TIMED_OUT = RecordOutcome("timed out", "grey")
 #: Let through, and failed on its own.
-FAILED = Outcome("failed", "grey")
+FAILED = RecordOutcome("failed", "grey")
 #: Refused by the user or the broker's rules.
-REFUSED = Outcome("refused", "red")
+REFUSED = RecordOutcome("refused", "red")
 
 
-def outcome(record: AuditRecord, *, asked: bool = False) -> Outcome:
+def outcome(record: AuditRecord, *, asked: bool = False) -> RecordOutcome:
     """The outcome of one record.
 
     Parameters
@@ -112,7 +112,7 @@ def outcome(record: AuditRecord, *, asked: bool = False) -> Outcome:
     return REFUSED
 
 
-def outcomes(records: Sequence[AuditRecord]) -> tuple[Outcome, ...]:
+def outcomes(records: Sequence[AuditRecord]) -> tuple[RecordOutcome, ...]:
     """The outcome of each of *records* (in the order they were appended), in the same order.
 
     A refusal for want of a grant is ``asked for consent`` when a later record

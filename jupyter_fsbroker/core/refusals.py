@@ -46,7 +46,9 @@ CONSENT_WITHDRAWN = "consent_withdrawn"
 CONSENT_FAILED = "consent_failed"
 
 #: The causes that an ended consent leaves on its paths (the rest are the grants' own fate).
-CONSENT_CAUSES = frozenset({CONSENT_DENIED, CONSENT_NARROWED, CONSENT_TIMEOUT, CONSENT_WITHDRAWN, CONSENT_FAILED})
+CONSENT_CAUSES = frozenset(
+    {CONSENT_DENIED, CONSENT_NARROWED, CONSENT_TIMEOUT, CONSENT_WITHDRAWN, CONSENT_FAILED}
+)
 
 #: Every cause, in words, for messages.
 CAUSES: dict[str, str] = {

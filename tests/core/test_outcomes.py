@@ -21,7 +21,7 @@ from jupyter_fsbroker.core.outcomes import (
     REFUSED,
     TIMED_OUT,
     WITHDRAWN,
-    Outcome,
+    RecordOutcome,
     outcome,
     outcomes,
 )
@@ -48,7 +48,7 @@ def shown(broker: Broker) -> list[tuple[str, str | None, str, str]]:
 
 
 def test_the_words_and_tones() -> None:
-    assert ALLOWED == Outcome("allowed", "green")
+    assert RecordOutcome("allowed", "green") == ALLOWED
     assert (ASKED.word, ASKED.tone) == ("asked for consent", "grey")
     assert (NOT_YET.word, NOT_YET.tone) == ("not granted yet", "grey")
     assert (WITHDRAWN.word, WITHDRAWN.tone) == ("withdrawn", "grey")
@@ -127,7 +127,11 @@ def test_a_consent_record_names_the_first_path_put_to_the_user(broker: Broker, s
     [request] = asked
     assert [item.path for item in request.items] == ["data/sales.report.md"]
     [record] = broker.audit.records()
-    assert (record.path, record.canonical, record.root) == ("data/sales.report.md", "data/sales.report.md", "data")
+    assert (record.path, record.canonical, record.root) == (
+        "data/sales.report.md",
+        "data/sales.report.md",
+        "data",
+    )
 
 
 class Holding:
