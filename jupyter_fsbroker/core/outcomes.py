@@ -10,7 +10,11 @@ outcome with one of a few words, and colour it by one rule:
   connection followed with a ``files/consent`` request, the normal first
   step of a consent flow, not a refusal to show in red;
 * grey, ``not granted yet``: a refusal for want of a grant that no consent
-  followed (yet); a server may still ask;
+  followed (yet); a server may still ask. A refusal whose grant went
+  (revoked, expired, its folder removed) says so in its ``cause`` and is red;
+  an earlier consent's cause never reaches a later request's record
+  (:class:`~jupyter_fsbroker.core.audit.AuditRecord`), so a denied consent
+  does not turn the next flow red;
 * grey, ``withdrawn``: a consent request that ended before an answer (its
   call cancelled, its connection closed);
 * grey, ``timed out``: a consent request no one answered in time;
@@ -102,7 +106,7 @@ def outcome(record: AuditRecord, *, asked: bool = False) -> RecordOutcome:
     """
     if record.decision == "allow":
         return ALLOWED if record.error is None else FAILED
-    if record.curable:
+    if record.curable and record.cause is None:
         return ASKED if asked else NOT_YET
     if record.method == "files/consent":
         if record.cause == CONSENT_WITHDRAWN:
@@ -122,7 +126,7 @@ def outcomes(records: Sequence[AuditRecord]) -> tuple[RecordOutcome, ...]:
     asked: set[int] = set()
     waiting: dict[str, list[int]] = {}
     for index, record in enumerate(records):
-        if record.curable:
+        if record.curable and record.cause is None:
             waiting.setdefault(record.connection_id, []).append(index)
         elif record.method == "files/consent":
             asked.update(waiting.pop(record.connection_id, ()))

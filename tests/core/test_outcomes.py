@@ -103,7 +103,15 @@ def test_the_rules_refusals_are_red(broker: Broker, sales: Path) -> None:
     error_of(conn, "files/read", {"path": "/etc/passwd"})
     error_of(conn, "files/read", {"path": "data/.env"})
     error_of(conn, "files/read", {"path": "data/missing.csv"})  # allowed, and failed: not a refusal
-    assert [row[2:] for row in shown(broker)] == [("refused", "red"), ("refused", "red"), ("failed", "grey")]
+    broker.grants.revoke(broker.grants.grants()[0].id)
+    error_of(conn, "files/read", {"path": "data/sales.csv"})  # the user took the grant back
+    assert [row[2:] for row in shown(broker)] == [
+        ("refused", "red"),
+        ("refused", "red"),
+        ("failed", "grey"),
+        ("refused", "red"),
+    ]
+    assert broker.audit.records()[-1].cause == "revoked"
 
 
 def test_a_consent_record_names_the_first_path_put_to_the_user(broker: Broker, sales: Path) -> None:
