@@ -61,7 +61,7 @@ class Section:
     @property
     def open(self) -> bool:
         """Whether the body shows."""
-        return self.body.layout.display != "none"
+        return bool(self.body.layout.display != "none")
 
     @property
     def label(self) -> str:
