@@ -258,18 +258,18 @@ class ConsentFlow:
         if future is None:
             return ConsentDecision.deny(CONSENT_FAILED if not self._closed else CONSENT_WITHDRAWN)
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), request.timeout)
+            # Shielded: a cancelled request must say why before its prompt is withdrawn (below);
+            # unshielded, the cancellation would reach the prompt first, and it could only say
+            # "withdrawn" without saying which withdrawal it was.
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), request.timeout)
         except TimeoutError:
-            return ConsentDecision.deny(
-                CONSENT_TIMEOUT
-            )  # wait_for cancelled the future: the prompt withdraws
+            return ConsentDecision.deny(CONSENT_TIMEOUT)  # the prompt is withdrawn below, as timed out
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 # The request itself was cancelled: the connection closing, or the server.
-                withdraw(
-                    future, "the connection closed" if self._closed else "the server cancelled its request"
-                )
+                closed = self._closed or self._access.closed
+                withdraw(future, "the connection closed" if closed else "the server cancelled its request")
                 raise
             return ConsentDecision.deny(_cancelled_cause(request))  # withdrawn (connection closed)
         except Exception:

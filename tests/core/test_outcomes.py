@@ -11,7 +11,12 @@ import pytest
 
 from jupyter_fsbroker.core.audit import AuditRecord
 from jupyter_fsbroker.core.broker import Broker, Connection
-from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
+from jupyter_fsbroker.core.consent import (
+    CallbackConsenter,
+    ConsentDecision,
+    ConsentRequest,
+    withdrawal_reason,
+)
 from jupyter_fsbroker.core.errors import FilesError
 from jupyter_fsbroker.core.outcomes import (
     ALLOWED,
@@ -147,10 +152,13 @@ class Holding:
 
     def __init__(self) -> None:
         self.shown = threading.Event()
+        self.futures: list[Future[ConsentDecision]] = []
 
     def request_consent(self, request: ConsentRequest) -> Future[ConsentDecision]:
+        future: Future[ConsentDecision] = Future()
+        self.futures.append(future)
         self.shown.set()
-        return Future()
+        return future
 
 
 def test_a_consent_cancelled_with_its_call_is_recorded_withdrawn(broker: Broker, sales: Path) -> None:
@@ -165,6 +173,8 @@ def test_a_consent_cancelled_with_its_call_is_recorded_withdrawn(broker: Broker,
             await task
 
     asyncio.run(cancel_while_asking())
+    # The prompt says which withdrawal it was: the server's cancellation, not the connection closing.
+    assert [withdrawal_reason(future) for future in holding.futures] == ["the server cancelled its request"]
     [record] = broker.audit.records()
     assert (record.decision, record.reason, record.cause) == ("deny", "consent_refused", "consent_withdrawn")
     assert outcome(record) == WITHDRAWN
@@ -193,6 +203,7 @@ def test_a_consent_withdrawn_by_the_closing_connection_is_recorded_withdrawn(
     assert not worker.is_alive() and not failed
     [record] = broker.audit.records(server="analysis")
     assert (record.decision, record.cause) == ("deny", "consent_withdrawn")
+    assert [withdrawal_reason(future) for future in holding.futures] == ["the connection closed"]
     assert outcome(record) == WITHDRAWN
 
 
