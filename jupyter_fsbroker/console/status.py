@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..core.errors import ClosedError
+from ..core.outcomes import outcomes
+from ..core.refusals import cause_text
 from .format import clock_text, duration_text, expiry_text, format_age, format_bytes, plural, printable
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from ..core.consent import ConsentDecision, ConsentRequest
     from ..core.grants import Grant
     from ..core.locks import LockInfo
+    from ..core.outcomes import RecordOutcome
     from ..core.retention import Retention
     from ..core.trashentry import TrashEntry
     from ..core.watch import ChangeEvent
@@ -221,9 +224,10 @@ def follow_broker(
     return stops
 
 
-def _activity_line(record: AuditRecord) -> str:
-    outcome = record.decision
-    detail = ": ".join(part for part in (record.error, record.reason) if part)
+def _activity_line(record: AuditRecord, said: RecordOutcome) -> str:
+    outcome = said.word
+    cause = cause_text(record.cause) if record.cause else None
+    detail = ": ".join(part for part in (record.error, record.reason, cause) if part)
     if detail:
         outcome += f" ({detail})"
     size = f"  {format_bytes(record.bytes)}" if record.bytes else ""
@@ -317,7 +321,10 @@ def status_text(
     ] or ["  (nothing yet)"]
     records = broker.audit.records(limit=activity) if activity > 0 else ()
     lines.append("Recent activity (newest first):")
-    lines += [_activity_line(record) for record in reversed(records)] or ["  (nothing yet)"]
+    said = outcomes(records)
+    lines += [_activity_line(records[i], said[i]) for i in range(len(records) - 1, -1, -1)] or [
+        "  (nothing yet)"
+    ]
     return "\n".join(printable(line) for line in lines)
 
 

@@ -100,8 +100,11 @@ class AuditRecord:
     lock_id
         The lockId used or returned, if any.
     cause
-        Why a grant was missing or a consent granted nothing, when known
-        (``consent_denied``, ``consent_timeout``, ``revoked`` ...).
+        Why a consent granted nothing (``consent_denied``, ``consent_timeout``,
+        ``consent_withdrawn`` ...), or why a grant was missing when the grant
+        itself went (``revoked``, ``expired`` ...). A refusal for want of a
+        grant never repeats an earlier consent's cause: that consent's record
+        says it.
     actor
         Who acted: ``"server"`` (a ``files/*`` request), ``"user"`` or
         ``"broker"`` (see the module's docstring).

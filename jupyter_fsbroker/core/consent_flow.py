@@ -110,12 +110,15 @@ class ConsentFlow:
         wanted = p.strings("operations", None)
         operations = _operations(OPERATIONS if wanted is None else wanted, "operations")
         asked, detailed = _requested(p, operations)
-        note.path = next(iter(asked))
         items, targets = self._items(asked)
         already = [item for item in items if item.approvable and self._covered(targets[item.path], item)]
         for item in already:
             del targets[item.path]
         ask_items = [item for item in items if item not in already]
+        # The record names the first path put to the user, not one that live grants already cover.
+        note.path = ask_items[0].path if ask_items else next(iter(asked))
+        if note.path in targets:
+            note.locate(targets[note.path])
         union = tuple(op for op in OPERATIONS if any(op in item.operations for item in ask_items))
         access = self._access
         request = ConsentRequest(
@@ -221,6 +224,16 @@ class ConsentFlow:
                 refusals.remember(target, refused, cause)
                 note.cause = cause
 
+    def withdrawn(self, request: ConsentRequest, targets: dict[str, RootPath], note: AuditNote) -> None:
+        """The request was cancelled while its prompt was up: no answer goes out, the record says withdrawn.
+
+        Its paths are remembered as refused (``consent_withdrawn``), as a
+        prompt withdrawn by :meth:`close` is.
+        """
+        self._remember_refusals(request, targets, {}, ConsentDecision.deny(CONSENT_WITHDRAWN), note)
+        note.refused = "consent_refused"
+        note.cause = CONSENT_WITHDRAWN
+
     def ask(self, request: ConsentRequest) -> ConsentDecision:
         """Ask the consenter and wait (blocking) for the answer; deny on timeout or close."""
         future = self._submit(request)
@@ -245,18 +258,18 @@ class ConsentFlow:
         if future is None:
             return ConsentDecision.deny(CONSENT_FAILED if not self._closed else CONSENT_WITHDRAWN)
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), request.timeout)
+            # Shielded: a cancelled request must say why before its prompt is withdrawn (below);
+            # unshielded, the cancellation would reach the prompt first, and it could only say
+            # "withdrawn" without saying which withdrawal it was.
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), request.timeout)
         except TimeoutError:
-            return ConsentDecision.deny(
-                CONSENT_TIMEOUT
-            )  # wait_for cancelled the future: the prompt withdraws
+            return ConsentDecision.deny(CONSENT_TIMEOUT)  # the prompt is withdrawn below, as timed out
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 # The request itself was cancelled: the connection closing, or the server.
-                withdraw(
-                    future, "the connection closed" if self._closed else "the server cancelled its request"
-                )
+                closed = self._closed or self._access.closed
+                withdraw(future, "the connection closed" if closed else "the server cancelled its request")
                 raise
             return ConsentDecision.deny(_cancelled_cause(request))  # withdrawn (connection closed)
         except Exception:

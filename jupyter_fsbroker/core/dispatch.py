@@ -20,6 +20,7 @@ No request is ever answered without its audit record, and no record holds file c
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import time
@@ -57,6 +58,7 @@ from .hop import off_loop
 from .listeners import Listeners
 from .names import find_surrogate, readable
 from .params import Params
+from .refusals import CONSENT_CAUSES
 from .services import BrokerServices
 from .transfers import Transfer
 
@@ -125,7 +127,11 @@ class Dispatch:
             if isinstance(prepared, dict):
                 return _wire_safe(method, prepared)
             request, targets = prepared
-            decision = await flow.aask(request)
+            try:
+                decision = await flow.aask(request)
+            except asyncio.CancelledError:
+                flow.withdrawn(request, targets, note)
+                raise
             granted = await off_loop(self._executor(), flow.grant, request, targets, decision, note)
             return _wire_safe(method, granted)
 
@@ -192,7 +198,7 @@ class Dispatch:
                     bytes=note.bytes if error is None else 0,
                     duration_ms=(time.perf_counter() - note.clock) * 1000.0,
                     lock_id=note.lock_id,
-                    cause=note.cause if error is None else error.data.get("cause", note.cause),
+                    cause=_own_cause(note, error),
                     audit_id=note.audit_id,
                 )
             )
@@ -230,6 +236,20 @@ class _Envelope:
 
 #: What a request may meet besides its answers: the OS refusing, the connection closing under it.
 _EXPECTED = (OSError, ClosedError)
+
+
+def _own_cause(note: AuditNote, error: FilesError | None) -> str | None:
+    """The cause a request's record keeps: its own, never an earlier consent's.
+
+    The answer to a request for a path the user refused earlier names that
+    consent's cause (the server learns why); the consent's own record already
+    says it, and this request is a new one (often the refusal that opens the
+    next consent flow), so its record leaves it out.
+    """
+    if error is None:
+        return note.cause
+    cause = error.data.get("cause", note.cause)
+    return None if error.reason == "not_granted" and cause in CONSENT_CAUSES else cause
 
 
 def _cause(exc: Exception) -> Exception | None:

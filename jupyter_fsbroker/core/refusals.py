@@ -23,6 +23,7 @@ from .rootpath import RootPath
 
 __all__ = [
     "CAUSES",
+    "CONSENT_CAUSES",
     "CONSENT_DENIED",
     "CONSENT_FAILED",
     "CONSENT_NARROWED",
@@ -43,6 +44,11 @@ CONSENT_TIMEOUT = "consent_timeout"
 CONSENT_WITHDRAWN = "consent_withdrawn"
 #: The prompt could not be shown.
 CONSENT_FAILED = "consent_failed"
+
+#: The causes that an ended consent leaves on its paths (the rest are the grants' own fate).
+CONSENT_CAUSES = frozenset(
+    {CONSENT_DENIED, CONSENT_NARROWED, CONSENT_TIMEOUT, CONSENT_WITHDRAWN, CONSENT_FAILED}
+)
 
 #: Every cause, in words, for messages.
 CAUSES: dict[str, str] = {

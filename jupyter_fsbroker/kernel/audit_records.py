@@ -9,11 +9,12 @@ installed. A snapshot: records appended later are not in it.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterable
 from typing import Any
 
+from ..console.format import clock_text
 from ..core.audit import AuditRecord
+from ..core.outcomes import outcomes
 from .tables import html_table, to_dataframe
 
 __all__ = ["AuditRecords"]
@@ -22,10 +23,8 @@ __all__ = ["AuditRecords"]
 COLUMNS = tuple(f.name for f in dataclasses.fields(AuditRecord))
 #: The columns the HTML table shows (the rest are in the DataFrame).
 _SHOWN = ("time", "server", "method", "path", "decision", "error", "reason", "cause", "bytes", "duration_ms")
-
-
-def _clock(seconds: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(seconds))
+#: Where the table shows each record's outcome (:mod:`..core.outcomes`), a column of its own.
+_OUTCOME_AT = _SHOWN.index("decision") + 1
 
 
 class AuditRecords(tuple[AuditRecord, ...]):
@@ -47,9 +46,12 @@ class AuditRecords(tuple[AuditRecord, ...]):
         return to_dataframe(COLUMNS, [dataclasses.astuple(r) for r in self], times=("time",))
 
     def _rows(self) -> list[tuple[Any, ...]]:
-        return [
-            tuple(_clock(r.time) if name == "time" else getattr(r, name) for name in _SHOWN) for r in self
-        ]
+        rows = []
+        for record, said in zip(self, outcomes(self), strict=True):
+            cells = [clock_text(record.time) if name == "time" else getattr(record, name) for name in _SHOWN]
+            cells.insert(_OUTCOME_AT, said.word)
+            rows.append(tuple(cells))
+        return rows
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         if not self:
@@ -57,13 +59,14 @@ class AuditRecords(tuple[AuditRecord, ...]):
             return
         printer.text(
             "\n".join(
-                f"{_clock(r.time)}  {r.server}  {r.method}  {r.path or ''}  {r.decision}"
+                f"{clock_text(r.time)}  {r.server}  {r.method}  {r.path or ''}  {said.word}"
                 + (f"  {r.error}" if r.error else "")
-                for r in self
+                for r, said in zip(self, outcomes(self), strict=True)
             )
         )
 
     def _repr_html_(self) -> str:
         if not self:
             return "<div>(no audit records)</div>"
-        return html_table(_SHOWN, self._rows(), css_class="fsbroker-audit")
+        head = (*_SHOWN[:_OUTCOME_AT], "outcome", *_SHOWN[_OUTCOME_AT:])
+        return html_table(head, self._rows(), css_class="fsbroker-audit")

@@ -26,7 +26,8 @@ and the panel's comm; what it reads beyond the core (a connection's id, target,
 transport, close reason and sandbox, the requests the kernel's consenter holds)
 is the kernel's, and the core knows nothing of transports. The words it shares
 with the dashboard (who holds a grant, whether a server is sandboxed) come from
-:mod:`..console.status`, so every view says the same. It reads, and never decides.
+:mod:`..console.status`, and an activity entry's ``outcome`` (``{"word", "tone"}``)
+from :mod:`..core.outcomes`, so every view says the same. It reads, and never decides.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..console.status import ConnectionView, grant_holder, kept_locks, sandbox_text
+from ..core.outcomes import outcomes
 from ..wire.timestamps import iso_utc
 
 if TYPE_CHECKING:
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from ..core.consent import ConsentRequest
     from ..core.grants import Grant
     from ..core.locks import LockInfo
+    from ..core.outcomes import RecordOutcome
 
 __all__ = ["SNAPSHOT_VERSION", "state_snapshot"]
 
@@ -99,9 +102,7 @@ def state_snapshot(
         "locks": [_lock(info) for info in kept_locks(broker)],
         "pending": [request.to_json() for request in pending],
         "totals": broker.audit.totals(),
-        "activity": [_record(record) for record in broker.audit.records(limit=activity)]
-        if activity > 0
-        else [],
+        "activity": _activity(broker.audit.records(limit=activity)) if activity > 0 else [],
     }
 
 
@@ -155,7 +156,13 @@ def _lock(info: LockInfo) -> dict[str, Any]:
     }
 
 
-def _record(record: AuditRecord) -> dict[str, Any]:
+def _activity(records: Sequence[AuditRecord]) -> list[dict[str, Any]]:
+    """The records as entries, each with the ``outcome`` every view shows (:mod:`..core.outcomes`)."""
+    return [_record(record, said) for record, said in zip(records, outcomes(records), strict=True)]
+
+
+def _record(record: AuditRecord, said: RecordOutcome) -> dict[str, Any]:
     entry = record.to_json()
     entry["at"] = entry["time"]
+    entry["outcome"] = said.to_json()
     return entry

@@ -201,7 +201,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             self.header,
             self.message,
             self.consent_area,
-            *(section.accordion for section in self._sections.values()),
+            *(section.box for section in self._sections.values()),
         )
         self.add_class("fsbroker-dashboard")
         # Subscribe first, then read what is there: nothing appended in between is lost.

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..console.format import clock_text, expiry_text, format_age, format_bytes, plural, printable, reason_text
 from ..console.status import grant_holder, trash_rows, trash_summary
+from ..core.outcomes import outcomes
 from ..core.refusals import cause_text
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from ..core.consent import ConsentRequest
     from ..core.grants import Grant
     from ..core.locks import LockInfo
+    from ..core.outcomes import RecordOutcome
     from ..core.retention import Retention
     from ..core.roots import Root
     from ..core.serverlog import LogEntry
@@ -34,12 +36,12 @@ __all__ = [
     "activity_html",
     "changes_html",
     "connection_html",
-    "decision_html",
     "escape",
     "grant_html",
     "header_html",
     "lock_html",
     "muted",
+    "outcome_html",
     "roots_html",
     "server_log_html",
     "table",
@@ -213,44 +215,32 @@ def changes_html(changes: Sequence[tuple[str, ChangeEvent]]) -> str:
     return table(("time", "event", "path", "server"), rows)
 
 
-def _asked_later(activity: Sequence[AuditRecord]) -> set[int]:
-    """Indexes of the refusals for want of a grant that their connection followed with a consent."""
-    asked: set[int] = set()
-    waiting: dict[str, list[int]] = {}
-    for index, record in enumerate(activity):
-        if record.curable:
-            waiting.setdefault(record.connection_id, []).append(index)
-        elif record.method == "files/consent":
-            asked.update(waiting.pop(record.connection_id, []))
-    return asked
-
-
-def decision_html(record: AuditRecord, asked: bool) -> str:
-    """The decision cell of one record: allow, deny, or — for the refusal that opens a consent
-    flow (a missing grant the server then asked for) — a soft "asked for consent"."""
-    title = escape(reason_text(record.reason) + (f" ({cause_text(record.cause)})" if record.cause else ""))
-    if record.decision == "allow":
-        return '<span class="fsbroker-decision-allow">allow</span>'
-    if record.curable and record.cause is None:
-        words = "asked for consent" if asked else "not granted yet"
-        return f'<span class="fsbroker-soft" title="deny: {title}; {escape(words)}">{escape(words)}</span>'
-    return f'<span class="fsbroker-decision-deny" title="{title}">deny</span>'
+def outcome_html(record: AuditRecord, outcome: RecordOutcome) -> str:
+    """The outcome cell of one record: its word in its tone (DOM classes ``fsbroker-outcome`` and
+    ``fsbroker-tone-green``, ``-grey`` or ``-red``; :mod:`..core.outcomes`), what the record says on hover."""
+    said = [record.decision, reason_text(record.reason) if record.reason else None]
+    if record.cause:
+        said.append(cause_text(record.cause))
+    title = escape("; ".join(part for part in said if part))
+    return (
+        f'<span class="fsbroker-outcome fsbroker-tone-{outcome.tone}" title="{title}">'
+        f"{escape(outcome.word)}</span>"
+    )
 
 
 def activity_html(activity: Sequence[AuditRecord]) -> str:
     """The activity log, newest first, from audit records in the order they came.
 
-    A refusal for want of a grant that the server followed with a consent
-    request is the normal start of a consent flow: it is shown softly as
-    "asked for consent" (the audit record itself still says deny, not_granted).
+    Each record's outcome is the one every view shows (:func:`~..core.outcomes.outcomes`):
+    the refusal that opens a consent flow reads "asked for consent", in grey
+    (the audit record itself still says deny, not_granted).
     """
     if not activity:
         return muted("No activity yet.")
-    asked = _asked_later(activity)
+    said = outcomes(activity)
     rows = []
     for index in range(len(activity) - 1, -1, -1):
         record = activity[index]
-        decision = decision_html(record, index in asked)
         parts = (record.error, record.reason, cause_text(record.cause) if record.cause else None)
         detail = ": ".join(escape(part) for part in parts if part)
         rows.append(
@@ -259,12 +249,12 @@ def activity_html(activity: Sequence[AuditRecord]) -> str:
                 escape(record.server),
                 escape(record.method),
                 f"<code>{escape(record.canonical or record.path or '-')}</code>",
-                decision,
+                outcome_html(record, said[index]),
                 detail,
                 escape(format_bytes(record.bytes)) if record.bytes else "",
             )
         )
-    return table(("time", "server", "method", "path", "decision", "error", "bytes"), rows)
+    return table(("time", "server", "method", "path", "outcome", "error", "bytes"), rows)
 
 
 def server_log_html(entries: Sequence[tuple[str, LogEntry]]) -> str:

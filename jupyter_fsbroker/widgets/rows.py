@@ -7,6 +7,7 @@ stays the same widget. Views only: a row's button does what its maker wired it t
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,31 +19,77 @@ from .closing import close_tree
 __all__ = ["Row", "Section", "button_row", "set_value", "sync_rows"]
 
 
-@dataclass
 class Section:
-    """One collapsible part of the dashboard: its title, its body, whether it was empty."""
+    """One collapsible part of the dashboard, headed as JupyterLab's sidebars head theirs.
 
-    title: str
-    accordion: Any
-    empty: bool = True
+    A full-width header (DOM class ``fsbroker-section-title``: a caret, the
+    title in small capitals, its count) above the body, instead of
+    ipywidgets' grey accordion, so that the dashboard and the JupyterLab
+    sidebar look alike. A click on the header opens or closes the body.
+
+    Parameters
+    ----------
+    key
+        Names the section's DOM class ``fsbroker-section-KEY``.
+    title
+        The title, without its count.
+    body
+        The widget shown when the section is open.
+    """
+
+    def __init__(self, key: str, title: str, body: Any) -> None:
+        self.title = title
+        self.empty = True
+        self._lock = threading.Lock()
+        self._count = 0
+        self.header = widgets.Button(
+            description=title, icon="caret-right", layout=widgets.Layout(width="100%")
+        )
+        self.header.add_class("fsbroker-section-title")
+        self.body = widgets.Box([body], layout=widgets.Layout(display="none"))
+        self.body.add_class("fsbroker-section-body")
+        self.box = widgets.VBox([self.header, self.body])
+        self.box.add_class("fsbroker-section")
+        self.box.add_class(f"fsbroker-section-{key}")
+        self.header.on_click(lambda _button: self.toggle())
 
     @classmethod
     def collapsible(cls, key: str, title: str, body: Any) -> Section:
-        """A closed section around *body* (DOM classes ``fsbroker-section`` and ``fsbroker-section-KEY``)."""
-        accordion = widgets.Accordion(children=[body], titles=(title,), selected_index=None)
-        accordion.add_class("fsbroker-section")
-        accordion.add_class(f"fsbroker-section-{key}")
-        return cls(title, accordion)
+        """A closed section around *body*."""
+        return cls(key, title, body)
+
+    @property
+    def open(self) -> bool:
+        """Whether the body shows."""
+        return bool(self.body.layout.display != "none")
+
+    @property
+    def label(self) -> str:
+        """The header's text: the title and its count."""
+        return str(self.header.description)
+
+    def toggle(self) -> None:
+        """Open a closed section, close an open one (the header's click)."""
+        with self._lock:
+            self._set_open(not self.open)
 
     def show(self, count: int) -> None:
         """Title it with *count*; open it with its first row, close it when it empties."""
-        title = f"{self.title} ({count})" if count else self.title
-        if tuple(self.accordion.titles) != (title,):
-            self.accordion.titles = (title,)
-        empty = count == 0
-        if empty != self.empty:  # opens with its first row, closes when it empties; else the user decides
-            self.accordion.selected_index = None if empty else 0
-            self.empty = empty
+        with self._lock:
+            label = f"{self.title} ({count})" if count else self.title
+            set_value(self.header, label, trait="description")
+            empty = count == 0
+            if empty != self.empty:  # opens with its first row, closes when it empties; else the user decides
+                self._set_open(not empty)
+                self.empty = empty
+
+    def _set_open(self, open_: bool) -> None:
+        display = None if open_ else "none"
+        if self.body.layout.display != display:
+            self.body.layout.display = display
+        icon = "caret-down" if open_ else "caret-right"
+        if self.header.icon != icon:
+            self.header.icon = icon
 
 
 @dataclass
@@ -58,10 +105,10 @@ class Row:
         close_tree(self.box)
 
 
-def set_value(widget: Any, value: str) -> None:
-    """Set *widget*'s value only if it changes (each change is a message to the frontend)."""
-    if widget.value != value:
-        widget.value = value
+def set_value(widget: Any, value: str, *, trait: str = "value") -> None:
+    """Set *widget*'s *trait* only if it changes (each change is a message to the frontend)."""
+    if getattr(widget, trait) != value:
+        setattr(widget, trait, value)
 
 
 def button_row(text: str, label: str, css: str, style: str, tooltip: str) -> Row:

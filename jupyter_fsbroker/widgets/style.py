@@ -4,7 +4,11 @@ JupyterLab themes (light, dark, high contrast) set ``--jp-…`` variables; the
 rules below use only those (with plain fallbacks for other frontends), so the
 consent prompt and the dashboard read well in every theme. Buttons take the
 colours of JupyterLab's own dialogs: accept (the brand colour) for Approve,
-warn for the kill switch, reject (neutral) for Deny, Revoke and Force release.
+warn (red, destructive) for the kill switch — Disconnect is red in the
+JupyterLab sidebar too —, reject (neutral) for Deny, Revoke and Force release.
+The sections are headed as JupyterLab's sidebars head theirs (small capitals on
+the panel's own background, a caret), and an outcome's colour follows its tone
+(:mod:`..core.outcomes`): ``fsbroker-tone-green``, ``-grey``, ``-red``.
 Every rule is scoped to an ``fsbroker-…`` class, so nothing else on the page
 changes. Views only: nothing here reads the broker.
 """
@@ -44,8 +48,9 @@ CSS = """
 .fsbroker-countdown { color: var(--jp-ui-font-color2, #666); }
 .fsbroker-muted { color: var(--jp-ui-font-color2, #666); font-style: italic; }
 .fsbroker-soft { color: var(--jp-ui-font-color2, #666); }
-.fsbroker-decision-allow { color: var(--jp-success-color1, #2e7d32); }
-.fsbroker-decision-deny { color: var(--jp-error-color1, #c62828); }
+.fsbroker-tone-green { color: var(--jp-success-color1, #2e7d32); }
+.fsbroker-tone-grey { color: var(--jp-ui-font-color2, #666); }
+.fsbroker-tone-red { color: var(--jp-error-color1, #c62828); }
 .fsbroker-dashboard table { border-collapse: collapse; font-size: var(--jp-ui-font-size1, 13px); }
 .fsbroker-dashboard th { color: var(--jp-ui-font-color2, #666); font-weight: normal; text-align: left; }
 .fsbroker-dashboard td, .fsbroker-dashboard th { padding: 0 0.8em 0 0; vertical-align: top; }
@@ -59,13 +64,16 @@ CSS = """
   background: var(--jp-warn-color3, #fff3e0);
   padding: 2px 6px;
 }
-.fsbroker-section .jupyter-widget-Collapse-header, .fsbroker-section .p-Collapse-header {
-  padding: 2px 6px; font-size: var(--jp-ui-font-size1, 13px);
-  background: var(--jp-layout-color2, #f5f5f5); color: var(--jp-ui-font-color1, #222);
+.fsbroker-section { border-top: var(--jp-border-width, 1px) solid var(--jp-border-color2, #e0e0e0); }
+.jupyter-widgets.jupyter-button.fsbroker-section-title {
+  width: 100%; height: auto; margin: 0; padding: 4px 2px; text-align: left; line-height: normal;
+  background: var(--jp-layout-color1, transparent); color: var(--jp-ui-font-color1, #222);
+  font-family: var(--jp-ui-font-family, sans-serif); font-size: var(--jp-ui-font-size0, 11px);
+  font-weight: 600; text-transform: uppercase; letter-spacing: 0.5px; box-shadow: none; border: none;
 }
-.fsbroker-section .jupyter-widget-Collapse-contents, .fsbroker-section .p-Collapse-contents {
-  padding: 2px 6px; background: var(--jp-layout-color1, transparent);
-}
+.jupyter-widgets.jupyter-button.fsbroker-section-title:hover { background: var(--jp-layout-color2, #eee); }
+.jupyter-widgets.jupyter-button.fsbroker-section-title i { margin-right: 4px; }
+.fsbroker-section-body { padding: 0 2px 6px 16px; }
 .jupyter-widgets.jupyter-button.fsbroker-mod-accept {
   background: var(--jp-accept-color-normal, var(--jp-brand-color1, #1976d2));
   color: var(--jp-ui-inverse-font-color1, #fff);

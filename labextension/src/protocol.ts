@@ -212,6 +212,21 @@ export interface IChange {
 }
 
 /**
+ * The colour of an outcome: green let through, grey nothing decided against
+ * the server, red refused.
+ */
+export type Tone = 'green' | 'grey' | 'red';
+
+/**
+ * How a request ended, in the words every view of the broker uses.
+ */
+export interface IOutcome {
+  /** `allowed`, `asked for consent`, `not granted yet`, `withdrawn`, `timed out`, `failed`, `refused`. */
+  word: string;
+  tone: Tone;
+}
+
+/**
  * One `files/*` request, from the audit log.
  */
 export interface IActivity {
@@ -223,6 +238,10 @@ export interface IActivity {
   error: string | null;
   reason: string | null;
   bytes: number;
+  /** Why a grant was missing or a consent granted nothing, when known. */
+  cause?: string;
+  /** How it ended (a kernel before this field sends none). */
+  outcome?: IOutcome;
 }
 
 /**

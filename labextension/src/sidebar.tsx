@@ -17,6 +17,7 @@ import {
 } from '@jupyterlab/ui-components';
 import React from 'react';
 
+import { activityRows, clockTime } from './activity';
 import { BrokerModel, ENDED, FileBrokerModel, plural } from './model';
 import { IAuthState, IBrokerState, IConsent } from './protocol';
 import { signInWords } from './signin';
@@ -231,10 +232,8 @@ function SignInLine(props: { auth: IAuthState }): JSX.Element {
   );
 }
 
-function time(iso: string): string {
-  const date = new Date(iso);
-  return isNaN(date.getTime()) ? iso : date.toLocaleTimeString();
-}
+/** Every time in the sidebar is on the one 24-hour clock the kernel's views use. */
+const time = clockTime;
 
 function StateView(
   props: IKernelViewProps & { state: IBrokerState }
@@ -320,17 +319,24 @@ function StateView(
           return (
             <div className="fsbroker-row fsbroker-connection" key={conn.id}>
               <div className="fsbroker-row-text">
-                <b>{conn.name}</b>{' '}
+                <b className="fsbroker-wrap">{conn.name}</b>{' '}
                 <span className="fsbroker-muted">
                   {conn.transport} · {conn.state}
                   {conn.era === 'modern' ? ' · 2026-07-28 era' : ''}
                   {conn.confined ? ' · confined' : ''}
                 </span>
+                {conn.serverName && (
+                  <div
+                    className="fsbroker-server-name fsbroker-wrap"
+                    title={conn.serverName}
+                  >
+                    {conn.serverName}
+                  </div>
+                )}
                 <div
                   className="fsbroker-muted fsbroker-ellipsis"
                   title={conn.target}
                 >
-                  {conn.serverName ? `${conn.serverName} — ` : ''}
                   {conn.target}
                 </div>
                 {conn.closeReason && (
@@ -341,7 +347,7 @@ function StateView(
               <div className="fsbroker-row-buttons">
                 <Button
                   small
-                  className={`${SIDEBAR_BUTTONS.disconnect} jp-mod-reject`}
+                  className={`${SIDEBAR_BUTTONS.disconnect} jp-mod-styled jp-mod-warn`}
                   disabled={ended || busy.has(key)}
                   title="End this connection now: its grants, locks and watches end with it"
                   onClick={() => act(key, () => model.disconnect(conn.id))}
@@ -478,15 +484,11 @@ function StateView(
       >
         {state.activity.length === 0 && <Empty>No requests yet.</Empty>}
         <ul className="fsbroker-feed fsbroker-sidebar-activity">
-          {[...state.activity].reverse().map((record, index) => (
-            <li
-              key={index}
-              className={record.decision === 'deny' ? 'fsbroker-denied' : ''}
-            >
-              <span className="fsbroker-muted">{time(record.at)}</span>{' '}
-              {record.server} {record.method}{' '}
-              {record.path ? <code>{record.path}</code> : null}{' '}
-              {record.decision === 'deny' ? `${record.error ?? 'denied'}` : ''}
+          {activityRows(state.activity).map((row, index) => (
+            <li key={index} className={row.className} title={row.detail}>
+              <span className="fsbroker-muted">{row.time}</span> {row.server}{' '}
+              {row.method} {row.path ? <code>{row.path}</code> : null}{' '}
+              <span className="fsbroker-outcome">{row.word}</span>
             </li>
           ))}
         </ul>

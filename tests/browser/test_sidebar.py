@@ -256,3 +256,70 @@ def test_the_sidebar_follows_the_current_notebook_and_recovers_from_reload_and_r
     expect(sidebar).to_contain_text("%load_ext jupyter_fsbroker", timeout=SHOW_TIMEOUT_MS)
     first.run_and_wait(0)
     expect(roots).to_contain_text("data", timeout=SHOW_TIMEOUT_MS)
+
+
+DENIED = [
+    "%load_ext jupyter_fsbroker",
+    "import jupyter_fsbroker as fsb, sys\n"
+    "broker = fsb.get_broker()\n"
+    'broker.add_root("data", name="data")\n'
+    f"analysis = broker.connect('analysis', {SERVER})",
+    'analysis.call_tool("write_report", {"path": "data/sales.csv"})',
+]
+
+#: The colour JupyterLab gives a destructive button (its dialogs' ``jp-mod-warn``), which the
+#: dashboard's Disconnect wears too.
+DESTRUCTIVE = """() => {
+  const probe = document.createElement('div');
+  probe.style.background = 'var(--jp-warn-color-normal, var(--jp-error-color1))';
+  document.body.appendChild(probe);
+  const colour = getComputedStyle(probe).backgroundColor;
+  probe.remove();
+  return colour;
+}"""
+
+
+def test_the_activity_reads_as_the_notebook_says_and_the_server_is_named_whole(
+    jupyterlab: JupyterLab, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    notebook = open_with_data(jupyterlab, page, "denied.ipynb", DENIED)
+    notebook.run_and_wait(0)
+    notebook.run_and_wait(1)
+    run_command(page, "fsbroker:open-sidebar")
+    sidebar = page.locator("#fsbroker-sidebar")
+    connection = sidebar.locator(".fsbroker-connection")
+    expect(connection).to_contain_text(re.compile(r"analysis.*stdio · open"), timeout=SHOW_TIMEOUT_MS)
+
+    # The server's own name, whole: it wraps instead of being cut, and names itself on hover.
+    name = connection.locator(".fsbroker-server-name")
+    expect(name).to_have_text("jupyter-fsbroker-analysis")
+    expect(name).to_have_attribute("title", "jupyter-fsbroker-analysis")
+    assert name.evaluate(
+        "e => getComputedStyle(e).textOverflow !== 'ellipsis' && e.scrollWidth <= e.clientWidth"
+    )
+    # Disconnect is red and destructive, as in the dashboard.
+    disconnect = connection.locator(".fsbroker-sidebar-disconnect")
+    expect(disconnect).to_have_css("background-color", page.evaluate(DESTRUCTIVE))
+
+    # The server reads before it asks, the user denies: the refusal that opened the flow is grey
+    # "asked for consent" (notebook 01's words), the user's denial red "refused".
+    notebook.run(2)
+    dialog = page.locator("#fsbroker-consent-dialog")
+    expect(dialog).to_be_visible(timeout=SHOW_TIMEOUT_MS)
+    dialog.locator(".fsbroker-dialog-deny").click()
+    output = wait_failed(notebook, 2)
+    assert "analysis · write_report was refused: you denied" in output, output
+    activity = sidebar.locator(".fsbroker-sidebar-activity li")
+    consent = activity.filter(has_text="files/consent")
+    expect(consent).to_have_count(1, timeout=SHOW_TIMEOUT_MS)
+    expect(consent).to_have_class(re.compile(r"\bfsbroker-tone-red\b"))
+    expect(consent.locator(".fsbroker-outcome")).to_have_text("refused")
+    first = activity.filter(has_text="data/sales.csv").filter(has_text="asked for consent").last
+    expect(first).to_have_class(re.compile(r"\bfsbroker-tone-grey\b"))
+    reads = activity.filter(has_text="files/read").evaluate_all("rows => rows.map(row => row.className)")
+    assert reads and not any("fsbroker-tone-red" in row for row in reads), reads
+    # One 24-hour clock: every row's time is HH:MM:SS, never "2:05:09 PM".
+    times = activity.locator(".fsbroker-muted").all_inner_texts()
+    assert times and all(re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d:[0-5]\d", t) for t in times), times

@@ -14,7 +14,7 @@ from jupyter_fsbroker.console.format import format_age, format_bytes, printable,
 from jupyter_fsbroker.console.status import decision_text, status_text
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision
-from jupyter_fsbroker.core.errors import FilesError
+from jupyter_fsbroker.core.errors import FilesError, PermissionDenied
 from tests.support.terminal import ask_at_the_terminal
 from tests.support.views import WAIT, FakeView, make_request
 
@@ -45,9 +45,24 @@ def test_status_text(broker: Broker) -> None:
     )
     assert re.search(rf"  data/x\.csv  held by analysis  for \d+ s  \[{lock_id}\]", out)
     assert "  analysis  read 8 B  written 0 B  (2 allowed, 0 denied)" in out
-    assert "files/read  data/x.csv  allow  8 B" in out
+    assert "files/read  data/x.csv  allowed  8 B" in out
     assert "files/consent" in out
     assert status_text(broker, [view]).count("analysis") >= 3  # a plain sequence works too
+
+
+def test_status_text_says_what_the_other_views_say(broker: Broker) -> None:
+    conn = broker.connect("analysis", consenter=CallbackConsenter(lambda r: ConsentDecision.deny()))
+    with pytest.raises(PermissionDenied):
+        conn.handle("files/read", {"path": "data/x.csv"})
+    conn.handle("files/consent", {"requestedPaths": ["data/x.csv"], "operations": ["read"]})
+    activity = status_text(broker).split("Recent activity (newest first):\n")[1].splitlines()
+    consent, refusal = activity
+    assert re.fullmatch(
+        r"  ([01]\d|2[0-3]):[0-5]\d:[0-5]\d  analysis  files/consent  data/x\.csv  refused "
+        r"\(consent_refused: the user denied it\)",
+        consent,
+    )
+    assert refusal.endswith("files/read  data/x.csv  asked for consent (PERMISSION_DENIED: not_granted)")
 
 
 def test_status_text_of_a_closed_broker(broker: Broker) -> None:

@@ -76,7 +76,9 @@ def test_the_snapshot_lists_roots_connections_grants_and_kept_locks(kernel: Kern
     assert (grant["path"], grant["operations"], grant["connectionId"]) == ("data", ["read", "write"], None)
     (lock,) = state["locks"]
     assert (lock["path"], lock["server"], lock["connectionId"]) == ("data/sales.csv", "analysis", conn["id"])
-    assert [a["method"] for a in state["activity"]] == ["files/read"]
+    assert [(a["method"], a["outcome"]) for a in state["activity"]] == [
+        ("files/read", {"word": "allowed", "tone": "green"})
+    ]
     assert state["subshells"] == {"supported": True, "used": True}
     assert state["consents"] == [] and state["closed"] is False
 

@@ -132,6 +132,8 @@ def test_01_quickstart(tmp_path: Path, _loop: asyncio.AbstractEventLoop) -> None
     assert "analysis asks: 'Profile data/sales.csv" in out and "read on data/sales.csv" in out
     # The report's consent: read granted already, write asked on the report only.
     assert "read on data/sales.csv: granted already" in out and "write on data/sales.report.md" in out
+    # Its audit record names the path that was asked, not the one granted already.
+    assert re.search(r"files/consent +data/sales\.report\.md", out), "the report's consent names the report"
     assert "# Profile of `data/sales.csv`" in out and "| revenue | numeric | 351 | 9 |" in out
     assert "not_granted" in out and "revoked 2 grants; left: 0" in out
     assert "connection 'analysis': closed (closed by the user)" in out

@@ -24,7 +24,7 @@ def _delete(broker: Broker, *paths: str) -> None:
 def test_the_section_lists_what_was_deleted(broker: Broker) -> None:
     dash = _dashboard(broker)
     section = dash.trash
-    assert "fsbroker-section-trash" in dash._sections["trash"].accordion._dom_classes
+    assert "fsbroker-section-trash" in dash._sections["trash"].box._dom_classes
     assert "The trash is empty" in section.rows_box.children[0].value
     assert section.empty_button.disabled
     _delete(broker, "data/x.csv", "data/sales")
@@ -37,7 +37,7 @@ def test_the_section_lists_what_was_deleted(broker: Broker) -> None:
     assert "<code" in texts[0] and "data/sales/" in texts[0] and "<b>analysis</b>" in texts[0]
     assert "data/x.csv" in texts[1] and newest.id[-8:] in texts[0]
     assert "2 entries" in section.summary.value and "kept 30 d" in section.summary.value
-    assert dash._sections["trash"].accordion.titles == ("Trash (2)",)
+    assert dash._sections["trash"].label == "Trash (2)"
     assert not section.empty_button.disabled
     dash.close()
 

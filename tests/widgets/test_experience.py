@@ -7,6 +7,7 @@ import json
 from concurrent.futures import Future
 from pathlib import Path
 
+import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 import pytest
 
 from jupyter_fsbroker.console.consent_text import outcome_text, parse_answer, question_text
@@ -101,19 +102,38 @@ def test_text_prompts_ask_per_path_too() -> None:
 
 def test_the_dashboard_is_compact_empty_sections_closed(broker: Broker) -> None:
     dash = Dashboard(broker, lambda: [])
-    sections = {key: section.accordion for key, section in dash._sections.items()}
-    assert sections["folders"].selected_index == 0  # two shared folders: open
+    sections = dash._sections
+    assert sections["folders"].open  # two shared folders: open
     for key in ("connections", "grants", "locks", "changes"):
-        assert sections[key].selected_index is None, key
-    assert sections["folders"].titles == ("Shared folders (2)",)
+        assert not sections[key].open, key
+    assert sections["folders"].label == "Shared folders (2)"
     grant = broker.allow("data/x.csv", ops=("read",))
     assert dash.flush(WAIT)
-    assert sections["grants"].selected_index == 0 and sections["grants"].titles == ("Grants (1)",)
+    assert sections["grants"].open and sections["grants"].label == "Grants (1)"
     assert all(REJECT in b._dom_classes for b in dash.revoke_buttons().values())
     broker.grants.revoke(grant.id)
     assert dash.flush(WAIT)
-    assert sections["grants"].selected_index is None
+    assert not sections["grants"].open
     assert "--jp-" in style_html() and "fsbroker-mod-warn" in style_html()
+    dash.close()
+
+
+def test_the_sections_are_headed_as_the_sidebar_heads_them(broker: Broker) -> None:
+    dash = Dashboard(broker, lambda: [])
+    grants = dash._sections["grants"]
+    # A header button and a body, not ipywidgets' accordion.
+    assert not any(isinstance(child, widgets.Accordion) for child in dash.children)
+    assert "fsbroker-section-title" in grants.header._dom_classes and grants.header.icon == "caret-right"
+    assert "text-transform: uppercase" in style_html()
+    grants.header.click()  # the user opens an empty section
+    assert grants.open and grants.header.icon == "caret-down"
+    broker.allow("data/x.csv", ops=("read",))
+    assert dash.flush(WAIT)
+    assert grants.open and grants.label == "Grants (1)"
+    grants.header.click()  # and closes it: a refresh leaves it closed
+    broker.allow("data/sales", ops=("read",))
+    assert dash.flush(WAIT)
+    assert not grants.open and grants.label == "Grants (2)"
     dash.close()
 
 
@@ -131,19 +151,32 @@ def test_the_consent_flow_reads_as_such_in_the_activity_log(broker: Broker) -> N
     with pytest.raises(PermissionDenied):
         conn.handle("files/read", {"path": "data/x.csv"})
     pending = activity_html(broker.audit.records())
-    assert "not granted yet" in pending and "fsbroker-decision-deny" not in pending
+    assert "not granted yet" in pending and "fsbroker-tone-red" not in pending
     conn.handle("files/consent", {"requestedPaths": ["data/x.csv"], "operations": ["read"]})
     conn.handle("files/read", {"path": "data/x.csv"})
     html = activity_html(broker.audit.records())
-    assert "asked for consent" in html and "fsbroker-decision-deny" not in html
+    assert "asked for consent" in html and "fsbroker-tone-red" not in html
     record = broker.audit.records()[0]
     assert (record.decision, record.reason) == ("deny", "not_granted")  # the record stays truthful
     # A refusal with a known cause is a real deny.
     conn.revoke()
     with pytest.raises(PermissionDenied):
         conn.handle("files/read", {"path": "data/x.csv"})
-    assert "fsbroker-decision-deny" in activity_html(broker.audit.records())
+    assert "fsbroker-tone-red" in activity_html(broker.audit.records())
     assert "the user revoked it" in activity_html(broker.audit.records())
+
+
+def test_an_earlier_denial_does_not_turn_the_next_flow_red(broker: Broker) -> None:
+    conn = broker.connect("analysis", consenter=CallbackConsenter(lambda request: ConsentDecision.deny()))
+    asks = {"requestedPaths": ["data/x.csv"], "operations": ["read"]}
+    for _ in range(2):  # the server asks, the user denies; the next call starts the same way
+        with pytest.raises(PermissionDenied):
+            conn.handle("files/read", {"path": "data/x.csv"})
+        conn.handle("files/consent", asks)
+    rows = activity_html(broker.audit.records()).split("<tr>")[2:]  # newest first, after the header
+    assert ["fsbroker-tone-red" in row for row in rows] == [True, False, True, False]
+    assert all("asked for consent" in row for row in rows[1::2])
+    assert all(">refused<" in row and "the user denied it" in row for row in rows[::2])
 
 
 def test_a_waiting_request_shows_in_the_summary_line(broker: Broker) -> None:
