@@ -44,16 +44,23 @@ def operation_key(method: str, params: Mapping[str, Any] | None) -> str:
 
 
 class ReplayStep:
-    """The ``files/*`` calls of one request of a modern tool call.
+    """The ``files/*`` calls of a modern tool call, on one replica.
 
     Parameters
     ----------
     connection
-        The client as this request describes it (its capabilities and features).
+        The client as the call's request describes it (its capabilities and features).
     journal
-        The operations answered before this request, with their answers, in the order answered.
+        The operations answered before this run began, with their answers, in the order answered.
     started
         When the call began (its first request), for :attr:`~.files_client.FilesClient.started`.
+
+    Notes
+    -----
+    A run of the tool that waits on its batch may be kept (a live call, :mod:`.live_calls`):
+    :meth:`answer` then hands the next request's answers to the waiting calls and the tool goes
+    on from where it is; the answers also join :attr:`journal` while it is kept (``None`` once the
+    call is live only, see :meth:`forget_journal`).
     """
 
     def __init__(
@@ -65,19 +72,25 @@ class ReplayStep:
     ) -> None:
         self.connection = connection
         self.started = started
-        self.journal = list(journal)
+        #: Every operation answered so far, for a replay elsewhere; ``None``: live only.
+        self.journal: list[tuple[str, Mapping[str, Any]]] | None = list(journal)
+        #: The characters of :attr:`journal`'s answers, roughly (to skip sealing what cannot fit).
+        self.journal_chars = sum(_chars(answer) for _, answer in journal)
         self._recorded: dict[str, deque[Mapping[str, Any]]] = {}
         for key, answer in journal:
             self._recorded.setdefault(key, deque()).append(answer)
         self._unused = len(journal)
-        #: The new operations of this step, with their keys, in the order asked.
+        self._next_id = len(journal)
+        #: The new operations of this round, with their keys, in the order asked.
         self.batch: list[tuple[Operation, str]] = []
+        self._waiting: dict[str, asyncio.Future[Mapping[str, Any]]] = {}
+        # Asked when the batch was full: the next round's first operations.
+        self._overflow: deque[tuple[str, dict[str, Any], str, asyncio.Future[Mapping[str, Any]]]] = deque()
         self._asked = 0
         self._read_bytes = 0
         self._write_bytes = 0
         self._new = asyncio.Event()
         self._closed = False
-        self._waiting: list[asyncio.Future[None]] = []
 
     @property
     def asked(self) -> int:
@@ -99,14 +112,43 @@ class ReplayStep:
         return self._unused > 0
 
     def close(self) -> None:
-        """End the step: a call the tool makes from now on (say, while it is being cancelled)
-        is cancelled at once instead of waiting for an answer that will not come."""
+        """End the call here: every call the tool waits in, or makes from now on (say, while it
+        is being cancelled), is cancelled at once instead of waiting for an answer."""
         self._closed = True
-        for waiting in self._waiting:  # even a shielded wait (an unwatch while closing) ends now
-            waiting.cancel()
+        for waiting in (*self._waiting.values(), *(item[3] for item in self._overflow)):
+            waiting.cancel()  # even a shielded wait (an unwatch while closing) ends now
+        self._waiting.clear()
+        self._overflow.clear()
+
+    def forget_journal(self) -> None:
+        """Stop recording answers: the call is live here only and can no longer be replayed."""
+        self.journal = None
+        self.journal_chars = 0
+
+    def answer(self, answers: Mapping[str, Mapping[str, Any]]) -> None:
+        """Hand the batch's answers (by operation id, ``{"result"}`` or ``{"error"}``) to the
+        calls waiting for them, and begin the next round (with what did not fit in this one)."""
+        batch, self.batch = self.batch, []
+        self._read_bytes = self._write_bytes = 0
+        self._new.clear()
+        for op, key in batch:
+            result = answers[op.id]
+            if self.journal is not None:
+                self.journal.append((key, result))
+                self.journal_chars += _chars(result)
+            waiting = self._waiting.pop(op.id, None)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(result)
+        while self._overflow and not self.full:
+            method, params, key, waiting = self._overflow[0]
+            if not self._fits(method, params) and self.batch:
+                break
+            self._overflow.popleft()
+            if not waiting.done():
+                self._join(method, params, key, waiting)
 
     async def wait_for_new(self) -> None:
-        """Return once the tool has asked for a new operation."""
+        """Return once the round has a new operation."""
         await self._new.wait()
 
     @contextmanager
@@ -119,36 +161,59 @@ class ReplayStep:
             _current.reset(token)
 
     async def request(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The answer to one ``files/*`` call: recorded, or (never, in this step) from the client.
+        """The answer to one ``files/*`` call: recorded, or from the client by a batch.
 
-        A new operation joins the batch and waits until the step ends, which cancels the tool.
-        An error answer raises the :class:`~.exceptions.FilesRequestError` of its kind.
+        A new operation joins the round's batch (or the next one's, when this one is full) and
+        waits for its answer, which a kept run gets from :meth:`answer`; a run that is not kept
+        is cancelled when its round ends. An error answer raises the
+        :class:`~.exceptions.FilesRequestError` of its kind.
         """
         key = operation_key(method, params)
         recorded = self._recorded.get(key)
         if recorded:
             self._unused -= 1
-            return _unwrap(recorded.popleft(), method)
+            answer = recorded.popleft()
+            if not recorded:
+                del self._recorded[key]
+            return _unwrap(answer, method)
         if self._closed:
             raise asyncio.CancelledError
         self._asked += 1
-        self._new.set()
+        waiting: asyncio.Future[Mapping[str, Any]] = asyncio.get_running_loop().create_future()
+        wire = dict(params or {})
+        if not self._overflow and (not self.batch or (not self.full and self._fits(method, wire))):
+            self._join(method, wire, key, waiting)
+        else:
+            self._overflow.append((method, wire, key, waiting))
+        return _unwrap(await waiting, method)
+
+    def _fits(self, method: str, params: Mapping[str, Any]) -> bool:
         reads, writes = _size(method, params)
-        fits = not self.full and (
+        return (
             self._read_bytes + reads <= MAX_BATCH_READ_BYTES
             and self._write_bytes + writes <= MAX_BATCH_WRITE_BYTES
         )
-        if fits or not self.batch:
-            # Ids are the journal position the answer will take: unique in the call.
-            op = Operation(str(len(self.journal) + len(self.batch)), method, dict(params or {}))
-            self.batch.append((op, key))
-            self._read_bytes += reads
-            self._write_bytes += writes
-        # The answer comes in the next request, to a re-run of the tool; this run ends here.
-        waiting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append(waiting)
-        await waiting
-        raise AssertionError("unreachable: a step's pending operation is never answered")
+
+    def _join(
+        self, method: str, params: dict[str, Any], key: str, waiting: asyncio.Future[Mapping[str, Any]]
+    ) -> None:
+        # Ids count the call's operations: unique in the call, and in a replay the journal
+        # position the answer takes.
+        op = Operation(str(self._next_id), method, params)
+        self._next_id += 1
+        self.batch.append((op, key))
+        self._waiting[op.id] = waiting
+        reads, writes = _size(method, params)
+        self._read_bytes += reads
+        self._write_bytes += writes
+        self._new.set()
+
+
+def _chars(answer: Mapping[str, Any]) -> int:
+    """Roughly the characters an answer takes in a journal: its content dominates."""
+    result = answer.get("result")
+    content = result.get("content") if isinstance(result, Mapping) else None
+    return 64 + (len(content) if isinstance(content, str) else 0)
 
 
 def _size(method: str, params: Mapping[str, Any] | None) -> tuple[int, int]:

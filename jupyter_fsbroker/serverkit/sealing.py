@@ -65,7 +65,8 @@ class CallState:
         The batch this continuation answers: ``(id, operation key)`` pairs.
     journal
         Every operation answered so far, in the order answered: ``(operation key, answer)``,
-        the answer ``{"result": …}`` or ``{"error": …}``.
+        the answer ``{"result": …}`` or ``{"error": …}``; ``None`` when the call is live in one
+        instance only (:mod:`.live_calls`) and cannot be replayed elsewhere.
     """
 
     call: str
@@ -75,7 +76,7 @@ class CallState:
     arguments: str
     principal: str
     batch: tuple[tuple[str, str], ...]
-    journal: tuple[tuple[str, Mapping[str, Any]], ...]
+    journal: tuple[tuple[str, Mapping[str, Any]], ...] | None
 
 
 class ContinuationSealer:
@@ -123,7 +124,7 @@ class ContinuationSealer:
         Raises
         ------
         TooLargeError
-            The sealed state would outgrow a continuation's 1 MiB (``journal_too_large``).
+            The sealed state would outgrow a continuation's 1.25 MiB (``journal_too_large``).
         """
         now = time.time()
         claims = {
@@ -137,7 +138,9 @@ class ContinuationSealer:
             "args": state.arguments,
             "p": state.principal,
             "batch": [list(pair) for pair in state.batch],
-            "journal": [[key, dict(answer)] for key, answer in state.journal],
+            "journal": None
+            if state.journal is None
+            else [[key, dict(answer)] for key, answer in state.journal],
         }
         payload = zlib.compress(json.dumps(claims, separators=(",", ":")).encode(), 6)
         token = self._codec.seal(payload)
@@ -173,7 +176,9 @@ class ContinuationSealer:
                 str(claims["args"]),
                 str(claims["p"]),
                 tuple((str(i), str(k)) for i, k in claims["batch"]),
-                tuple((str(k), cast("Mapping[str, Any]", a)) for k, a in claims["journal"]),
+                None
+                if claims["journal"] is None
+                else tuple((str(k), cast("Mapping[str, Any]", a)) for k, a in claims["journal"]),
             )
             issued, expires, version = float(claims["iat"]), float(claims["exp"]), claims["v"]
         except InvalidRequestState as exc:
