@@ -54,6 +54,14 @@ class Served:
             finally:
                 self.ended_event(path).set()
 
+        @self.server.tool()
+        async def progress_between(path: str, ctx: Context) -> str:
+            fs = files(ctx)
+            first = await fs.read_text(path)
+            # The request this context belongs to has ended by now: the tool goes on regardless.
+            await ctx.report_progress(1, 2)
+            return first + await fs.read_text(path)
+
     def ended_event(self, path: str) -> asyncio.Event:
         return self.ended.setdefault(path, asyncio.Event())
 
@@ -114,6 +122,16 @@ async def test_a_call_reads_more_than_a_continuation_could_replay(core: Any) -> 
     # Past the first round's answers the journal no longer fits: the state is live only, small.
     assert max(sizes[1:]) < 4096 < MAX_CONTINUATION_CHARS, sizes
     assert len(served.extension.live) == 0, "a finished call is no longer kept"
+
+
+async def test_a_tool_that_reports_progress_after_its_first_round_goes_on(core: Any) -> None:
+    served = Served()
+    answerer = BatchAnswerer(core)
+    async with Client(served.server, mode=MODERN, extensions=[answerer]) as client:
+        result = await call(client, answerer, "progress_between", {"path": "data/a.txt"})
+    assert not result.is_error, result.content
+    assert result.content[0].text == "a.txt" * 2  # type: ignore[union-attr]
+    assert len(answerer.rounds) == 2
 
 
 async def test_a_kept_call_ends_when_its_continuation_expires(core: Any) -> None:
