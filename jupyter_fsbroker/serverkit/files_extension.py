@@ -46,7 +46,7 @@ from ..wire.modern import (
 from .exceptions import ContinuationRefusedError, ReplayDivergedError, TooLargeError
 from .live_calls import LiveCall, LiveCalls, settle
 from .peers import ConnectionFiles
-from .replay import ReplayStep
+from .replay import ReplayStep, journal_chars
 from .sealing import CallState, ContinuationSealer, digest
 
 __all__ = ["FilesExtension"]
@@ -116,15 +116,21 @@ class FilesExtension(Extension):
         if principal is None:
             return await call_next(ctx)  # no one to bind a continuation to: files(ctx) refuses
         tool, arguments = params.name, digest(raw.get("arguments") or {})
+        journal: tuple[tuple[str, Mapping[str, Any]], ...] | None
         if continuation is None or continuation.token is None:
-            call, started = ContinuationSealer.new_call_id(), time.time()
-            step = ReplayStep(_client(meta), (), started=started)
+            call, started, journal = ContinuationSealer.new_call_id(), time.time(), ()
+            step = ReplayStep(_client(meta), journal, started=started)
             live = LiveCall(step, _start(step, ctx, call_next), 0)
         else:
             _, sealed = split_route(continuation.token)
             state = self.sealer.open(sealed, tool=tool, arguments=arguments, principal=principal)
             call, started = state.call, state.started
             answered = _answered(state, continuation)
+            journal = (
+                None
+                if state.journal is None
+                else state.journal + tuple((key, answer) for _, key, answer in answered)
+            )
             kept = self.live.take(call)
             if kept is not None and kept.round == state.step:
                 kept.step.answer({op_id: answer for op_id, _, answer in answered})
@@ -132,9 +138,8 @@ class FilesExtension(Extension):
             else:
                 if kept is not None:  # another replica carried the call on meanwhile
                     kept.cancel()
-                if state.journal is None:
+                if journal is None:
                     raise ContinuationRefusedError("live_elsewhere")
-                journal = state.journal + tuple((key, answer) for _, key, answer in answered)
                 step = ReplayStep(_client(meta), journal, started=started)
                 live = LiveCall(step, _start(step, ctx, call_next), state.step + 1)
         step = live.step
@@ -158,28 +163,29 @@ class FilesExtension(Extension):
         if not kept_live:
             live.cancel()
         try:
-            token = self._seal(state, step, kept_live)
+            token = self._seal(state, journal, kept_live)
         except BaseException:
             self.live.drop(call)
             raise
         return batch_result([op for op, _ in step.batch], routed(self.instance, token))
 
-    def _seal(self, state: CallState, step: ReplayStep, live: bool) -> str:
-        """The continuation of *state*, with the journal while it fits, else live only.
+    def _seal(
+        self, state: CallState, journal: tuple[tuple[str, Mapping[str, Any]], ...] | None, live: bool
+    ) -> str:
+        """The continuation of *state*, with *journal* while it fits, else live only (from then
+        on the call goes on in this process or nowhere).
 
         Raises
         ------
         TooLargeError
             The journal outgrows a continuation and the call is not kept live.
         """
-        journal = step.journal
-        if journal is not None and (not live or step.journal_chars <= _JOURNAL_CHARS):
+        if journal is not None and (not live or journal_chars(journal) <= _JOURNAL_CHARS):
             try:
-                return self.sealer.seal(replace(state, journal=tuple(journal)))
+                return self.sealer.seal(replace(state, journal=journal))
             except TooLargeError:
                 if not live:
                     raise
-        step.forget_journal()  # from now on the call goes on here or nowhere
         return self.sealer.seal(state)
 
     def _live_ttl(self, started: float) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -28,7 +28,7 @@ from .exceptions import error_from_jsonrpc
 from .peers import ConnectionFiles
 from .sealing import digest
 
-__all__ = ["ReplayStep", "current_step", "operation_key"]
+__all__ = ["ReplayStep", "current_step", "journal_chars", "operation_key"]
 
 _current: ContextVar[ReplayStep | None] = ContextVar("jupyter_fsbroker_replay_step", default=None)
 
@@ -59,8 +59,8 @@ class ReplayStep:
     -----
     A run of the tool that waits on its batch may be kept (a live call, :mod:`.live_calls`):
     :meth:`answer` then hands the next request's answers to the waiting calls and the tool goes
-    on from where it is; the answers also join :attr:`journal` while it is kept (``None`` once the
-    call is live only, see :meth:`forget_journal`).
+    on from where it is. The step keeps no journal of its own: the one a continuation carries
+    comes from the continuation before it.
     """
 
     def __init__(
@@ -72,10 +72,6 @@ class ReplayStep:
     ) -> None:
         self.connection = connection
         self.started = started
-        #: Every operation answered so far, for a replay elsewhere; ``None``: live only.
-        self.journal: list[tuple[str, Mapping[str, Any]]] | None = list(journal)
-        #: The characters of :attr:`journal`'s answers, roughly (to skip sealing what cannot fit).
-        self.journal_chars = sum(_chars(answer) for _, answer in journal)
         self._recorded: dict[str, deque[Mapping[str, Any]]] = {}
         for key, answer in journal:
             self._recorded.setdefault(key, deque()).append(answer)
@@ -120,25 +116,16 @@ class ReplayStep:
         self._waiting.clear()
         self._overflow.clear()
 
-    def forget_journal(self) -> None:
-        """Stop recording answers: the call is live here only and can no longer be replayed."""
-        self.journal = None
-        self.journal_chars = 0
-
     def answer(self, answers: Mapping[str, Mapping[str, Any]]) -> None:
         """Hand the batch's answers (by operation id, ``{"result"}`` or ``{"error"}``) to the
         calls waiting for them, and begin the next round (with what did not fit in this one)."""
         batch, self.batch = self.batch, []
         self._read_bytes = self._write_bytes = 0
         self._new.clear()
-        for op, key in batch:
-            result = answers[op.id]
-            if self.journal is not None:
-                self.journal.append((key, result))
-                self.journal_chars += _chars(result)
+        for op, _ in batch:
             waiting = self._waiting.pop(op.id, None)
             if waiting is not None and not waiting.done():
-                waiting.set_result(result)
+                waiting.set_result(answers[op.id])
         while self._overflow and not self.full:
             method, params, key, waiting = self._overflow[0]
             if not self._fits(method, params) and self.batch:
@@ -209,11 +196,14 @@ class ReplayStep:
         self._new.set()
 
 
-def _chars(answer: Mapping[str, Any]) -> int:
-    """Roughly the characters an answer takes in a journal: its content dominates."""
-    result = answer.get("result")
-    content = result.get("content") if isinstance(result, Mapping) else None
-    return 64 + (len(content) if isinstance(content, str) else 0)
+def journal_chars(journal: Sequence[tuple[str, Mapping[str, Any]]]) -> int:
+    """Roughly the characters a journal's answers take: their content dominates."""
+    total = 0
+    for _, answer in journal:
+        result = answer.get("result")
+        content = result.get("content") if isinstance(result, Mapping) else None
+        total += 64 + (len(content) if isinstance(content, str) else 0)
+    return total
 
 
 def _size(method: str, params: Mapping[str, Any] | None) -> tuple[int, int]:
