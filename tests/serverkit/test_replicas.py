@@ -52,7 +52,7 @@ pid {prefix}/nginx.pid;
 error_log stderr notice;
 events {{ worker_connections 256; }}
 http {{
-    log_format upstream '$upstream_addr $status';
+    log_format upstream '$upstream_addr $status $http_fsbroker_instance';
     access_log {prefix}/access.log upstream;
     client_body_temp_path {prefix}/body;
     proxy_temp_path {prefix}/proxy;
@@ -142,6 +142,15 @@ def core(tmp_path: Path) -> Iterator[tuple[Path, Any, Broker]]:
         yield data, broker.connect("replicas"), broker
 
 
+def _routes(access_log: Path) -> list[tuple[str, str]]:
+    """``(replica, Fsbroker-Instance header or "-")`` of each request nginx passed on, in order."""
+    if not access_log.exists():
+        return []
+    return [
+        (line.split()[0], line.split()[2]) for line in access_log.read_text().splitlines() if line.strip()
+    ]
+
+
 def _served(access_log: Path) -> list[str]:
     """The replica (``host:port``) nginx passed each request to, in order."""
     if not access_log.exists():
@@ -203,21 +212,24 @@ async def test_a_large_file_streams_through_the_replica_that_holds_the_call_live
     core: tuple[Path, Any, Broker],
     big_file: tuple[str, str],
 ) -> None:
-    url, _, access_log = deployment
+    url, replicas, access_log = deployment
     _, _, broker = core
     path, sha256 = big_file
     before = len(_served(access_log))
+    names = {r.url.removeprefix("http://").removesuffix("/mcp"): f"r{n}" for n, r in enumerate(replicas)}
     async with open_connection(broker, "routed", url=url, era="modern", consenter=approve_all()) as conn:
         assert conn.era == "modern"
         result = await conn.call_tool("checksum", {"path": path}, timeout=120)
     assert not result["isError"], result["content"]
     assert result["structuredContent"] == {"path": path, "sha256": sha256, "bytes": BIG}
-    served = _served(access_log)[before:]
-    calls = [line for line in served if line]  # discover, tools/list, then the call's rounds
-    rounds = BIG // (2 * 1024 * 1024)
-    assert len(calls) >= rounds, f"each round carries at most 2 MiB of reads, got {len(calls)} requests"
-    # Every continuation went to the replica that ran the round before: the header routed it.
-    assert len(set(served[-rounds:])) == 1, served
+    # discover and tools/list, the call's first request (no instance named: any replica may take
+    # it), then its continuations, each naming the replica that ran the round before, sent there.
+    routes = _routes(access_log)[before:]
+    continued = [(names[replica], header) for replica, header in routes if header != "-"]
+    opening = routes[: len(routes) - len(continued)]
+    assert opening and all(header == "-" for _, header in opening), routes
+    assert len(continued) >= BIG // (2 * 1024 * 1024), "a round carries at most 2 MiB of reads"
+    assert len(set(continued)) == 1 and continued[0][0] == continued[0][1], continued
     reads = [r for r in broker.audit.records(server="routed") if r.method == "files/read"]
     assert len(reads) == BIG // (1024 * 1024), "one audit record per files/read the client performed"
 
