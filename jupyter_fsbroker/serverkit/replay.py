@@ -1,14 +1,16 @@
-"""One step of a tool call on the 2026-07-28 wire: the tool re-run over its recorded answers.
+"""One modern tool call's ``files/*`` calls in one process: answered from the call's journal,
+or asked of the client in batches.
 
 On the modern wire the server cannot ask the client anything while a tool runs; it can only
 answer the ``tools/call`` with a batch of operations and a continuation (PROTOCOL.md, "The
-2026-07-28 era"). A :class:`ReplayStep` stands in for the client during one such request: each
-``files/*`` call the tool makes is answered at once from the call's journal when it was answered
-before (matched by method and params, the n-th identical call to the n-th recorded one), and
-otherwise joins the step's batch and waits. When the tool can go no further, the step ends with
-the batch; the next request runs the tool again from its start, over a journal that now holds
-these answers too. Side effects happen on the client, once: their answers are replayed, never
-their requests.
+2026-07-28 era"). A :class:`ReplayStep` stands in for the client: each ``files/*`` call the tool
+makes is answered at once from the journal the run began with when it was answered before
+(matched by method and params, the n-th identical call to the n-th recorded one), and otherwise
+joins the round's batch and waits. When the tool can go no further, the round ends with the
+batch. The process may keep the waiting run (:mod:`.live_calls`), and the next request hands it
+the answers; a process that does not hold it runs the tool again from its start over a journal
+that now holds these answers too. Side effects happen on the client, once: their answers are
+replayed, never their requests.
 """
 
 from __future__ import annotations
