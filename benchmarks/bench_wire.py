@@ -60,17 +60,23 @@ if __package__ in (None, ""):
 
 SERVER = str(HERE / "wire_server.py")
 MiB = 1024 * 1024
-TRANSPORTS = {"helper": "stdio (run_stdio)", "stock": 'stdio (run("stdio"))', "http": "Streamable HTTP"}
+TRANSPORTS = {
+    "helper": "stdio (run_stdio)",
+    "stock": 'stdio (run("stdio"))',
+    "http": "Streamable HTTP",
+    "modern": "Streamable HTTP, 2026-07-28 (stateless, batches)",
+}
 
 
 # -- the worker: one client process, one server, a few tool calls ---------------------------------
 
 
 @contextlib.contextmanager
-def http_server() -> Iterator[str]:
-    """``wire_server.py http`` in a subprocess; yields its URL. It exits when our end of its stdin closes."""
+def http_server(mode: str = "http") -> Iterator[str]:
+    """``wire_server.py MODE`` (``http`` or ``http-stateless``) in a subprocess; yields its URL. It
+    exits when our end of its stdin closes."""
     process = subprocess.Popen(
-        [sys.executable, SERVER, "http"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, SERVER, mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         assert process.stdout is not None
@@ -124,6 +130,10 @@ async def serve_jobs(spec: dict[str, Any]) -> None:
         transport = spec["transport"]
         if transport == "http":
             target: dict[str, Any] = {"url": stack.enter_context(http_server())}
+        elif transport == "modern":
+            # The 2026-07-28 era on a stateless server: files/* by the extension's batches.
+            target = {"url": stack.enter_context(http_server("http-stateless")), "era": "modern"}
+            count_rounds()
         else:
             target = {"command": sys.executable, "args": [SERVER, transport]}
         conn = await connect(broker, "bench", **target)
@@ -132,11 +142,32 @@ async def serve_jobs(spec: dict[str, Any]) -> None:
             # One job per line; end of file (the benchmark is done, or gone) ends the worker.
             while line := await asyncio.to_thread(sys.stdin.readline):
                 refusals.reset()
+                ROUNDS.update(rounds=0, operations=0)
                 result = await run_job(conn, json.loads(line))
                 result["refused"] = refusals.reset()
+                result["client_rounds"] = dict(ROUNDS)
                 print(json.dumps(result), flush=True)
         finally:
             await conn.aclose()
+
+
+#: The batches the client performed (one a round of a modern call) and their operations, since the
+#: last job began.
+ROUNDS = {"rounds": 0, "operations": 0}
+
+
+def count_rounds() -> None:
+    """Count the modern era's rounds in this worker: each batch the client performs is one."""
+    from jupyter_fsbroker.protocol.files_batches import BatchDesk
+
+    perform = BatchDesk.perform
+
+    async def counted(self: BatchDesk, operations: Any) -> list[dict[str, Any]]:
+        ROUNDS["rounds"] += 1
+        ROUNDS["operations"] += len(operations)
+        return await perform(self, operations)
+
+    BatchDesk.perform = counted  # type: ignore[method-assign]
 
 
 class Refusals:
@@ -263,7 +294,8 @@ class Runner:
     def open(self, transport: str, *, ops: tuple[str, ...] = ("read", "write")) -> Iterator[Worker]:
         """A fresh worker connected to a fresh server over *transport*, for as long as the block lasts.
 
-        *transport* is ``helper``, ``stock`` or ``http`` (see ``wire_server.py``);
+        *transport* is ``helper``, ``stock``, ``http`` (see ``wire_server.py``) or ``modern``
+        (``http-stateless``, connected on the 2026-07-28 era);
         *ops* are the operations pre-approved on the whole root.
         """
         spec = {"transport": transport, "root": str(self.root), "state": str(self.state), "ops": list(ops)}

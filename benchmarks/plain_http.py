@@ -289,7 +289,9 @@ def _main() -> None:
         os._exit(0)
 
     threading.Thread(target=exit_at_eof, name="exit-at-eof", daemon=True).start()
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, as uvicorn's own binding has it: asyncio sets TCP_NODELAY only on sockets
+    # of that protocol, and without it a small response waits out the peer's delayed ACK (~40 ms).
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)

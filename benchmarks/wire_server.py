@@ -13,6 +13,9 @@ Run as ``python benchmarks/wire_server.py MODE`` where MODE is
     on stdout is ``PORT <n>``; the endpoint is ``http://127.0.0.1:<n>/mcp``.
     The server exits when its stdin reaches end of file, so it never outlives
     the process that started it (even one killed without a chance to clean up).
+``http-stateless``
+    the same, stateless (mcp's ``stateless_http``): files reach tools only on
+    the 2026-07-28 era, by the files extension's batches.
 
 Every tool does its timing and memory accounting inside the server, so the
 numbers are those of the brokered ``files/*`` traffic alone:
@@ -61,7 +64,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from procmem import memory_kib, reset_peak  # beside this file: on sys.path when run as a script
 
-from jupyter_fsbroker.serverkit import enable_files, files, run_stdio
+from jupyter_fsbroker.serverkit import FilesExtension, enable_files, files, run_stdio
 from tests.support.hashing import digest_file
 
 MiB = 1024 * 1024
@@ -76,7 +79,9 @@ async def pseudo_random(size: int, piece: int) -> AsyncIterator[bytes]:
 
 
 def build_server() -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("fsbroker-bench", version="1", log_level="WARNING")
+    server: MCPServer[Any] = MCPServer(
+        "fsbroker-bench", version="1", log_level="WARNING", extensions=[FilesExtension()]
+    )
     enable_files(server)
 
     @server.tool()
@@ -233,12 +238,14 @@ def exit_at_eof() -> None:
     threading.Thread(target=wait, name="exit-at-eof", daemon=True).start()
 
 
-def serve_http() -> None:
+def serve_http(*, stateless: bool = False) -> None:
     import uvicorn
 
     exit_at_eof()
-    app = build_server().streamable_http_app(host="127.0.0.1")
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    app = build_server().streamable_http_app(host="127.0.0.1", stateless_http=stateless)
+    # IPPROTO_TCP named, as uvicorn's own binding has it: asyncio sets TCP_NODELAY only on sockets
+    # of that protocol, and without it a small response waits out the peer's delayed ACK (~40 ms).
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
@@ -255,8 +262,10 @@ def main() -> None:
         build_server().run("stdio")
     elif mode == "http":
         serve_http()
+    elif mode == "http-stateless":
+        serve_http(stateless=True)
     else:
-        sys.exit(f"usage: {sys.argv[0]} [helper|stock|http]")
+        sys.exit(f"usage: {sys.argv[0]} [helper|stock|http|http-stateless]")
 
 
 if __name__ == "__main__":

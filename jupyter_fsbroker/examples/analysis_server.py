@@ -26,6 +26,8 @@ Tools (paths as the notebook shares them, e.g. ``data/sales.csv``):
     only if it has not changed since (``ifMatch``, optimistic concurrency).
 ``list_files(path, recursive=False)``
     A folder's entries as the client shows them.
+``checksum(path)``
+    The sha256 of a file of any size, read as bytes in 1 MiB chunks, 4 in flight.
 ``atomic_increment(path)``
     Locked read-modify-write of a counter file: ``keepLocked`` read, write,
     unlock.
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import inspect
 import posixpath
 import socket
@@ -72,6 +75,7 @@ from jupyter_fsbroker.serverkit import (
     run_stdio,
 )
 from jupyter_fsbroker.serverkit.bearer import protect
+from jupyter_fsbroker.wire.modern import routed
 
 from .csvstream import CsvProfiler, RowFilter, render_report, report_path
 
@@ -140,13 +144,15 @@ def build_server(
     require_brokering: bool = False,
     auth: Mapping[str, Any] | None = None,
     state_keys: Sequence[bytes] | None = None,
+    instance: str | None = None,
 ) -> MCPServer[Any]:
     """The analysis server with its tools (see the module's docstring).
 
     *auth*: the keyword arguments of :func:`~jupyter_fsbroker.serverkit.bearer.protect`'s
     answer, to serve behind MCP authorization. *state_keys*: the key ring the 2026-07-28
     era's continuations are sealed with (replicas given the same ring continue each other's
-    calls); ``None``, a key of this process only.
+    calls); ``None``, a key of this process only. *instance*: this replica's name, which its
+    continuations carry for a proxy to route a call back to it (``FilesExtension``'s).
     """
     server: MCPServer[Any] = MCPServer(
         "jupyter-fsbroker-analysis",
@@ -154,7 +160,7 @@ def build_server(
             "Analyses files the user shares from their notebook (SEP-1708 brokered filesystem). "
             "Paths are as the notebook shares them, e.g. 'data/sales.csv'."
         ),
-        extensions=[FilesExtension(state_keys)],
+        extensions=[FilesExtension(state_keys, instance=instance)],
         **(auth or {}),
     )
     enable_files(server, require=require_brokering)
@@ -257,6 +263,17 @@ def _add_text_tools(tool: _Register[Any]) -> None:
         async with fs:
             entries = await fs.list_dir(path, recursive=recursive)
         return {"path": path, "entries": [asdict(entry) for entry in entries]}
+
+    @tool
+    async def checksum(path: str, ctx: Context) -> dict[str, Any]:
+        """The sha256 of a file of any size, read as bytes in 1 MiB chunks, 4 in flight."""
+        digest, size = hashlib.sha256(), 0
+        fs = files(ctx, consent_message=f"Read {path}")
+        async with fs, fs.iter_chunks(path, chunk_size=1 << 20, concurrency=4) as chunks:
+            async for data in chunks:
+                digest.update(data)
+                size += len(data)
+        return {"path": path, "sha256": digest.hexdigest(), "bytes": size}
 
 
 def _add_lock_tools(tool: _Register[Any]) -> None:
@@ -403,7 +420,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="the keys continuations are sealed with, one a line, the first sealing (replicas given "
         "the same file continue each other's calls); without it, a key of this process only",
     )
+    parser.add_argument(
+        "--instance",
+        metavar="NAME",
+        help="this replica's name (A-Z a-z 0-9 _ -), put before its continuations so that a proxy "
+        "can route a call's continuations back to the replica that holds the call live",
+    )
     args = parser.parse_args(argv)
+    try:
+        routed(args.instance, "")
+    except ValueError as exc:
+        parser.error(f"--instance: {exc}")
     keys = None
     if args.state_key_file:
         try:
@@ -413,14 +440,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.http is None:
         if args.auth_issuer or args.auth_scope or args.stateless:
             parser.error("--auth-issuer, --auth-scope and --stateless need --http")
-        run_stdio(build_server(require_brokering=args.require_brokering, state_keys=keys))
+        run_stdio(
+            build_server(require_brokering=args.require_brokering, state_keys=keys, instance=args.instance)
+        )
         return
     host, port = args.http
     sock = _listen(host, port)  # first: the URL, and so the resource, names the bound port
     auth = None
     if args.auth_issuer:
         auth = protect(issuer=args.auth_issuer, resource_url=_endpoint(sock), scopes=args.auth_scope or None)
-    server = build_server(require_brokering=args.require_brokering, auth=auth, state_keys=keys)
+    server = build_server(
+        require_brokering=args.require_brokering, auth=auth, state_keys=keys, instance=args.instance
+    )
     _serve(server, sock, host, stateless=args.stateless)
 
 

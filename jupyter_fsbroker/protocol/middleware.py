@@ -61,13 +61,14 @@ from typing import Any
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ClientMessageMetadata, SessionMessage
 from mcp_types import JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse, RequestId
 
 from ..core.hop import post
 from ..core.limits import Limits
 from ..wire.brokering import BROKERING_FEATURES, PER_PATH_CONSENT, roots_capability
 from ..wire.methods import CHANGED_NOTIFICATION, FILES_PREFIX
+from ..wire.modern import CONTINUATION, ROUTE_HEADER, split_route
 from .desk.budget import MemoryBudget
 from .desk.desk import FilesHandler
 from .files_batches import EXTENSION, FEATURES
@@ -373,6 +374,8 @@ class BrokerMiddleware:
                     message = item.message
                     if isinstance(message, JSONRPCRequest) and message.method == "initialize":
                         item = SessionMessage(self._with_capability(message), metadata=item.metadata)
+                    elif isinstance(message, JSONRPCRequest) and message.method == "tools/call":
+                        item = _routed(item, message)
                     await self._write.send(item)
                     if isinstance(message, JSONRPCNotification) and message.method == _INITIALIZED:
                         self._initialized = True
@@ -404,3 +407,25 @@ class BrokerMiddleware:
                     await self._write.send(item)
         except _ClosedErrors:
             pass
+
+
+def _routed(item: SessionMessage, request: JSONRPCRequest) -> SessionMessage:
+    """*item*, with the instance its continuation names in the route header (PROTOCOL.md, "Routing
+    a call to the instance that holds it"): a proxy routes on a header, not on a body."""
+    meta = (request.params or {}).get("_meta")
+    ours = meta.get(EXTENSION) if isinstance(meta, dict) else None
+    token = ours.get(CONTINUATION) if isinstance(ours, dict) else None
+    instance = split_route(token)[0] if isinstance(token, str) else None
+    if instance is None:
+        return item
+    metadata = item.metadata if isinstance(item.metadata, ClientMessageMetadata) else None
+    headers = dict((metadata.headers if metadata is not None else None) or {})
+    headers[ROUTE_HEADER] = instance
+    return SessionMessage(
+        request,
+        metadata=ClientMessageMetadata(
+            resumption_token=metadata.resumption_token if metadata is not None else None,
+            on_resumption_token_update=metadata.on_resumption_token_update if metadata is not None else None,
+            headers=headers,
+        ),
+    )

@@ -251,16 +251,19 @@ class ContinuationRefusedError(MCPError):
     Parameters
     ----------
     reason
-        ``expired`` or ``invalid``; what exactly was wrong goes to the log only.
+        ``expired``, ``invalid`` or ``live_elsewhere`` (the call is held live by one instance,
+        not this one, and its state is too large to carry); what exactly was wrong goes to the
+        log only.
     """
 
     def __init__(self, reason: str) -> None:
         kind = catalogue.CONTINUATION_REFUSED
-        message = (
-            "the continuation has expired: call the tool again"
-            if reason == "expired"
-            else "the continuation is not valid for this call"
-        )
+        message = {
+            "expired": "the continuation has expired: call the tool again",
+            "live_elsewhere": "this call is held by another instance of the server, and its state is "
+            "too large to carry: route its continuations to the instance the continuation names "
+            "(the Fsbroker-Instance header), or call the tool again",
+        }.get(reason, "the continuation is not valid for this call")
         super().__init__(code=kind.code, message=message, data={"error": kind.name, "reason": reason})
 
 

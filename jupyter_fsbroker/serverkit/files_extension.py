@@ -9,9 +9,12 @@ It advertises ``io.github.jupyter-fsbroker/files`` and wraps ``tools/call``: on 
 request from a client that lists the extension, the tool runs with a
 :class:`~.replay.ReplayStep` standing in for the client. When the tool finishes, its result is
 the answer; when it waits for ``files/*`` answers, the answer is a batch and a sealed
-continuation (:mod:`.sealing`), and the client's next ``tools/call`` runs the tool again over
-the answers recorded so far (PROTOCOL.md, "How this project's server kit resumes a call").
-Nothing is kept between requests, so any replica given the same keys serves any step.
+continuation (:mod:`.sealing`). This process keeps the waiting run (:mod:`.live_calls`): the
+continuation that comes back to it hands the answers to the tool, which goes on where it is.
+A continuation that reaches another replica given the same keys runs the tool again over the
+answers recorded so far, while they fit in a continuation (PROTOCOL.md, "How this project's
+server kit resumes a call"); past that the call is live in one replica only, and the
+continuation names it for the proxy to route on (``instance``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -30,22 +34,26 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..wire.modern import (
     CLIENT_CAPABILITIES_META,
     EXTENSION_ID,
+    MAX_CONTINUATION_CHARS,
     Continuation,
     batch_result,
     extension_settings,
     lists_extension,
     read_continuation,
+    routed,
+    split_route,
 )
-from .exceptions import ContinuationRefusedError, ReplayDivergedError
+from .exceptions import ContinuationRefusedError, ReplayDivergedError, TooLargeError
+from .live_calls import LiveCall, LiveCalls, settle
 from .peers import ConnectionFiles
-from .replay import ReplayStep
+from .replay import ReplayStep, journal_chars
 from .sealing import CallState, ContinuationSealer, digest
 
 __all__ = ["FilesExtension"]
 
-# Event-loop turns without a new operation after which a waiting tool is taken to have asked
-# all it can without answers (concurrent calls, such as a read-ahead, join the batch meanwhile).
-_QUIET_TURNS = 8
+# Past this many characters of recorded answers a journal is not sealed at all: it could not fit
+# in a continuation even compressed, and compressing it each round would cost more than a round.
+_JOURNAL_CHARS = 4 * MAX_CONTINUATION_CHARS
 
 
 class FilesExtension(Extension):
@@ -59,17 +67,38 @@ class FilesExtension(Extension):
         calls. ``None``: a key of this process only (a single replica).
     ttl
         Seconds a continuation stays valid (a consent prompt must fit).
+    instance
+        This replica's name (1 to 64 of ``A-Z a-z 0-9 _ -``), put before each continuation so
+        that a proxy can route a call back to the replica that holds it live (PROTOCOL.md,
+        "Routing a call to the instance that holds it"); ``None``: continuations name none.
+    live_calls
+        How many calls this process keeps live at once (:mod:`.live_calls`); 0: none, every
+        round replays.
     """
 
     identifier = EXTENSION_ID
 
-    def __init__(self, keys: Sequence[bytes] | None = None, *, ttl: float = 600.0) -> None:
+    def __init__(
+        self,
+        keys: Sequence[bytes] | None = None,
+        *,
+        ttl: float = 600.0,
+        instance: str | None = None,
+        live_calls: int = 256,
+    ) -> None:
         self.sealer = (
             ContinuationSealer(keys, ttl=ttl) if keys is not None else ContinuationSealer.ephemeral(ttl=ttl)
         )
+        routed(instance, "")  # a bad name fails here, not on the first call
+        self.instance = instance
+        self.live = LiveCalls(live_calls)
 
     def settings(self) -> dict[str, Any]:
         return extension_settings(features=())
+
+    def close(self) -> None:
+        """Cancel the calls kept live (call it when the server stops)."""
+        self.live.close()
 
     async def intercept_tool_call(
         self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -87,62 +116,92 @@ class FilesExtension(Extension):
         if principal is None:
             return await call_next(ctx)  # no one to bind a continuation to: files(ctx) refuses
         tool, arguments = params.name, digest(raw.get("arguments") or {})
-        if continuation is not None and continuation.token is not None:
-            state = self.sealer.open(continuation.token, tool=tool, arguments=arguments, principal=principal)
-            journal = state.journal + _answered(state, continuation)
-            call, step_number, started = state.call, state.step + 1, state.started
+        journal: tuple[tuple[str, Mapping[str, Any]], ...] | None
+        if continuation is None or continuation.token is None:
+            call, started, journal = ContinuationSealer.new_call_id(), time.time(), ()
+            step = ReplayStep(_client(meta), journal, started=started)
+            live = LiveCall(step, _start(step, ctx, call_next), 0)
         else:
-            journal, call, step_number, started = (), ContinuationSealer.new_call_id(), 0, time.time()
-        step = ReplayStep(_client(meta), journal, started=started)
-        result = await _run(step, ctx, call_next)
-        if result is not None:
-            if step.diverged:
-                raise ReplayDivergedError(tool)
-            return result[0]
+            _, sealed = split_route(continuation.token)
+            state = self.sealer.open(sealed, tool=tool, arguments=arguments, principal=principal)
+            call, started = state.call, state.started
+            answered = _answered(state, continuation)
+            journal = (
+                None
+                if state.journal is None
+                else state.journal + tuple((key, answer) for _, key, answer in answered)
+            )
+            kept = self.live.take(call)
+            if kept is not None and kept.round == state.step:
+                kept.step.answer({op_id: answer for op_id, _, answer in answered})
+                live = LiveCall(kept.step, kept.task, state.step + 1)
+            else:
+                if kept is not None:  # another replica carried the call on meanwhile
+                    kept.cancel()
+                if journal is None:
+                    raise ContinuationRefusedError("live_elsewhere")
+                step = ReplayStep(_client(meta), journal, started=started)
+                live = LiveCall(step, _start(step, ctx, call_next), state.step + 1)
+        step = live.step
+        result = await settle(step, live.task)
         if step.diverged:
+            live.cancel()
             raise ReplayDivergedError(tool)
+        if result is not None:
+            return cast("HandlerResult", result[0])
         state = CallState(
             call,
-            step_number,
+            live.round,
             started,
             tool,
             arguments,
             principal,
             tuple((op.id, key) for op, key in step.batch),
-            journal,
+            None,
         )
-        return batch_result([op for op, _ in step.batch], self.sealer.seal(state))
+        kept_live = self.live.keep(call, live, self._live_ttl(started))
+        if not kept_live:
+            live.cancel()
+        try:
+            token = self._seal(state, journal, kept_live)
+        except BaseException:
+            self.live.drop(call)
+            raise
+        return batch_result([op for op, _ in step.batch], routed(self.instance, token))
+
+    def _seal(
+        self, state: CallState, journal: tuple[tuple[str, Mapping[str, Any]], ...] | None, live: bool
+    ) -> str:
+        """The continuation of *state*, with *journal* while it fits, else live only (from then
+        on the call goes on in this process or nowhere).
+
+        Raises
+        ------
+        TooLargeError
+            The journal outgrows a continuation and the call is not kept live.
+        """
+        if journal is not None and (not live or journal_chars(journal) <= _JOURNAL_CHARS):
+            try:
+                return self.sealer.seal(replace(state, journal=journal))
+            except TooLargeError:
+                if not live:
+                    raise
+        return self.sealer.seal(state)
+
+    def _live_ttl(self, started: float) -> float:
+        """How long a kept run waits for its continuation: as long as the continuation is valid."""
+        return min(self.sealer.ttl, started + self.sealer.call_lifetime - time.time())
 
 
-async def _run(
-    step: ReplayStep, ctx: ServerRequestContext[Any, Any], call_next: CallNext
-) -> tuple[HandlerResult] | None:
-    """Run the tool for one step: ``(its result,)``, or ``None`` once it waits for new answers."""
+def _start(step: ReplayStep, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> asyncio.Future[Any]:
+    """Start the tool's run with *step* standing in for the client."""
     with step.bound():  # the task copies this context: the tool's files(ctx) finds the step
-        task = asyncio.ensure_future(call_next(ctx))
-    waiter = asyncio.ensure_future(step.wait_for_new())
-    try:
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        quiet = 0
-        while not task.done() and quiet < _QUIET_TURNS and not step.full:
-            asked = step.asked
-            await asyncio.sleep(0)
-            quiet = quiet + 1 if step.asked == asked else 0
-        if task.done():
-            return (task.result(),)
-        step.close()
-        task.cancel()
-        await asyncio.wait({task})
-        return None
-    finally:
-        waiter.cancel()
-        if not task.done():  # this request itself was cancelled: so is the tool
-            step.close()
-            task.cancel()
+        return asyncio.ensure_future(call_next(ctx))
 
 
-def _answered(state: CallState, continuation: Continuation) -> tuple[tuple[str, Mapping[str, Any]], ...]:
-    """The journal entries of the batch *continuation* answers, in batch order.
+def _answered(state: CallState, continuation: Continuation) -> tuple[tuple[str, str, Mapping[str, Any]], ...]:
+    """``(id, operation key, answer)`` for each operation of the batch *continuation* answers,
+    in batch order.
 
     Raises
     ------
@@ -152,11 +211,11 @@ def _answered(state: CallState, continuation: Continuation) -> tuple[tuple[str, 
     answers = {answer.id: answer for answer in continuation.answers}
     if len(answers) != len(continuation.answers) or set(answers) != {op_id for op_id, _ in state.batch}:
         raise ContinuationRefusedError("invalid")
-    entries: list[tuple[str, Mapping[str, Any]]] = []
+    entries: list[tuple[str, str, Mapping[str, Any]]] = []
     for op_id, key in state.batch:
         wire = answers[op_id].to_wire()
         del wire["id"]
-        entries.append((key, wire))
+        entries.append((op_id, key, wire))
     return tuple(entries)
 
 

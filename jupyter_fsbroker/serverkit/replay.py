@@ -1,21 +1,23 @@
-"""One step of a tool call on the 2026-07-28 wire: the tool re-run over its recorded answers.
+"""One modern tool call's ``files/*`` calls in one process: answered from the call's journal,
+or asked of the client in batches.
 
 On the modern wire the server cannot ask the client anything while a tool runs; it can only
 answer the ``tools/call`` with a batch of operations and a continuation (PROTOCOL.md, "The
-2026-07-28 era"). A :class:`ReplayStep` stands in for the client during one such request: each
-``files/*`` call the tool makes is answered at once from the call's journal when it was answered
-before (matched by method and params, the n-th identical call to the n-th recorded one), and
-otherwise joins the step's batch and waits. When the tool can go no further, the step ends with
-the batch; the next request runs the tool again from its start, over a journal that now holds
-these answers too. Side effects happen on the client, once: their answers are replayed, never
-their requests.
+2026-07-28 era"). A :class:`ReplayStep` stands in for the client: each ``files/*`` call the tool
+makes is answered at once from the journal the run began with when it was answered before
+(matched by method and params, the n-th identical call to the n-th recorded one), and otherwise
+joins the round's batch and waits. When the tool can go no further, the round ends with the
+batch. The process may keep the waiting run (:mod:`.live_calls`), and the next request hands it
+the answers; a process that does not hold it runs the tool again from its start over a journal
+that now holds these answers too. Side effects happen on the client, once: their answers are
+replayed, never their requests.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -28,7 +30,7 @@ from .exceptions import error_from_jsonrpc
 from .peers import ConnectionFiles
 from .sealing import digest
 
-__all__ = ["ReplayStep", "current_step", "operation_key"]
+__all__ = ["ReplayStep", "current_step", "journal_chars", "operation_key"]
 
 _current: ContextVar[ReplayStep | None] = ContextVar("jupyter_fsbroker_replay_step", default=None)
 
@@ -44,16 +46,23 @@ def operation_key(method: str, params: Mapping[str, Any] | None) -> str:
 
 
 class ReplayStep:
-    """The ``files/*`` calls of one request of a modern tool call.
+    """The ``files/*`` calls of a modern tool call, on one replica.
 
     Parameters
     ----------
     connection
-        The client as this request describes it (its capabilities and features).
+        The client as the call's request describes it (its capabilities and features).
     journal
-        The operations answered before this request, with their answers, in the order answered.
+        The operations answered before this run began, with their answers, in the order answered.
     started
         When the call began (its first request), for :attr:`~.files_client.FilesClient.started`.
+
+    Notes
+    -----
+    A run of the tool that waits on its batch may be kept (a live call, :mod:`.live_calls`):
+    :meth:`answer` then hands the next request's answers to the waiting calls and the tool goes
+    on from where it is. The step keeps no journal of its own: the one a continuation carries
+    comes from the continuation before it.
     """
 
     def __init__(
@@ -65,19 +74,21 @@ class ReplayStep:
     ) -> None:
         self.connection = connection
         self.started = started
-        self.journal = list(journal)
         self._recorded: dict[str, deque[Mapping[str, Any]]] = {}
         for key, answer in journal:
             self._recorded.setdefault(key, deque()).append(answer)
         self._unused = len(journal)
-        #: The new operations of this step, with their keys, in the order asked.
+        self._next_id = len(journal)
+        #: The new operations of this round, with their keys, in the order asked.
         self.batch: list[tuple[Operation, str]] = []
+        self._waiting: dict[str, asyncio.Future[Mapping[str, Any]]] = {}
+        # Asked when the batch was full: the next round's first operations.
+        self._overflow: deque[tuple[str, dict[str, Any], str, asyncio.Future[Mapping[str, Any]]]] = deque()
         self._asked = 0
         self._read_bytes = 0
         self._write_bytes = 0
         self._new = asyncio.Event()
         self._closed = False
-        self._waiting: list[asyncio.Future[None]] = []
 
     @property
     def asked(self) -> int:
@@ -99,14 +110,34 @@ class ReplayStep:
         return self._unused > 0
 
     def close(self) -> None:
-        """End the step: a call the tool makes from now on (say, while it is being cancelled)
-        is cancelled at once instead of waiting for an answer that will not come."""
+        """End the call here: every call the tool waits in, or makes from now on (say, while it
+        is being cancelled), is cancelled at once instead of waiting for an answer."""
         self._closed = True
-        for waiting in self._waiting:  # even a shielded wait (an unwatch while closing) ends now
-            waiting.cancel()
+        for waiting in (*self._waiting.values(), *(item[3] for item in self._overflow)):
+            waiting.cancel()  # even a shielded wait (an unwatch while closing) ends now
+        self._waiting.clear()
+        self._overflow.clear()
+
+    def answer(self, answers: Mapping[str, Mapping[str, Any]]) -> None:
+        """Hand the batch's answers (by operation id, ``{"result"}`` or ``{"error"}``) to the
+        calls waiting for them, and begin the next round (with what did not fit in this one)."""
+        batch, self.batch = self.batch, []
+        self._read_bytes = self._write_bytes = 0
+        self._new.clear()
+        for op, _ in batch:
+            waiting = self._waiting.pop(op.id, None)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(answers[op.id])
+        while self._overflow and not self.full:
+            method, params, key, waiting = self._overflow[0]
+            if not self._fits(method, params) and self.batch:
+                break
+            self._overflow.popleft()
+            if not waiting.done():
+                self._join(method, params, key, waiting)
 
     async def wait_for_new(self) -> None:
-        """Return once the tool has asked for a new operation."""
+        """Return once the round has a new operation."""
         await self._new.wait()
 
     @contextmanager
@@ -119,36 +150,62 @@ class ReplayStep:
             _current.reset(token)
 
     async def request(self, method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The answer to one ``files/*`` call: recorded, or (never, in this step) from the client.
+        """The answer to one ``files/*`` call: recorded, or from the client by a batch.
 
-        A new operation joins the batch and waits until the step ends, which cancels the tool.
-        An error answer raises the :class:`~.exceptions.FilesRequestError` of its kind.
+        A new operation joins the round's batch (or the next one's, when this one is full) and
+        waits for its answer, which a kept run gets from :meth:`answer`; a run that is not kept
+        is cancelled when its round ends. An error answer raises the
+        :class:`~.exceptions.FilesRequestError` of its kind.
         """
         key = operation_key(method, params)
         recorded = self._recorded.get(key)
         if recorded:
             self._unused -= 1
-            return _unwrap(recorded.popleft(), method)
+            answer = recorded.popleft()
+            if not recorded:
+                del self._recorded[key]
+            return _unwrap(answer, method)
         if self._closed:
             raise asyncio.CancelledError
         self._asked += 1
-        self._new.set()
+        waiting: asyncio.Future[Mapping[str, Any]] = asyncio.get_running_loop().create_future()
+        wire = dict(params or {})
+        if not self._overflow and (not self.batch or (not self.full and self._fits(method, wire))):
+            self._join(method, wire, key, waiting)
+        else:
+            self._overflow.append((method, wire, key, waiting))
+        return _unwrap(await waiting, method)
+
+    def _fits(self, method: str, params: Mapping[str, Any]) -> bool:
         reads, writes = _size(method, params)
-        fits = not self.full and (
+        return (
             self._read_bytes + reads <= MAX_BATCH_READ_BYTES
             and self._write_bytes + writes <= MAX_BATCH_WRITE_BYTES
         )
-        if fits or not self.batch:
-            # Ids are the journal position the answer will take: unique in the call.
-            op = Operation(str(len(self.journal) + len(self.batch)), method, dict(params or {}))
-            self.batch.append((op, key))
-            self._read_bytes += reads
-            self._write_bytes += writes
-        # The answer comes in the next request, to a re-run of the tool; this run ends here.
-        waiting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append(waiting)
-        await waiting
-        raise AssertionError("unreachable: a step's pending operation is never answered")
+
+    def _join(
+        self, method: str, params: dict[str, Any], key: str, waiting: asyncio.Future[Mapping[str, Any]]
+    ) -> None:
+        # Ids count the call's operations: unique in the call, and in a replay the journal
+        # position the answer takes.
+        op = Operation(str(self._next_id), method, params)
+        self._next_id += 1
+        self.batch.append((op, key))
+        self._waiting[op.id] = waiting
+        reads, writes = _size(method, params)
+        self._read_bytes += reads
+        self._write_bytes += writes
+        self._new.set()
+
+
+def journal_chars(journal: Sequence[tuple[str, Mapping[str, Any]]]) -> int:
+    """Roughly the characters a journal's answers take: their content dominates."""
+    total = 0
+    for _, answer in journal:
+        result = answer.get("result")
+        content = result.get("content") if isinstance(result, Mapping) else None
+        total += 64 + (len(content) if isinstance(content, str) else 0)
+    return total
 
 
 def _size(method: str, params: Mapping[str, Any] | None) -> tuple[int, int]:

@@ -257,7 +257,7 @@ KINDS: tuple[ErrorKind, ...] = (
 CONTINUATION_REFUSED = _named(
     -31110,
     "CONTINUATION_REFUSED",
-    ("invalid", "expired"),
+    ("invalid", "expired", "live_elsewhere"),
     "a continuation that cannot be opened, or is not for this call",
 )
 REPLAY_DIVERGED = _named(

@@ -9,6 +9,7 @@ no domain of its own.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -31,6 +32,7 @@ __all__ = [
     "MAX_CONTINUATION_CHARS",
     "RESULT_TYPE",
     "ROOTS_LIST",
+    "ROUTE_HEADER",
     "Answer",
     "Continuation",
     "Operation",
@@ -40,6 +42,8 @@ __all__ = [
     "lists_extension",
     "read_batch",
     "read_continuation",
+    "routed",
+    "split_route",
 ]
 
 #: The extension's identifier (version 1: a breaking change takes a new identifier).
@@ -74,6 +78,37 @@ MAX_BATCH_READ_BYTES = 2 * MiB
 #: The decoded content a batch's writes carry, summed, at most.
 MAX_BATCH_WRITE_BYTES = 2 * MiB
 MAX_CONTINUATION_CHARS = 1280 * 1024
+
+#: The HTTP header a client sets on a continuation that names an instance (PROTOCOL.md, "Routing
+#: a call to the instance that holds it"): the continuation's clear prefix, for a proxy to route on.
+ROUTE_HEADER = "Fsbroker-Instance"
+#: What ends a continuation's clear instance prefix (outside base64url, so never in a sealed part).
+_ROUTE_MARK = "~"
+_INSTANCE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def routed(instance: str | None, sealed: str) -> str:
+    """The continuation *sealed*, prefixed with *instance* when there is one.
+
+    Raises
+    ------
+    ValueError
+        *instance* is not 1 to 64 of ``A-Z a-z 0-9 _ -``.
+    """
+    if instance is None:
+        return sealed
+    if not _INSTANCE.fullmatch(instance):
+        raise ValueError(f"an instance name is 1 to 64 of A-Z a-z 0-9 _ -, not {instance!r}")
+    return f"{instance}{_ROUTE_MARK}{sealed}"
+
+
+def split_route(token: str) -> tuple[str | None, str]:
+    """``(instance, sealed part)`` of a continuation; the instance is ``None`` when it names none
+    (or names one that is not a valid instance name: the prefix is then left to the seal to refuse)."""
+    instance, mark, sealed = token.partition(_ROUTE_MARK)
+    if not mark or not _INSTANCE.fullmatch(instance):
+        return None, token
+    return instance, sealed
 
 
 @dataclass(frozen=True)

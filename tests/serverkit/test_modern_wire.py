@@ -279,7 +279,8 @@ async def test_an_expired_continuation_is_refused(small_core: Any) -> None:
 
 async def test_a_tool_that_asks_otherwise_when_run_again_fails_with_replay_diverged(small_core: Any) -> None:
     answerer = BatchAnswerer(small_core)
-    async with Client(_small_server(), mode=MODERN, extensions=[answerer]) as client:
+    # No call kept live: each round re-runs the tool, as a replica that did not run the last one does.
+    async with Client(_small_server(live_calls=0), mode=MODERN, extensions=[answerer]) as client:
         assert (await call(client, answerer, "read_twice", {"path": "data/a.txt"})).content[
             0
         ].text == "a.txt" * 2  # type: ignore[union-attr]

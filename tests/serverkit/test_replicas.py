@@ -2,11 +2,18 @@
 calls on the 2026-07-28 era succeed whichever replica each step lands on, and the same
 deployment on the handshake era fails at once with the named error.
 
+Each replica has an instance name (``--instance r0``…) that its continuations carry; nginx routes
+a request whose ``Fsbroker-Instance`` header names one to it (a ``map`` on the header, stock
+nginx), and round-robins the others. A client that sends the header streams a large file at the
+cost of one batch a round; one that does not still gets small calls carried on by replay.
+
 nginx is started and stopped by the test (``daemon off``, its own prefix in a temporary folder).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import secrets
 import shutil
 import socket
@@ -20,7 +27,10 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from jupyter_fsbroker.core import Broker, BrokerConfig
+from jupyter_fsbroker.protocol import open_connection
+from jupyter_fsbroker.wire import catalogue
 from jupyter_fsbroker.wire.modern import EXTENSION_ID
+from tests.protocol.servers.harness import approve_all
 from tests.support.ci import in_ci
 from tests.support.modern_files import BatchAnswerer, call
 from tests.support.processes import lines_until, stop_process
@@ -42,7 +52,7 @@ pid {prefix}/nginx.pid;
 error_log stderr notice;
 events {{ worker_connections 256; }}
 http {{
-    log_format upstream '$upstream_addr $status';
+    log_format upstream '$upstream_addr $status $http_fsbroker_instance';
     access_log {prefix}/access.log upstream;
     client_body_temp_path {prefix}/body;
     proxy_temp_path {prefix}/proxy;
@@ -52,12 +62,17 @@ http {{
     upstream replicas {{
 {servers}
     }}
+{routes}
+    map $http_fsbroker_instance $replica {{
+        default replicas;
+{names}
+    }}
     server {{
         listen 127.0.0.1:{port};
         client_max_body_size 8m;
         client_body_buffer_size 8m;  # in memory: the workers may not write this folder
         location / {{
-            proxy_pass http://replicas;
+            proxy_pass http://$replica;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_set_header Host $http_host;
@@ -83,14 +98,21 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     keys.chmod(0o600)
     replicas: list[AnalysisServer] = []
     try:
-        for _ in range(3):
-            replicas.append(AnalysisServer("--stateless", "--state-key-file", str(keys)))
-        servers = "\n".join(
-            f"        server {r.url.removeprefix('http://').removesuffix('/mcp')};" for r in replicas
+        for number in range(3):
+            replicas.append(
+                AnalysisServer("--stateless", "--state-key-file", str(keys), "--instance", f"r{number}")
+            )
+        addresses = [r.url.removeprefix("http://").removesuffix("/mcp") for r in replicas]
+        servers = "\n".join(f"        server {address};" for address in addresses)
+        routes = "\n".join(
+            f"    upstream r{number} {{ server {address}; }}" for number, address in enumerate(addresses)
         )
+        names = "\n".join(f"        r{number} r{number};" for number in range(len(addresses)))
         port = _free_port()
         conf = prefix / "nginx.conf"
-        conf.write_text(_NGINX_CONF.format(prefix=prefix, servers=servers, port=port))
+        conf.write_text(
+            _NGINX_CONF.format(prefix=prefix, servers=servers, routes=routes, names=names, port=port)
+        )
         nginx = subprocess.Popen(
             ["nginx", "-p", str(prefix), "-c", str(conf)], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
@@ -118,6 +140,15 @@ def core(tmp_path: Path) -> Iterator[tuple[Path, Any, Broker]]:
         broker.add_root(data, name="data")
         broker.allow("data", ops=("read", "write"))
         yield data, broker.connect("replicas"), broker
+
+
+def _routes(access_log: Path) -> list[tuple[str, str]]:
+    """``(replica, Fsbroker-Instance header or "-")`` of each request nginx passed on, in order."""
+    if not access_log.exists():
+        return []
+    return [
+        (line.split()[0], line.split()[2]) for line in access_log.read_text().splitlines() if line.strip()
+    ]
 
 
 def _served(access_log: Path) -> list[str]:
@@ -162,3 +193,68 @@ async def test_the_same_deployment_on_the_handshake_era_fails_at_once_naming_the
         with pytest.raises(MCPError) as info:
             await client.call_tool("profile_csv", {"path": "data/sales.csv"})
     assert "no return path" in info.value.message and EXTENSION_ID in info.value.message
+
+
+BIG = 24 * 1024 * 1024
+
+
+@pytest.fixture
+def big_file(core: tuple[Path, Any, Broker]) -> tuple[str, str]:
+    """A file too large for a continuation's journal (random bytes do not compress): path, sha256."""
+    data, _, _ = core
+    content = os.urandom(BIG)
+    (data / "big.bin").write_bytes(content)
+    return "data/big.bin", hashlib.sha256(content).hexdigest()
+
+
+async def test_a_large_file_streams_through_the_replica_that_holds_the_call_live(
+    deployment: tuple[str, list[AnalysisServer], Path],
+    core: tuple[Path, Any, Broker],
+    big_file: tuple[str, str],
+) -> None:
+    url, replicas, access_log = deployment
+    _, _, broker = core
+    path, sha256 = big_file
+    before = len(_served(access_log))
+    names = {r.url.removeprefix("http://").removesuffix("/mcp"): f"r{n}" for n, r in enumerate(replicas)}
+    async with open_connection(broker, "routed", url=url, era="modern", consenter=approve_all()) as conn:
+        assert conn.era == "modern"
+        result = await conn.call_tool("checksum", {"path": path}, timeout=120)
+    assert not result["isError"], result["content"]
+    assert result["structuredContent"] == {"path": path, "sha256": sha256, "bytes": BIG}
+    # discover and tools/list, the call's first request (no instance named: any replica may take
+    # it), then its continuations, each naming the replica that ran the round before, sent there.
+    routes = _routes(access_log)[before:]
+    continued = [(names[replica], header) for replica, header in routes if header != "-"]
+    opening = routes[: len(routes) - len(continued)]
+    assert opening and all(header == "-" for _, header in opening), routes
+    assert len(continued) >= BIG // (2 * 1024 * 1024), "a round carries at most 2 MiB of reads"
+    assert len(set(continued)) == 1 and continued[0][0] == continued[0][1], continued
+    reads = [r for r in broker.audit.records(server="routed") if r.method == "files/read"]
+    assert len(reads) == BIG // (1024 * 1024), "one audit record per files/read the client performed"
+
+
+async def test_a_live_only_continuation_sent_to_another_replica_is_refused_and_touches_nothing(
+    deployment: tuple[str, list[AnalysisServer], Path],
+    core: tuple[Path, Any, Broker],
+    big_file: tuple[str, str],
+) -> None:
+    _, replicas, _ = deployment
+    _, connection, broker = core
+    path, _ = big_file
+    answerer = BatchAnswerer(connection)
+    async with (
+        Client(replicas[0].url, mode="2026-07-28", extensions=[answerer]) as first,
+        Client(replicas[1].url, mode="2026-07-28", extensions=[answerer]) as other,
+    ):
+        # Round 1 (nothing answered yet: replayable) goes to the other replica, which replays it
+        # and keeps the call live; round 2 carries 2 MiB of answers: live there only.
+        answerer.sessions = [first.session, other.session]
+        with pytest.raises(MCPError) as info:
+            await call(first, answerer, "checksum", {"path": path})
+    assert info.value.error.code == catalogue.CONTINUATION_REFUSED.code
+    assert info.value.error.data == {"error": "CONTINUATION_REFUSED", "reason": "live_elsewhere"}
+    assert len(answerer.rounds) == 2
+    # Nothing was asked after the refusal: the audit holds exactly the operations of two rounds.
+    performed = sum(len(r.operations) for r in answerer.rounds)
+    assert len(broker.audit.records(server="replicas")) == performed == len(answerer.methods)

@@ -25,6 +25,7 @@ MODULE = "jupyter_fsbroker.examples.analysis_server"
 TOOLS = frozenset(
     {
         "atomic_increment",
+        "checksum",
         "filter_csv",
         "list_files",
         "lock_file",

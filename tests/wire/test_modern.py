@@ -18,6 +18,8 @@ from jupyter_fsbroker.wire.modern import (
     lists_extension,
     read_batch,
     read_continuation,
+    routed,
+    split_route,
 )
 
 PROTOCOL = Path(__file__).resolve().parents[2] / "PROTOCOL.md"
@@ -97,3 +99,14 @@ def test_the_extension_is_read_from_the_client_capabilities_of_a_request() -> No
     assert lists_extension({caps: {"extensions": {EXTENSION_ID: {}}}})
     assert not lists_extension({caps: {"extensions": {}}})
     assert not lists_extension(None)
+
+
+def test_a_continuation_names_its_instance_before_a_tilde() -> None:
+    assert routed("r1", "v1.AbC-_") == "r1~v1.AbC-_"
+    assert split_route("r1~v1.AbC-_") == ("r1", "v1.AbC-_")
+    assert routed(None, "v1.AbC") == "v1.AbC"
+    assert split_route("v1.AbC") == (None, "v1.AbC")  # base64url holds no tilde: names none
+    assert split_route("bad name~v1.x") == (None, "bad name~v1.x")  # left to the seal to refuse
+    for bad in ("", "r 1", "a" * 65, "r~1"):
+        with pytest.raises(ValueError):
+            routed(bad, "v1.x")

@@ -1,0 +1,178 @@
+"""The kit keeps a modern call live in the process that ran its round: a call streams more than a
+continuation could replay, and a kept call ends when its continuation expires, when a newer call
+needs its place (it then goes on by replay), and when the server stops.
+
+The client is :mod:`tests.support.modern_files` answering with a real core; the server runs in
+this process (mcp's in-memory transport), so a test can see its tool end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult
+
+from jupyter_fsbroker.core import Broker, BrokerConfig
+from jupyter_fsbroker.serverkit import FilesExtension, enable_files, files
+from jupyter_fsbroker.wire.modern import EXTENSION_ID, MAX_CONTINUATION_CHARS, continuation_meta
+from tests.support.modern_files import BatchAnswerer, call
+
+pytestmark = pytest.mark.anyio
+
+MODERN = "2026-07-28"
+BIG = 5 * 1024 * 1024  # random bytes: over twice what a continuation's journal can hold
+
+
+class Served:
+    """A server with the files extension, and the tools' runs that have ended (by path)."""
+
+    def __init__(self, **extension: Any) -> None:
+        self.extension = FilesExtension(**extension)
+        self.server: MCPServer[Any] = MCPServer("live-test", extensions=[self.extension])
+        enable_files(self.server)
+        self.ended: dict[str, asyncio.Event] = {}
+
+        @self.server.tool()
+        async def size_of(path: str, ctx: Context) -> int:
+            return len(await files(ctx).read_bytes(path))
+
+        @self.server.tool()
+        async def read_then_stat(path: str, ctx: Context) -> str:
+            fs = files(ctx)
+            try:
+                text = await fs.read_text(path)
+                return f"{text} {(await fs.stat(path)).size}"
+            finally:
+                self.ended_event(path).set()
+
+        @self.server.tool()
+        async def progress_between(path: str, ctx: Context) -> str:
+            fs = files(ctx)
+            first = await fs.read_text(path)
+            # The request this context belongs to has ended by now: the tool goes on regardless.
+            await ctx.report_progress(1, 2)
+            return first + await fs.read_text(path)
+
+    def ended_event(self, path: str) -> asyncio.Event:
+        return self.ended.setdefault(path, asyncio.Event())
+
+
+@pytest.fixture
+def core(tmp_path: Path) -> Iterator[Any]:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "big.bin").write_bytes(os.urandom(BIG))
+    for name in ("a.txt", "b.txt"):
+        (data / name).write_text(name)
+    config = BrokerConfig(lock_dir=str(tmp_path / ".locks"), trash_dir=str(tmp_path / ".trash"))
+    with Broker(config) as broker:
+        broker.add_root(data, name="data")
+        broker.allow("data", ops=("read",))
+        yield broker.connect("live")
+
+
+async def _first_batch(client: Client, answerer: BatchAnswerer, path: str) -> dict[str, Any]:
+    """The continuation meta answering the first batch of ``read_then_stat`` (not yet sent)."""
+    raw = await client.session.call_tool(
+        "read_then_stat", {"path": path}, meta=answerer.first_meta(), allow_claimed=True
+    )
+    batch = raw.model_dump(by_alias=True, mode="json")
+    return continuation_meta(
+        answerer.connection_id, batch["continuation"], answerer.answer(batch["operations"])
+    )
+
+
+async def _continue(client: Client, path: str, meta: dict[str, Any]) -> Any:
+    return await client.session.call_tool(
+        "read_then_stat", {"path": path}, meta={EXTENSION_ID: meta}, allow_claimed=True
+    )
+
+
+async def _finish(client: Client, answerer: BatchAnswerer, path: str, meta: dict[str, Any]) -> str:
+    """Continue ``read_then_stat`` from *meta* to its result's text."""
+    result = await _continue(client, path, meta)
+    while not isinstance(result, CallToolResult):
+        batch = result.model_dump(by_alias=True, mode="json")
+        answers = answerer.answer(batch["operations"])
+        result = await _continue(
+            client, path, continuation_meta(answerer.connection_id, batch["continuation"], answers)
+        )
+    assert not result.is_error, result.content
+    return result.content[0].text  # type: ignore[union-attr,no-any-return]
+
+
+async def test_a_call_reads_more_than_a_continuation_could_replay(core: Any) -> None:
+    served = Served()
+    answerer = BatchAnswerer(core)
+    async with Client(served.server, mode=MODERN, extensions=[answerer]) as client:
+        result = await call(client, answerer, "size_of", {"path": "data/big.bin"})
+    assert not result.is_error, result.content
+    assert result.content[0].text == str(BIG)  # type: ignore[union-attr]
+    sizes = [len(r.continuation) for r in answerer.rounds]
+    assert len(sizes) >= 3
+    # Past the first round's answers the journal no longer fits: the state is live only, small.
+    assert max(sizes[1:]) < 4096 < MAX_CONTINUATION_CHARS, sizes
+    assert len(served.extension.live) == 0, "a finished call is no longer kept"
+
+
+async def test_a_tool_that_reports_progress_after_its_first_round_goes_on(core: Any) -> None:
+    served = Served()
+    answerer = BatchAnswerer(core)
+    async with Client(served.server, mode=MODERN, extensions=[answerer]) as client:
+        result = await call(client, answerer, "progress_between", {"path": "data/a.txt"})
+    assert not result.is_error, result.content
+    assert result.content[0].text == "a.txt" * 2  # type: ignore[union-attr]
+    assert len(answerer.rounds) == 2
+
+
+async def test_a_kept_call_ends_when_its_continuation_expires(core: Any) -> None:
+    served = Served(ttl=0.5)
+    answerer = BatchAnswerer(core)
+    async with Client(served.server, mode=MODERN, extensions=[answerer]) as client:
+        meta = await _first_batch(client, answerer, "data/a.txt")
+        assert len(served.extension.live) == 1
+        with anyio.fail_after(10):
+            await served.ended_event("data/a.txt").wait()
+        assert len(served.extension.live) == 0
+        with pytest.raises(MCPError) as info:
+            await _continue(client, "data/a.txt", meta)
+    assert info.value.error.data == {"error": "CONTINUATION_REFUSED", "reason": "expired"}
+
+
+async def test_a_call_evicted_for_a_newer_one_goes_on_by_replay(core: Any) -> None:
+    served = Served(live_calls=1)
+    answerer = BatchAnswerer(core)
+    async with Client(served.server, mode=MODERN, extensions=[answerer]) as client:
+        first = await _first_batch(client, answerer, "data/a.txt")
+        second = await _first_batch(client, answerer, "data/b.txt")
+        with anyio.fail_after(10):
+            await served.ended_event("data/a.txt").wait()  # evicted: its run was cancelled
+        assert not served.ended_event("data/b.txt").is_set()
+        # Its journal fits in the continuation: the call goes on from it, re-run here (and kept
+        # live in its turn, which evicts the second call, which goes on by replay too).
+        assert await _finish(client, answerer, "data/a.txt", first) == "a.txt 5"
+        assert served.ended_event("data/b.txt").is_set()
+        assert await _finish(client, answerer, "data/b.txt", second) == "b.txt 5"
+
+
+async def test_closing_the_extension_ends_every_kept_call(core: Any) -> None:
+    served = Served()
+    answerer = BatchAnswerer(core)
+    async with Client(served.server, mode=MODERN, extensions=[answerer]) as client:
+        await _first_batch(client, answerer, "data/a.txt")
+        await _first_batch(client, answerer, "data/b.txt")
+        assert len(served.extension.live) == 2
+        served.extension.close()
+        with anyio.fail_after(10):
+            await served.ended_event("data/a.txt").wait()
+            await served.ended_event("data/b.txt").wait()
+        assert len(served.extension.live) == 0
