@@ -58,6 +58,7 @@ _ICONS = """(el) => [...el.querySelectorAll('.jupyter-widgets-disconnected')]
 
 #: The element a click at the centre of *el* lands on is *el* or inside it.
 _HIT = """(el) => {
+  el.scrollIntoView({ block: 'center' });
   const box = el.getBoundingClientRect();
   const hit = document.elementFromPoint(box.x + box.width / 2, box.y + box.height / 2);
   return !!hit && (hit === el || el.contains(hit));
