@@ -120,7 +120,8 @@ def _teardown(state: _Loaded) -> None:
     )
     shell = state.shell
     try:
-        shell.magics_manager.magics["line"].pop("fsbroker", None)
+        for kind in ("line", "cell"):
+            shell.magics_manager.magics[kind].pop("fsbroker", None)
         shell.magics_manager.registry.pop(type(state.magics).__name__, None)
     except AttributeError:
         log.debug("could not unregister %%fsbroker", exc_info=True)
