@@ -88,26 +88,28 @@ CSS = """
 
 
 # Views whose kernel went away. JupyterLab's widget manager (jupyterlab-manager 5) marks every
-# view ``jupyter-widgets-disconnected`` when the kernel restarts and draws a red broken-chain icon
+# view ``jupyter-widgets-disconnected`` when the kernel restarts, and so are views it restores
+# from a notebook's saved widget state (no kernel behind them), with a red broken-chain icon
 # before each one: a dashboard became a column of icons with a Disconnect that looked alive. The
 # rules below hide the icons inside our views, grey them, let no click reach their buttons, and
 # put one line on top saying what to run (a stylesheet line, so it needs nothing from the dead
 # kernel). An answered consent prompt is a receipt and stays as it was, without the icons.
-#: The line each view shows once its kernel restarted, by the view's DOM class.
+#: The line each view shows once its kernel restarted or stopped, by the view's DOM class.
 RESTARTED_LINES = {
     "fsbroker-dashboard": (
-        "The kernel restarted: this dashboard is stale and its buttons do nothing. "
+        "The kernel restarted or stopped: this dashboard is stale and its buttons do nothing. "
         "For a live one, run %load_ext jupyter_fsbroker and %fsbroker status again."
     ),
     "fsbroker-connection": (
-        "The kernel restarted: this connection ended with it. Run the cells again to connect."
+        "The kernel restarted or stopped: this connection ended with it. Run the cells again to connect."
     ),
     "fsbroker-consent": (
-        "The kernel restarted: this request ended with it and its buttons do nothing. "
+        "The kernel restarted or stopped: this request ended with it and its buttons do nothing. "
         "Run the cell again to be asked again."
     ),
     "fsbroker-signin": (
-        "The kernel restarted: this sign-in card is stale and does nothing. Connect again to sign in."
+        "The kernel restarted or stopped: this sign-in card is stale and does nothing. "
+        "Connect again to sign in."
     ),
 }
 _OFF = ".jupyter-widgets-disconnected"

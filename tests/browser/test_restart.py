@@ -109,11 +109,19 @@ def test_a_restart_leaves_the_views_grey_with_one_line_and_nothing_to_click(
         (
             dashboard,
             disconnect,
-            "The kernel restarted: this dashboard is stale and its buttons do nothing. "
+            "The kernel restarted or stopped: this dashboard is stale and its buttons do nothing. "
             "For a live one, run %load_ext jupyter_fsbroker and %fsbroker status again.",
         ),
-        (card, card.locator(".widget-html").first, "The kernel restarted: this connection ended with it."),
-        (consent, approve, "The kernel restarted: this request ended with it and its buttons do nothing."),
+        (
+            card,
+            card.locator(".widget-html").first,
+            "The kernel restarted or stopped: this connection ended with it.",
+        ),
+        (
+            consent,
+            approve,
+            "The kernel restarted or stopped: this request ended with it and its buttons do nothing.",
+        ),
     )
     for view, part, words in views:
         expect(view).to_have_class(_has("jupyter-widgets-disconnected"))
