@@ -1,4 +1,4 @@
-"""After Kernel → Restart, the views left on the page say they are stale and let nothing be clicked.
+"""After Kernel → Restart (or reopened from a save), the views say they are stale and take no click.
 
 JupyterLab's widget manager keeps the old views on the page when the kernel
 restarts and marks each one ``jupyter-widgets-disconnected`` (with a red
@@ -8,7 +8,9 @@ kernel is gone. The test opens the dashboard and a cell waiting for consent,
 restarts the kernel from the Kernel menu as a user does, and checks that the
 dashboard, the connection card and the prompt are greyed with one line saying
 what to run, that no broken-chain icon is drawn inside them, and that a click
-on Disconnect or Approve reaches nothing.
+on Disconnect or Approve reaches nothing. A notebook saved with its widget state
+and reopened draws the same views from that state, with no kernel behind them:
+they say the same.
 """
 
 from __future__ import annotations
@@ -144,3 +146,37 @@ def _has(name: str) -> Any:
     import re
 
     return re.compile(rf"(^|\s){re.escape(name)}(\s|$)")
+
+
+def test_a_saved_dashboard_reopened_with_its_widget_state_says_it_is_not_live(
+    jupyterlab: JupyterLab, page: Any, screenshot_dir: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    # JupyterLab's "Save Widget State Automatically": the notebook keeps the views' last state.
+    setting = Path(jupyterlab.env["JUPYTERLAB_SETTINGS_DIR"]) / "@jupyter-widgets/jupyterlab-manager"
+    setting.mkdir(parents=True, exist_ok=True)
+    (setting / "plugin.jupyterlab-settings").write_text('{"saveState": true}', encoding="utf-8")
+    (jupyterlab.root / "data").mkdir()
+    notebook = Notebook(page, jupyterlab, jupyterlab.create_notebook("saved.ipynb", CELLS[: STATUS + 1]))
+    notebook.open()
+    for index in (SETUP, CONNECT, STATUS):
+        notebook.run_and_wait(index)
+    expect(notebook.output(STATUS).locator(".fsbroker-disconnect")).to_be_enabled()
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    saved = jupyterlab.api("GET", "api/contents/saved.ipynb")
+    assert saved["content"]["metadata"]["widgets"], "the widget state was not saved"
+    for session in jupyterlab.api("GET", "api/sessions"):
+        jupyterlab.api("DELETE", f"api/sessions/{session['id']}")
+
+    # Reopened: the views are drawn from the saved state, with no kernel behind them.
+    notebook.open()
+    dashboard = notebook.output(STATUS).locator(".fsbroker-dashboard")
+    expect(dashboard).to_have_class(_has("jupyter-widgets-disconnected"))
+    assert "this dashboard is stale and its buttons do nothing" in dashboard.evaluate(_LINE)
+    assert dashboard.evaluate(_ICONS) == 0
+    disconnect = dashboard.locator(".fsbroker-disconnect")
+    drawn = disconnect.evaluate(_DRAWN)
+    assert drawn["opacity"] < 0.5 and drawn["events"] == "none", drawn
+    assert not disconnect.evaluate(_HIT)
+    dashboard.screenshot(path=str(screenshot_dir / "reopened-dashboard.png"), animations="disabled")
