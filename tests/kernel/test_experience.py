@@ -141,7 +141,7 @@ def test_reload_says_what_it_closed_and_keeps_the_folders(start_kernel: Callable
     dash = kernel.wait_widget("fsbroker-dashboard")
     out = kernel.run("%reload_ext jupyter_fsbroker", 60)
     assert "closed 1 connection (analysis)" in out.stdout
-    assert "nothing is shared until the next %load_ext, which shares data again" in out.stdout
+    assert "nothing is shared until the next %load_ext, which shares the folder data again" in out.stdout
     assert "kept" not in out.stdout  # the files are the user's: only the list of folders is remembered
     assert kernel.value("[r.name for r in fsb.get_broker().roots]") == ["data"]
     kernel.wait_for(
