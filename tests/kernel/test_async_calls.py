@@ -3,7 +3,8 @@
 The awaiting code sees ``CancelledError`` (asyncio's cancellation propagates,
 it is not turned into another error), the server is told (its tool stops: the
 watch it held on the broker ends long before the tool's own deadline), and the
-connection and the broker go on serving the next call.
+connection and the broker go on serving the next call. Cancelled while the
+server waits for the user's consent, the prompt is withdrawn, saying why.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from .conftest import analysis_kernel
+from .conftest import analysis_kernel, shown_prompt
 from .harness import Kernel
 
 
@@ -53,3 +54,30 @@ def test_cancelling_the_awaiting_task_raises_there_and_cancels_the_call_on_the_s
         "print(sorted(e['name'] for e in listed.data['entries']))"
     )
     assert "sales.csv" in result.stdout
+
+
+def test_cancelling_while_consent_is_asked_withdraws_the_prompt_and_writes_nothing(kernel: Kernel) -> None:
+    kernel.run("analysis.revoke()\n%config FSBroker.consent_timeout = 120")
+    kernel.run(
+        "import asyncio\n"
+        "seen = []\n"
+        "async def report():\n"
+        "    try:\n"
+        "        return await analysis.acall_tool('write_report', {'path': 'data/sales.csv'})\n"
+        "    except BaseException as exc:\n"
+        "        seen.append(type(exc).__name__)\n"
+        "        raise\n"
+        "reporting = asyncio.ensure_future(report())"
+    )
+    prompt = shown_prompt(kernel)  # write on data/sales.report.md is asked
+    kernel.run("reporting.cancel()\ndone, _ = await asyncio.wait([reporting], timeout=60)")
+    assert kernel.value("reporting.cancelled()") and kernel.value("seen") == ["CancelledError"]
+    outcome = kernel.child(prompt, "fsbroker-consent-outcome")
+    kernel.wait_for(
+        lambda: "Withdrawn: the call was interrupted" in str(outcome.state.get("value", "")),
+        30,
+        "the prompt to say it was withdrawn",
+    )
+    assert kernel.value("broker.pending_consents()") == ()
+    assert not (kernel.cwd / "data" / "sales.report.md").exists()
+    assert kernel.value("analysis.state") == "open"
