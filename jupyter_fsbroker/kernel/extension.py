@@ -120,7 +120,8 @@ def _teardown(state: _Loaded) -> None:
     )
     shell = state.shell
     try:
-        shell.magics_manager.magics["line"].pop("fsbroker", None)
+        for kind in ("line", "cell"):
+            shell.magics_manager.magics[kind].pop("fsbroker", None)
         shell.magics_manager.registry.pop(type(state.magics).__name__, None)
     except AttributeError:
         log.debug("could not unregister %%fsbroker", exc_info=True)
@@ -136,7 +137,8 @@ def _teardown(state: _Loaded) -> None:
     closed = f"closed {len(closing)} connection{'' if len(closing) == 1 else 's'} ({', '.join(closing)})"
     # Only the list of folders is remembered: the files are the user's and stay as they are.
     names = ", ".join(n for n, _, _ in roots)
-    kept = f"nothing is shared until the next %load_ext, which shares {names} again" if roots else ""
+    folders = f"the folder{'s' if len(roots) > 1 else ''} {names}"  # "shares shared again" misread
+    kept = f"nothing is shared until the next %load_ext, which shares {folders} again" if roots else ""
     said = "; ".join(part for part in (closed if closing else "", kept) if part) or "nothing was open"
     print(f"jupyter_fsbroker unloaded: {said}.")
 

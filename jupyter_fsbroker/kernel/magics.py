@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_magic, magics_class, no_var_expand
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.utils.process import arg_split  # type: ignore[attr-defined,unused-ignore]
 
@@ -181,12 +181,10 @@ class FSBrokerMagics(Magics):
         self._broker = broker
         self._parser = build_parser()
 
-    @line_magic  # type: ignore[untyped-decorator,unused-ignore]
+    @line_cell_magic  # type: ignore[untyped-decorator,unused-ignore]
     @no_var_expand  # type: ignore[untyped-decorator,unused-ignore]
-    def fsbroker(self, line: str) -> Any:
+    def fsbroker(self, line: str, cell: str | None = None) -> Any:
         """Share folders with MCP servers, connect them, and control their access.
-
-        ::
 
           %fsbroker root [NAME=]DIR [--read-only]   share a folder (NAME defaults to its own name)
           %fsbroker unroot NAME                     stop sharing it (its grants end)
@@ -227,25 +225,28 @@ class FSBrokerMagics(Magics):
                                                     --overwrite: replace what is there
           %fsbroker trash empty [--older-than DAYS] delete the trash's entries for good
 
-        PATH is root-relative (``data/raw``), absolute, or a ``file://`` URI
-        inside a shared folder. Consent prompts appear in the cell that calls a
-        tool; otherwise in the dashboard. Settings: ``%config FSBroker``.
+        PATH is root-relative (data/raw), absolute, or a file:// URI inside a
+        shared folder. Consent prompts appear in the cell that calls a tool;
+        otherwise in the dashboard. Settings: %config FSBroker.
 
         Examples
         --------
-        ::
-
           %fsbroker root data=./data
           %fsbroker allow data/raw read,watch
           %fsbroker connect analysis --command "python -m jupyter_fsbroker.examples.analysis_server"
           %fsbroker call analysis profile_csv {"path": "data/raw/sales.csv"}
           %fsbroker status
 
-        The same from Python: ``broker = jupyter_fsbroker.get_broker()``, then
-        ``broker.add_root``, ``broker.allow``, ``broker.connect``,
-        ``conn.call_tool``, ``conn.revoke``, ``conn.close``, ``broker.dashboard()``,
-        ``broker.trash()``.
+        The same from Python: broker = jupyter_fsbroker.get_broker(), then
+        broker.add_root, broker.allow, broker.connect, conn.call_tool,
+        conn.revoke, conn.close, broker.dashboard(), broker.trash().
         """
+        # The text above is what `%fsbroker?` prints as it is: plain text, no markup.
+        if cell is not None:
+            raise UsageError(
+                "%fsbroker is a line magic: write each command on its own line, as %fsbroker COMMAND."
+                "\nThe commands:\n" + _command_list(_commands(self._parser))
+            )
         try:
             return self._run(line)
         except BrokerError as exc:

@@ -25,6 +25,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 from ..console.status import ConnectionView, era_text, roots_notice_text, sandbox_text
 from .closing import close_parts
 from .markup import escape, plain
+from .style import style_html
 
 __all__ = [
     "KEEP_DECIDED",
@@ -181,7 +182,9 @@ class ConnectionCard(widgets.VBox):  # type: ignore[misc]
     def __init__(self, connection: CardSource) -> None:
         line = widgets.HTML(card_text(connection))
         prompts = widgets.VBox()
-        super().__init__([line, prompts])
+        # The style sheet travels with the card: after a kernel restart it is what greys the card.
+        style = widgets.HTML(style_html(), layout=widgets.Layout(display="none"))
+        super().__init__([line, prompts, style])
         self.connection = connection
         self.line = line
         self.prompts = prompts

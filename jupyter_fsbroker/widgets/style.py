@@ -15,7 +15,9 @@ changes. Views only: nothing here reads the broker.
 
 from __future__ import annotations
 
-__all__ = ["ACCEPT", "CSS", "REJECT", "WARN", "style_html"]
+import json
+
+__all__ = ["ACCEPT", "CSS", "DISCONNECTED_CSS", "REJECT", "RESTARTED_LINES", "WARN", "style_html"]
 
 #: Button classes, in the manner of JupyterLab's ``jp-mod-accept`` / ``jp-mod-warn`` / ``jp-mod-reject``.
 ACCEPT = "fsbroker-mod-accept"
@@ -93,6 +95,78 @@ CSS = """
 """
 
 
+# Views whose kernel went away. JupyterLab's widget manager (jupyterlab-manager 5) marks every
+# view ``jupyter-widgets-disconnected`` when the kernel restarts, and so are views it restores
+# from a notebook's saved widget state (no kernel behind them), with a red broken-chain icon
+# before each one: a dashboard became a column of icons with a Disconnect that looked alive. The
+# rules below hide the icons inside our views, grey them, let no click reach their buttons, and
+# put one line on top saying what to run (a stylesheet line, so it needs nothing from the dead
+# kernel). An answered consent prompt is a receipt and stays as it was, without the icons.
+#: The line each view shows once its kernel restarted or stopped, by the view's DOM class.
+RESTARTED_LINES = {
+    "fsbroker-dashboard": (
+        "The kernel restarted or stopped: this dashboard is stale and its buttons do nothing. "
+        "For a live one, run %load_ext jupyter_fsbroker and %fsbroker status again."
+    ),
+    "fsbroker-connection": (
+        "The kernel restarted or stopped: this connection ended with it. Run the cells again to connect."
+    ),
+    "fsbroker-consent": (
+        "The kernel restarted or stopped: this request ended with it and its buttons do nothing. "
+        "Run the cell again to be asked again."
+    ),
+    "fsbroker-signin": (
+        "The kernel restarted or stopped: this sign-in card is stale and does nothing. "
+        "Connect again to sign in."
+    ),
+}
+_OFF = ".jupyter-widgets-disconnected"
+#: The views that show a line (a pending consent prompt only: an answered one is a receipt).
+_LINED = {
+    "fsbroker-dashboard": f".fsbroker-dashboard{_OFF}",
+    "fsbroker-connection": f".fsbroker-connection{_OFF}",
+    "fsbroker-consent": f".fsbroker-consent{_OFF}:not(.fsbroker-finished)",
+    "fsbroker-signin": f".fsbroker-signin{_OFF}",
+}
+DISCONNECTED_CSS = (
+    ",\n".join(
+        [
+            *(
+                f".{view}{_OFF} {_OFF}::before"
+                for view in ("fsbroker-dashboard", "fsbroker-consent", "fsbroker-signin", "fsbroker-progress")
+            ),
+            *(
+                f".{view}{_OFF} {_OFF}:not(.fsbroker-consent)::before"
+                for view in ("fsbroker-call", "fsbroker-connection")
+            ),
+            f".fsbroker-call{_OFF}::before",
+            f".fsbroker-progress{_OFF}::before",
+            f".fsbroker-consent.fsbroker-finished{_OFF}::before",
+        ]
+    )
+    + " { content: none; display: none; }\n"
+    + ",\n".join(_LINED.values())
+    + " { cursor: not-allowed; }\n"
+    + ",\n".join(
+        f"{rule} > {'*' if view != 'fsbroker-connection' else ':not(.widget-vbox)'}"
+        for view, rule in _LINED.items()
+    )
+    + " { opacity: 0.45; filter: grayscale(1); pointer-events: none; }\n"
+    + ",\n".join(f"{rule}::before" for rule in _LINED.values())
+    + """ {
+  display: block; align-self: stretch; padding: 2px 6px; margin-bottom: 4px;
+  font: inherit; font-weight: bold; white-space: normal;
+  color: var(--jp-warn-color0, #e65100); background: var(--jp-warn-color3, #fff3e0);
+}
+"""
+    + "".join(
+        f"{_LINED[view]}::before {{ content: {json.dumps(line)}; }}\n"
+        for view, line in RESTARTED_LINES.items()
+    )
+)
+
+
 def style_html() -> str:
     """The style sheet as the value of an ``ipywidgets.HTML`` (which inserts it as given)."""
-    return "<style>" + " ".join(line.strip() for line in CSS.strip().splitlines()) + "</style>"
+    rules = (CSS + DISCONNECTED_CSS).strip().splitlines()
+    return "<style>" + " ".join(line.strip() for line in rules) + "</style>"

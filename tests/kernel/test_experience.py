@@ -141,7 +141,8 @@ def test_reload_says_what_it_closed_and_keeps_the_folders(start_kernel: Callable
     dash = kernel.wait_widget("fsbroker-dashboard")
     out = kernel.run("%reload_ext jupyter_fsbroker", 60)
     assert "closed 1 connection (analysis)" in out.stdout
-    assert "nothing is shared until the next %load_ext, which shares data again" in out.stdout
+    assert "nothing is shared until the next %load_ext, which shares the folder data again" in out.stdout
+    assert "kept" not in out.stdout  # the files are the user's: only the list of folders is remembered
     assert kernel.value("[r.name for r in fsb.get_broker().roots]") == ["data"]
     kernel.wait_for(
         lambda: any("Stale" in str(w.state.get("value", "")) for w in kernel.descendants(dash)),
@@ -227,3 +228,26 @@ def test_a_profile_is_a_table_and_a_dataframe(kernel: Kernel) -> None:
     assert audit[4] == ["time", "server", "connection_id"] and audit[5] == "datetime64[ns, UTC]"
     assert kernel.value("all(r.server == 'analysis' for r in broker.audit(analysis))")
     assert kernel.value("len(broker.audit(limit=0))") == 0
+
+
+def test_a_connection_shows_as_a_card(kernel: Kernel) -> None:
+    shown = kernel.run("analysis")
+    assert shown.result is not None
+    page, text = shown.result["text/html"], shown.result["text/plain"]
+    assert 'class="fsbroker-connection-card"' in page and "<strong>analysis</strong>" in page
+    assert "jupyter-fsbroker-analysis" in page and "stdio" in page and ">open<" in page
+    assert text.startswith("analysis: a connection to an MCP server\n") and "<KernelConnection" not in text
+    assert re.search(r"^  state\s+open$", text, re.MULTILINE), text
+
+
+def test_pre_approving_a_change_in_a_read_only_folder_says_why_it_cannot(kernel: Kernel) -> None:
+    kernel.run("import os\nos.makedirs('ref', exist_ok=True)\n%fsbroker root ref=./ref --read-only")
+    try:
+        error = kernel.run_fail("%fsbroker allow ref write")
+        assert error["ename"] == "UsageError"
+        assert error["evalue"].startswith("ref is shared read-only, so write on ref cannot take effect")
+        error = kernel.run_fail("broker.allow('ref', 'read,delete')")
+        assert error["ename"] == "ConfigError" and "so delete on ref cannot take effect" in error["evalue"]
+        assert kernel.value("[g.path for g in broker.grants() if g.path.startswith('ref')]") == []
+    finally:
+        kernel.run("%fsbroker unroot ref")

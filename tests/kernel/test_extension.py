@@ -60,6 +60,7 @@ def test_load_is_quiet_and_unload_leaves_nothing_behind(start_kernel: Callable[.
     assert kernel.value("sorted(os.listdir('data')) == files_before")
     assert kernel.value("analysis.closed") and kernel.value("broker.closed")
     assert "UsageError" in kernel.run_fail("%fsbroker status")["ename"], "%fsbroker is still registered"
+    assert "Cell magic `%%fsbroker` not found" in kernel.run_fail("%%fsbroker\nstatus")["evalue"]
 
     # %reload_ext and get_broker() after an unload both start a fresh broker.
     kernel.run("%load_ext jupyter_fsbroker\n%reload_ext jupyter_fsbroker")
@@ -124,6 +125,11 @@ def test_magic_documents_itself_and_reports_usage_errors(start_kernel: Callable[
         "status",
     ):
         assert usage in text, usage
+    # Plain text, as IPython's pager shows it: no reStructuredText markup.
+    assert "::" not in text and "``" not in text, text
+    cell = kernel.run_fail("%%fsbroker\nroot data=./data")
+    assert cell["ename"] == "UsageError" and "%fsbroker is a line magic" in cell["evalue"]
+    assert "%fsbroker connect" in cell["evalue"] and "%fsbroker status" in cell["evalue"]
     for line in (
         "%fsbroker",
         "%fsbroker frobnicate",

@@ -18,9 +18,10 @@ from jupyter_fsbroker.kernel.snapshot import SNAPSHOT_VERSION, state_snapshot
 from jupyter_fsbroker.widgets.consent_prompt import ConsentPrompt
 from jupyter_fsbroker.widgets.dashboard import Dashboard
 from jupyter_fsbroker.widgets.markup import activity_html
-from jupyter_fsbroker.widgets.style import ACCEPT, REJECT, WARN, style_html
+from jupyter_fsbroker.widgets.places import ConnectionCard
+from jupyter_fsbroker.widgets.style import ACCEPT, REJECT, RESTARTED_LINES, WARN, style_html
 
-from .conftest import WAIT, FakeView, make_request
+from .conftest import WAIT, FakeConnection, FakeView, make_request
 
 
 def report_request() -> ConsentRequest:
@@ -216,3 +217,26 @@ def test_the_snapshot_is_json_for_another_view(broker: Broker, data: Path) -> No
     assert waiting["id"] == request.id and waiting["items"][0]["operations"] == ["read", "write"]
     assert waiting["items"][3]["grantable"] == ["read"]  # ref/tables is read-only
     assert snap["activity"][-1]["method"] == "files/read"
+
+
+def test_each_view_carries_the_rules_that_grey_it_once_its_kernel_restarted(broker: Broker) -> None:
+    # After a restart the kernel sends nothing: the page greys the views with the style sheet
+    # they brought with them, so each must carry it (a card may be alone on the page).
+    dash = Dashboard(broker)
+    prompt = ConsentPrompt(make_request(), Future())
+    card = ConnectionCard(FakeConnection())
+    try:
+        for view, cls in (
+            (dash, "fsbroker-dashboard"),
+            (prompt, "fsbroker-consent"),
+            (card, "fsbroker-connection"),
+        ):
+            assert cls in view._dom_classes
+            sheets = [c.value for c in view.children if "<style>" in str(getattr(c, "value", ""))]
+            assert sheets == [style_html()], cls
+            line = json.dumps(RESTARTED_LINES[cls])
+            assert f".{cls}.jupyter-widgets-disconnected" in sheets[0] and line in sheets[0], cls
+        assert all(line.startswith("The kernel restarted or stopped: ") for line in RESTARTED_LINES.values())
+    finally:
+        for view in (dash, prompt, card):
+            view.close()

@@ -102,7 +102,9 @@ def test_card_updates_its_line_and_holds_prompts_it_does_not_own() -> None:
     conn = FakeConnection()
     card = ConnectionCard(conn)
     assert "fsbroker-connection" in card._dom_classes
-    assert card.children == (card.line, card.prompts)
+    line, prompts, style = card.children  # the style sheet, hidden, greys the card after a restart
+    assert (line, prompts) == (card.line, card.prompts)
+    assert style.layout.display == "none" and "jupyter-widgets-disconnected" in style.value
     prompt = _prompt()
     card.add_prompt(prompt)
     assert card.prompts.children == (prompt,)
