@@ -69,7 +69,7 @@ class FilesExtension(Extension):
         )
 
     def settings(self) -> dict[str, Any]:
-        return extension_settings(features=())
+        return extension_settings()
 
     async def intercept_tool_call(
         self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
