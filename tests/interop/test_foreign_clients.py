@@ -299,3 +299,42 @@ async def test_a_modern_client_written_from_the_protocol_drives_three_replicas_b
     assert comparable(out["results"]) == comparable(ours)
     assert (theirs / "count.txt").read_text() == "3\n"
     assert _report(theirs) == _report(data)
+
+
+@pytest.mark.anyio
+async def test_the_modern_client_watches_through_files_changes_and_its_errors_reach_the_tools(
+    node_tools: NodeTools, data: Path, stateless: AnalysisServer
+) -> None:
+    calls = [
+        # The client writes _SUCCESS when the call's first files/changes arrives: the watch is live.
+        {
+            "name": "watch_changes",
+            "arguments": {"path": "data", "seconds": 60, "until": "_SUCCESS"},
+            "touch": {"path": "data/_SUCCESS"},
+        },
+        {"name": "read_text", "arguments": {"path": "data/missing.txt"}},
+    ]
+    out = modern_with_ts(node_tools, data, calls, stateless.url)
+    watched, missing = out["results"]
+    assert not watched.get("isError"), watched
+    assert watched["structuredContent"]["until_seen"] is True
+    assert ("data/_SUCCESS", "created") in [
+        (e["path"], e["event"]) for e in watched["structuredContent"]["events"]
+    ]
+    assert "files/changes" in out["answered"] and "files/unwatch" in out["answered"]
+    # NOT_FOUND on its modern code (-31102): the tool names it, as it does on the legacy wire.
+    assert missing["isError"] is True and "NOT_FOUND" in missing["content"][0]["text"], missing
+
+
+@pytest.mark.anyio
+async def test_the_modern_client_revoking_after_consent_ends_the_call_with_the_refusal(
+    node_tools: NodeTools, data: Path, stateless: AnalysisServer
+) -> None:
+    calls = [{"name": "write_report", "arguments": {"path": "data/sales.csv"}}]
+    out = modern_with_ts(node_tools, data, calls, stateless.url, "--revoke-after-consents", "1")
+    [report] = out["results"]
+    assert report["isError"] is True
+    text = report["content"][0]["text"]
+    assert "PERMISSION_DENIED" in text and "revoked" in text, text
+    assert not (data / "sales.report.md").exists()
+    assert "files/write" not in out["answered"] and len(out["consents"]) == 1

@@ -180,8 +180,8 @@ class Files {
   check(given, op) {
     const where = this.resolve(given);
     if (!this.covers(where.rel, op)) {
-      const reason = this.revoked ? "revoked" : "not_granted";
-      throw named("PERMISSION_DENIED", `${given} is not granted for ${op}`, reason, { path: given });
+      if (this.revoked) throw named("PERMISSION_DENIED", `the user revoked ${op} on ${given}`, "revoked", { path: given });
+      throw named("PERMISSION_DENIED", `${given} is not granted for ${op}`, "not_granted", { path: given });
     }
     return where;
   }
@@ -374,7 +374,7 @@ class Files {
     this.stat(where);
     const id = `w_${crypto.randomBytes(12).toString("hex")}`;
     const wanted = new Set(params.events ?? ["created", "modified", "deleted", "moved"]);
-    const watch = { events: [], base: 0, dropped: false, waiters: new Set(), watcher: null };
+    const watch = { events: [], base: 0, waiters: new Set(), watcher: null };
     const isDir = fs.statSync(where.abs).isDirectory();
     watch.watcher = fs.watch(where.abs, { recursive: Boolean(params.recursive) && isDir }, (kind, name) => {
       const abs = isDir && name ? path.join(where.abs, name.toString()) : where.abs;
@@ -392,7 +392,6 @@ class Files {
       if (watch.events.length > MAX_EVENTS_KEPT) {
         watch.events.shift();
         watch.base++;
-        watch.dropped = true;
       }
       for (const wake of watch.waiters) wake();
     });
@@ -408,7 +407,7 @@ class Files {
     if (params.cursor !== undefined) {
       const match = /^k(\d+)$/.exec(String(params.cursor));
       const n = match ? Number(match[1]) : -1;
-      if (n < 0 || n > watch.base + watch.events.length) throw invalid("unknown cursor", { error: "INVALID_PARAMS", reason: "bad_cursor" });
+      if (n < 0 || n > watch.base + watch.events.length) throw invalid("unknown cursor", { reason: "bad_cursor", param: "cursor" });
       position = n;
     }
     const dropped = position < watch.base;
@@ -427,7 +426,7 @@ class Files {
     }
     const max = params.maxEvents ?? 1000;
     const events = watch.events.slice(position - watch.base, position - watch.base + max);
-    return { events, cursor: `k${position + events.length}`, dropped: dropped || (watch.dropped && params.cursor === undefined && watch.base > 0) };
+    return { events, cursor: `k${position + events.length}`, dropped };
   }
 
   "files/unwatch"(params) {
