@@ -121,9 +121,15 @@ class ChangeLog:
             for wake in list(kept.wakers):
                 wake()
 
-    def take(self, watch_id: str, cursor: str | None, max_events: int) -> Changes:
+    def take(
+        self,
+        watch_id: str,
+        cursor: str | None,
+        max_events: int,
+        keep: Callable[[ChangeEvent], bool] | None = None,
+    ) -> Changes:
         """The events of *watch_id* after *cursor* (``None``: from the watch's start), at most
-        *max_events*, without waiting.
+        *max_events*, without waiting; those *keep* refuses are passed over (a grant revoked since).
 
         Raises
         ------
@@ -135,9 +141,13 @@ class ChangeLog:
             position = self._position(kept, cursor)
             dropped = position < kept.start
             position = max(position, kept.start)
-            first = position - kept.start
-            events = tuple(kept.events[i] for i in range(first, min(len(kept.events), first + max_events)))
-            return Changes(events, f"e{position + len(events)}", dropped)
+            events: list[ChangeEvent] = []
+            while position < kept.end and len(events) < max_events:
+                event = kept.events[position - kept.start]
+                position += 1
+                if keep is None or keep(event):
+                    events.append(event)
+            return Changes(tuple(events), f"e{position}", dropped)
 
     def wait_changes(self, watch_id: str, cursor: str | None, wait_ms: int) -> None:
         """Block (a worker thread) until *watch_id* has an event after *cursor*, or *wait_ms* passed."""

@@ -50,6 +50,7 @@ from .handlers import (
     read,
     rename_path,
     stat_path,
+    still_watched,
     unlock,
     unwatch,
     watch,
@@ -143,7 +144,8 @@ class Dispatch:
             if wait_ms:
                 await log.await_changes(watch_id, cursor, wait_ms)
                 changes_params(ctx)  # the connection or the watch may have ended meanwhile
-            return _wire_safe(method, log.take(watch_id, cursor, max_events).to_result())
+            events = log.take(watch_id, cursor, max_events, still_watched(ctx))
+            return _wire_safe(method, events.to_result())
 
     def _begin(
         self, conn: ConnectionState, method: str, params: object, note: AuditNote

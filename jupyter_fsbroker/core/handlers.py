@@ -19,12 +19,14 @@ import base64
 import binascii
 import os
 import stat
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
 from . import ops
 from .audit import AuditNote
 from .change_log import MAX_WAIT_MS
+from .changes import ChangeEvent
 from .context import RequestContext
 from .errors import (
     AlreadyExists,
@@ -43,6 +45,8 @@ from .trees import remove_tree
 from .watch import EVENTS
 
 __all__ = [
+    "changes",
+    "changes_params",
     "consent",
     "create",
     "delete",
@@ -50,6 +54,7 @@ __all__ = [
     "read",
     "rename_path",
     "stat_path",
+    "still_watched",
     "unlock",
     "unwatch",
     "watch",
@@ -436,7 +441,26 @@ def changes(ctx: RequestContext) -> dict[str, Any]:
     if wait_ms:
         log.wait_changes(watch_id, cursor, wait_ms)
         changes_params(ctx)  # the connection or the watch may have ended meanwhile
-    return log.take(watch_id, cursor, max_events).to_result()
+    return log.take(watch_id, cursor, max_events, still_watched(ctx)).to_result()
+
+
+def still_watched(ctx: RequestContext) -> Callable[[ChangeEvent], bool]:
+    """Whether a kept event may still be handed over: its path is granted for ``watch`` now."""
+    check = ctx.conn.access.check("watch")
+    roots = ctx.services.roots
+
+    def keep(event: ChangeEvent) -> bool:
+        name, _, rest = event.path.partition("/")
+        root = roots.get(name)
+        if root is None:
+            return False
+        try:
+            check(root, tuple(rest.split("/")) if rest else ())
+        except PermissionDenied:
+            return False
+        return True
+
+    return keep
 
 
 def unlock(ctx: RequestContext) -> dict[str, Any]:

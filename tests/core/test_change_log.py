@@ -60,6 +60,21 @@ def test_changes_hands_over_the_events_after_each_cursor(data: Path, modern: Con
     assert len(records) == 4 and all(r.decision == "allow" for r in records)
 
 
+def test_events_kept_before_a_revocation_are_not_handed_over(data: Path, broker: Broker) -> None:
+    (data / "pub").mkdir()
+    broker.allow("data", ops=("read", "write"))
+    grant = broker.allow("data/pub", ops=("watch",))
+    conn = broker.connect("modern")
+    conn.keep_changes()
+    watch_id = conn.handle("files/watch", {"path": "data/pub"})["watchId"]
+    conn.handle("files/write", {"path": "data/pub/a.txt", "content": "1"})
+    first = conn.handle("files/changes", {"watchId": watch_id, "waitMs": 30_000})
+    assert _paths(first) == ["data/pub/a.txt"]
+    broker.grants.revoke(grant.id)
+    # Kept while granted, asked for after the revocation: passed over, the cursor moves on.
+    assert conn.handle("files/changes", {"watchId": watch_id})["events"] == []
+
+
 def test_max_events_pages_and_dropped_says_events_were_lost() -> None:
     log = ChangeLog(capacity=3)
     log.keep_all()
