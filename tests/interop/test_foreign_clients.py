@@ -338,3 +338,15 @@ async def test_the_modern_client_revoking_after_consent_ends_the_call_with_the_r
     assert "PERMISSION_DENIED" in text and "revoked" in text, text
     assert not (data / "sales.report.md").exists()
     assert "files/write" not in out["answered"] and len(out["consents"]) == 1
+
+
+@pytest.mark.anyio
+async def test_a_modern_client_without_changes_gets_files_unavailable_for_a_watch(
+    node_tools: NodeTools, data: Path, stateless: AnalysisServer
+) -> None:
+    calls = [{"name": "watch_changes", "arguments": {"path": "data", "seconds": 1}}]
+    out = modern_with_ts(node_tools, data, calls, stateless.url, "--features", "perPathConsent")
+    [refused] = out["results"]
+    assert refused["rpcError"]["code"] == -31112
+    assert refused["rpcError"]["data"] == {"error": "FILES_UNAVAILABLE", "reason": "no_changes"}
+    assert out["answered"] == []

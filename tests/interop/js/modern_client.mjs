@@ -2,7 +2,8 @@
 // no SDK, plain fetch over Streamable HTTP with no session. It lists the extension
 // io.github.jupyter-fsbroker/files in every request's _meta, shares one folder as a root, approves
 // every consent it is asked, performs each batch a tools/call answers with, and continues the call
-// with the answers until a plain CallToolResult arrives.
+// with the answers until a plain CallToolResult arrives. It is one connection alone: it enforces
+// roots and grants, not sensitive names, and its locks keep out no one else.
 //
 // Usage:
 //   node modern_client.mjs --root DIR --url URL --calls JSON [--features perPathConsent,changes]
