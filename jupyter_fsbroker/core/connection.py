@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from .access import Access
 from .buffers import BufferPool
+from .change_log import ChangeLog
 from .consent import Consenter
 from .consent_flow import ConsentFlow
 from .cursors import Listings
@@ -89,6 +90,8 @@ class Connection(Closeable):
         Its operation and byte rates.
     buffers
         The buffers its large chunks are read and answered in (see :mod:`.buffers`).
+    changes
+        The watch events it keeps for ``files/changes`` (see :mod:`.change_log`).
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class Connection(Closeable):
         self.consent = ConsentFlow(self.access, consenter)
         self.rate = RateLimiter(broker.config.limits)
         self.buffers = BufferPool()
+        self.changes = ChangeLog()
         self._notify = notify
 
     def __repr__(self) -> str:
@@ -174,9 +178,15 @@ class Connection(Closeable):
         """Send a watch event to the server (and the broker's views), unless the connection closed."""
         if self.closed:
             return
+        self.changes.add(event)
         if self._notify is not None:
             self._notify(event)
         self.broker.report_change(event, self)
+
+    def keep_changes(self) -> None:
+        """The connection has no notifications (the 2026-07-28 era): keep every watch's events,
+        from its start, for ``files/changes``."""
+        self.changes.keep_all()
 
     # -- the kill switch -------------------------------------------------------------------------
 
@@ -195,5 +205,6 @@ class Connection(Closeable):
         self.listings.close()
         self.buffers.close()
         broker.watches.remove_owner(self.id)
+        self.changes.clear()
         broker.locks.release_owner(self.id)
         broker.connection_closed(self)

@@ -17,6 +17,7 @@ from typing import Protocol
 from .access import Access
 from .audit import AuditNote
 from .buffers import BufferPool
+from .change_log import ChangeLog
 from .changes import ChangeEvent
 from .consent_flow import ConsentFlow
 from .cursors import Listings
@@ -79,6 +80,11 @@ class ConnectionState(Protocol):
     @property
     def buffers(self) -> BufferPool:
         """The buffers its large chunks are read in."""
+        ...
+
+    @property
+    def changes(self) -> ChangeLog:
+        """The watch events it keeps for ``files/changes``."""
         ...
 
     def deliver(self, event: ChangeEvent) -> None:

@@ -42,6 +42,8 @@ from .errors import (
     to_files_error,
 )
 from .handlers import (
+    changes,
+    changes_params,
     consent,
     create,
     delete,
@@ -49,6 +51,7 @@ from .handlers import (
     read,
     rename_path,
     stat_path,
+    still_watched,
     unlock,
     unwatch,
     watch,
@@ -111,6 +114,8 @@ class Dispatch:
         """:meth:`handle`, awaitable: file I/O on the worker threads, consent prompts on the loop."""
         if method == "files/consent":
             return await self._aconsent(conn, method, params)
+        if method == "files/changes":
+            return await self._achanges(conn, method, params)
         try:
             executor = self._executor()
         except ClosedError as exc:  # the broker closed
@@ -134,6 +139,19 @@ class Dispatch:
                 raise
             granted = await off_loop(self._executor(), flow.grant, request, targets, decision, note)
             return _wire_safe(method, granted)
+
+    async def _achanges(self, conn: ConnectionState, method: str, params: object) -> dict[str, Any]:
+        # Waited for on the loop: a files/changes waiting for an event holds no worker thread, so
+        # the other operations of its batch (and of every other call) go on meanwhile.
+        with _Envelope(self, conn, method) as note:
+            _, ctx = self._begin(conn, method, params, note)
+            watch_id, cursor, wait_ms, max_events = changes_params(ctx)
+            log = conn.changes
+            if wait_ms:
+                await log.await_changes(watch_id, cursor, wait_ms)
+                changes_params(ctx)  # the connection or the watch may have ended meanwhile
+            events = log.take(watch_id, cursor, max_events, still_watched(ctx))
+            return _wire_safe(method, events.to_result())
 
     def _begin(
         self, conn: ConnectionState, method: str, params: object, note: AuditNote
@@ -298,6 +316,7 @@ _HANDLERS: dict[str, _Handler] = {
     "files/rename": rename_path,
     "files/watch": watch,
     "files/unwatch": unwatch,
+    "files/changes": changes,
     "files/unlock": unlock,
     "files/consent": consent,
 }

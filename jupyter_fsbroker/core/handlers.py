@@ -19,11 +19,14 @@ import base64
 import binascii
 import os
 import stat
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
 from . import ops
 from .audit import AuditNote
+from .change_log import MAX_WAIT_MS
+from .changes import ChangeEvent
 from .context import RequestContext
 from .errors import (
     AlreadyExists,
@@ -42,6 +45,8 @@ from .trees import remove_tree
 from .watch import EVENTS
 
 __all__ = [
+    "changes",
+    "changes_params",
     "consent",
     "create",
     "delete",
@@ -49,6 +54,7 @@ __all__ = [
     "read",
     "rename_path",
     "stat_path",
+    "still_watched",
     "unlock",
     "unwatch",
     "watch",
@@ -402,8 +408,59 @@ def watch(ctx: RequestContext) -> dict[str, Any]:
 
 def unwatch(ctx: RequestContext) -> dict[str, Any]:
     """``files/unwatch``: stop one of this connection's watches."""
-    ctx.services.watches.remove(ctx.params.get("watchId", str), owner=ctx.conn.id)
+    watch_id = ctx.params.get("watchId", str)
+    ctx.services.watches.remove(watch_id, owner=ctx.conn.id)
+    ctx.conn.changes.forget(watch_id)
     return {}
+
+
+def changes_params(ctx: RequestContext) -> tuple[str, str | None, int, int]:
+    """``files/changes``: its watch (one of this connection's), cursor, wait and most events.
+
+    Raises
+    ------
+    NotFound
+        ``reason="unknown_watch"``: no such watch, or one of another connection.
+    """
+    p = ctx.params
+    watch_id = p.get("watchId", str)
+    cursor = p.get("cursor", str, None)
+    wait_ms = min(p.count("waitMs", 0) or 0, MAX_WAIT_MS)
+    max_events = p.count("maxEvents", 1000, minimum=1) or 1000
+    if ctx.conn.closed:
+        raise PermissionDenied(ctx.conn.access.close_reason, reason="connection_closed")
+    if not ctx.services.watches.owns(watch_id, ctx.conn.id):
+        raise NotFound(f"no watch {watch_id!r}", reason="unknown_watch")
+    return watch_id, cursor, wait_ms, max_events
+
+
+def changes(ctx: RequestContext) -> dict[str, Any]:
+    """``files/changes`` (blocking): the events of a watch after a cursor, waiting up to ``waitMs``."""
+    watch_id, cursor, wait_ms, max_events = changes_params(ctx)
+    log = ctx.conn.changes
+    if wait_ms:
+        log.wait_changes(watch_id, cursor, wait_ms)
+        changes_params(ctx)  # the connection or the watch may have ended meanwhile
+    return log.take(watch_id, cursor, max_events, still_watched(ctx)).to_result()
+
+
+def still_watched(ctx: RequestContext) -> Callable[[ChangeEvent], bool]:
+    """Whether a kept event may still be handed over: its path is granted for ``watch`` now."""
+    check = ctx.conn.access.check("watch")
+    roots = ctx.services.roots
+
+    def keep(event: ChangeEvent) -> bool:
+        name, _, rest = event.path.partition("/")
+        root = roots.get(name)
+        if root is None:
+            return False
+        try:
+            check(root, tuple(rest.split("/")) if rest else ())
+        except PermissionDenied:
+            return False
+        return True
+
+    return keep
 
 
 def unlock(ctx: RequestContext) -> dict[str, Any]:

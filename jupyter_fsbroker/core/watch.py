@@ -288,6 +288,12 @@ class WatchManager(Closeable):
             self._release_observed([watch])
         self._dispatcher.wait_idle([watch])
 
+    def owns(self, watch_id: str, owner: str) -> bool:
+        """Whether *watch_id* is a live watch of *owner*."""
+        with self._cond:
+            watch = self._watches.get(watch_id)
+            return watch is not None and watch.owner == owner
+
     def remove_owner(self, owner: str) -> int:
         """Stop every watch of *owner* (a closed connection); return how many there were."""
         return self._remove_where(lambda w: w.owner == owner)

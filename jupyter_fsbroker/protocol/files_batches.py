@@ -32,7 +32,7 @@ from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
 from ..wire.catalogue import to_modern
 from ..wire.methods import FILES_PREFIX
-from ..wire.modern import EXTENSION_ID, MAX_BATCH_OPERATIONS, RESULT_TYPE, ROOTS_LIST
+from ..wire.modern import CHANGES_FEATURE, EXTENSION_ID, MAX_BATCH_OPERATIONS, RESULT_TYPE, ROOTS_LIST
 from .client_errors import ConnectionClosedError, ServerError
 from .files_intake import FilesCore, FilesIntake
 
@@ -54,7 +54,7 @@ EXTENSION = EXTENSION_ID
 #: The ``resultType`` of a ``tools/call`` result that carries a batch.
 BATCH_RESULT_TYPE = RESULT_TYPE
 #: The features of the extension this client implements.
-FEATURES: tuple[str, ...] = ("perPathConsent",)
+FEATURES: tuple[str, ...] = ("perPathConsent", CHANGES_FEATURE)
 #: The most operations one batch may carry.
 MAX_OPERATIONS = MAX_BATCH_OPERATIONS
 

@@ -285,6 +285,9 @@ class ConnectionTask:
                     label=f"connection {self.name!r}",
                 )
                 stack.push_async_callback(self.batches.aclose)
+                core = self._slot.connection
+                if core is not None:
+                    core.keep_changes()  # no notifications: files/changes hands the events over
             else:
                 self.info = await initialize(session, middleware, self.name)
             self.tools = await initial_tools(session, self.info, self.name)

@@ -94,7 +94,7 @@ class FilesExtension(Extension):
         self.live = LiveCalls(live_calls)
 
     def settings(self) -> dict[str, Any]:
-        return extension_settings(features=())
+        return extension_settings()
 
     def close(self) -> None:
         """Cancel the calls kept live (call it when the server stops)."""

@@ -19,9 +19,9 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..wire.methods import WATCH_EVENTS
-from ..wire.modern import CHANGES
+from ..wire.modern import CHANGES, CHANGES_FEATURE, EXTENSION_ID
 from .answers import ChangeEvent
-from .exceptions import ClientDisconnectedError, ClientInternalError, NotFoundError
+from .exceptions import ClientDisconnectedError, ClientInternalError, FilesUnavailableError, NotFoundError
 from .lenient import compact_params, get_opt_str
 from .peers import ConnectionFiles
 from .replay import current_step
@@ -31,6 +31,13 @@ __all__ = ["CHANGES_WAIT_MS", "Watch"]
 
 #: How long one ``files/changes`` of the 2026-07-28 wire waits for an event (its ``waitMs``).
 CHANGES_WAIT_MS = 10_000
+
+#: Why a watch cannot be served to a 2026-07-28 client that does not list ``changes``.
+NO_CHANGES_MESSAGE = (
+    f"this tool watches files, and this client speaks MCP 2026-07-28 without the {CHANGES_FEATURE!r}"
+    f" feature of the {EXTENSION_ID} extension, so watch events cannot reach it; use a client that"
+    " lists that feature, or connect in the handshake era"
+)
 
 
 class Watch:
@@ -80,6 +87,9 @@ class Watch:
         """Send ``files/watch`` (once) and start receiving its events."""
         if self.watch_id is not None or self._closed:
             return self
+        if current_step() is not None and CHANGES_FEATURE not in self._conn.features:
+            # Without files/changes the events could never reach the tool: fail before watching.
+            raise FilesUnavailableError(NO_CHANGES_MESSAGE, modern_reason="no_changes")
         request = compact_params(
             path=self.path,
             recursive=self.recursive,

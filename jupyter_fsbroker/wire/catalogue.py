@@ -269,7 +269,7 @@ REPLAY_DIVERGED = _named(
 FILES_UNAVAILABLE = _named(
     -31112,
     "FILES_UNAVAILABLE",
-    ("no_extension", "no_return_path", "not_brokering"),
+    ("no_extension", "no_return_path", "not_brokering", "no_changes"),
     "a tool needs files on a request that cannot carry them",
 )
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from jupyter_fsbroker.core.audit import AuditRecord
 from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
 from jupyter_fsbroker.protocol import open_connection
@@ -68,3 +69,33 @@ async def test_profile_write_and_increment_through_batches(
     assert (data / report["structuredContent"]["report"].removeprefix("data/")).is_file()
     writes = [r for r in broker.audit.records() if r.method == "files/write" and r.path == "data/counter.txt"]
     assert len(writes) == 3  # one record per write operation: a re-run replays, never repeats
+
+
+async def test_watch_changes_hears_a_change_through_files_changes(
+    broker: Broker, data: Path, where: dict[str, Any]
+) -> None:
+    """The example server's watch_changes on the 2026-07-28 wire: files/watch, then files/changes
+    until the file it waits for appears; the file is made once the watch is live (its audit record)."""
+    made = []
+
+    def on_record(record: AuditRecord) -> None:
+        if record.method == "files/watch" and record.error is None and not made:
+            made.append(record)
+            (data / "_SUCCESS").write_text("done")
+
+    stop = broker.audit.subscribe(on_record)
+    try:
+        async with open_connection(
+            broker, "analysis", consenter=CallbackConsenter(ConsentDecision.approve_all), era="auto", **where
+        ) as conn:
+            assert conn.era == "modern"
+            arguments = {"path": "data", "seconds": 60, "until": "_SUCCESS"}
+            result = await conn.call_tool("watch_changes", arguments, timeout=120)
+    finally:
+        stop()
+    assert result["isError"] is False, result
+    seen = result["structuredContent"]
+    assert seen["until_seen"] is True
+    assert ("data/_SUCCESS", "created") in [(e["path"], e["event"]) for e in seen["events"]]
+    methods = [r.method for r in broker.audit.records()]
+    assert "files/changes" in methods and methods[-1] == "files/unwatch"

@@ -325,3 +325,53 @@ def test_the_key_file_must_be_private_and_hold_long_keys(tmp_path: Path) -> None
     os.chmod(path, 0o644)
     with pytest.raises(ValueError, match="chmod 600"):
         load_state_keys(path)
+
+
+class _WithoutChanges(BatchAnswerer):
+    """A client of the extension that does not list the ``changes`` feature."""
+
+    def settings(self) -> dict[str, Any]:
+        return {"features": ["perPathConsent"]}
+
+
+async def test_a_watching_tool_fails_at_once_for_a_client_without_changes(
+    replicas: tuple[AnalysisServer, AnalysisServer], core: tuple[Path, Any, Broker]
+) -> None:
+    _, connection, broker = core
+    broker.allow("data", ops=("watch",))
+    answerer = _WithoutChanges(connection)
+    async with Client(replicas[0].url, mode=MODERN, extensions=[answerer]) as client:
+        with pytest.raises(MCPError) as info:
+            await call(client, answerer, "watch_changes", {"path": "data", "seconds": 1})
+    error = info.value.error
+    assert error.code == catalogue.FILES_UNAVAILABLE.code
+    assert error.data == {"error": "FILES_UNAVAILABLE", "reason": "no_changes"}
+    assert "changes" in error.message and EXTENSION_ID in error.message
+    assert answerer.methods == []  # nothing was watched
+
+
+async def test_watch_changes_runs_over_files_changes_answered_by_the_core(
+    modern: tuple[Client, BatchAnswerer, Path], core: tuple[Path, Any, Broker]
+) -> None:
+    client, answerer, data = modern
+    core[1].keep_changes()  # a modern connection: every watch's events kept from its start
+    core[2].allow("data", ops=("watch",))
+    # The file the tool waits for is made when the watch is live: its audit record says so.
+    made: list[str] = []
+
+    def on_record(record: Any) -> None:
+        if record.method == "files/watch" and record.error is None and not made:
+            made.append(record.method)
+            (data / "_SUCCESS").write_text("done")
+
+    stop = core[2].audit.subscribe(on_record)
+    try:
+        result = await call(
+            client, answerer, "watch_changes", {"path": "data", "seconds": 60, "until": "_SUCCESS"}
+        )
+    finally:
+        stop()
+    assert not result.is_error, result.content
+    assert result.structured_content is not None and result.structured_content["until_seen"] is True
+    assert answerer.methods[0] == "files/watch" and "files/changes" in answerer.methods
+    assert answerer.methods[-1] == "files/unwatch"

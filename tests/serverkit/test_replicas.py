@@ -18,7 +18,7 @@ import secrets
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,10 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from jupyter_fsbroker.core import Broker, BrokerConfig
-from jupyter_fsbroker.protocol import open_connection
+from jupyter_fsbroker.core.audit import AuditRecord
+from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
+from jupyter_fsbroker.protocol import ConnectionClosedError, open_connection
+from jupyter_fsbroker.protocol.files_batches import BatchDesk
 from jupyter_fsbroker.wire import catalogue
 from jupyter_fsbroker.wire.modern import EXTENSION_ID
 from tests.protocol.servers.harness import approve_all
@@ -258,3 +261,145 @@ async def test_a_live_only_continuation_sent_to_another_replica_is_refused_and_t
     # Nothing was asked after the refusal: the audit holds exactly the operations of two rounds.
     performed = sum(len(r.operations) for r in answerer.rounds)
     assert len(broker.audit.records(server="replicas")) == performed == len(answerer.methods)
+
+
+# -- the real client through the replicas: consent once, revocation and Disconnect mid-call ----------
+
+
+@pytest.fixture
+def bare(tmp_path: Path) -> Iterator[tuple[Path, Broker]]:
+    """A broker with the data shared and nothing pre-approved: every grant comes from a consent."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "sales.csv").write_text("n,double\n" + "".join(f"{i},{2 * i}\n" for i in range(4 * ROWS)))
+    config = BrokerConfig(lock_dir=str(tmp_path / ".locks"), trash_dir=str(tmp_path / ".trash"))
+    with Broker(config) as broker:
+        broker.add_root(data, name="data")
+        yield data, broker
+
+
+class _Asked:
+    """A consenter that approves the first consent of a connection and refuses every later one."""
+
+    def __init__(self) -> None:
+        self.requests: list[ConsentRequest] = []
+
+    def decide(self, request: ConsentRequest) -> ConsentDecision:
+        self.requests.append(request)
+        return ConsentDecision.approve_all(request) if len(self.requests) == 1 else ConsentDecision.deny()
+
+
+def _performed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The methods of every batch operation the client performs, in order."""
+    methods: list[str] = []
+    perform = BatchDesk.perform
+
+    async def spy(self: BatchDesk, operations: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        methods.extend(str(op.get("method")) for op in operations)
+        return await perform(self, operations)
+
+    monkeypatch.setattr(BatchDesk, "perform", spy)
+    return methods
+
+
+async def test_the_client_asks_consent_once_for_a_call_that_spans_replicas(
+    deployment: tuple[str, list[AnalysisServer], Path],
+    bare: tuple[Path, Broker],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url, _, access_log = deployment
+    data, broker = bare
+    asked = _Asked()
+    performed = _performed(monkeypatch)
+    before = len(_served(access_log))
+    consenter = CallbackConsenter(asked.decide)
+    async with open_connection(broker, "replicas", consenter=consenter, era="modern", url=url) as conn:
+        report = await conn.call_tool("write_report", {"path": "data/sales.csv"}, timeout=120)
+    assert report["isError"] is False, report
+    assert f"- Rows: {4 * ROWS:,}" in (data / "sales.report.md").read_text()
+    assert len(asked.requests) == 1
+    served = set(_served(access_log)[before:])
+    assert len(served) >= 2, f"the call should have been continued by other replicas, got {served}"
+    records = broker.audit.records(server="replicas")
+    assert [r.method for r in records] == performed
+    assert performed.count("files/write") == 1 and performed.count("files/consent") == 1
+
+
+async def test_a_revocation_mid_call_takes_effect_at_the_next_batch(
+    deployment: tuple[str, list[AnalysisServer], Path],
+    bare: tuple[Path, Broker],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url, _, _ = deployment
+    data, broker = bare
+    asked = _Asked()
+    performed = _performed(monkeypatch)
+    consenter = CallbackConsenter(asked.decide)
+    async with open_connection(broker, "replicas", consenter=consenter, era="modern", url=url) as conn:
+
+        def revoke_after_the_first_read(record: AuditRecord) -> None:
+            # The read's answer has not left yet: the server's next batch meets the revocation.
+            if record.method == "files/read" and record.error is None and not revoked:
+                revoked.extend(conn.connection.revoke())
+
+        revoked: list[Any] = []
+        stop = broker.audit.subscribe(revoke_after_the_first_read)
+        try:
+            report = await conn.call_tool("write_report", {"path": "data/sales.csv"}, timeout=120)
+        finally:
+            stop()
+        assert revoked, "the grant should have been revoked during the call"
+        of_report = list(performed)
+        # The broker keeps serving the connection: once the user shares the data again, a call works.
+        broker.allow("data", ops=("read",))
+        again = await conn.call_tool("profile_csv", {"path": "data/sales.csv"}, timeout=120)
+    # The call ended with the error the legacy wire gives: the kit's refusal, naming the revocation;
+    # every operation after it was refused, the report never written, and no second prompt shown.
+    assert report["isError"] is True
+    message = report["content"][0]["text"]
+    assert "PERMISSION_DENIED" in message and "revoked" in message, message
+    assert not (data / "sales.report.md").exists()
+    assert "files/write" not in of_report and len(asked.requests) == 1
+    first_read = next(
+        i for i, r in enumerate(broker.audit.records()) if r.method == "files/read" and not r.error
+    )
+    later = broker.audit.records()[first_read + 1 : len(of_report)]
+    assert later and all(r.error == "PERMISSION_DENIED" for r in later)
+    assert again["isError"] is False and again["structuredContent"]["rows"] == 4 * ROWS
+
+
+async def test_disconnect_mid_call_ends_the_call_and_touches_nothing_more(
+    deployment: tuple[str, list[AnalysisServer], Path],
+    bare: tuple[Path, Broker],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url, _, _ = deployment
+    data, broker = bare
+    asked = _Asked()
+    performed = _performed(monkeypatch)
+    consenter = CallbackConsenter(asked.decide)
+    async with open_connection(broker, "replicas", consenter=consenter, era="modern", url=url) as conn:
+
+        def disconnect_after_the_first_read(record: AuditRecord) -> None:
+            if record.method == "files/read" and record.error is None:
+                conn.close("closed by the user")
+
+        stop = broker.audit.subscribe(disconnect_after_the_first_read)
+        try:
+            with pytest.raises(ConnectionClosedError) as info:
+                await conn.call_tool("write_report", {"path": "data/sales.csv"}, timeout=120)
+        finally:
+            stop()
+    # As on the legacy wire: the call ends with the connection's close, and no continuation is sent,
+    # so nothing after the read that was running is performed.
+    assert "closed by the user" in str(info.value)
+    assert performed == ["files/read", "files/consent", "files/read"]
+    assert [r.method for r in broker.audit.records(server="replicas")] == performed
+    assert not (data / "sales.report.md").exists()
+    # The broker keeps serving: a new connection's call succeeds.
+    fresh = _Asked()
+    async with open_connection(
+        broker, "again", consenter=CallbackConsenter(fresh.decide), era="modern", url=url
+    ) as other:
+        profile = await other.call_tool("profile_csv", {"path": "data/sales.csv"}, timeout=120)
+    assert profile["isError"] is False and profile["structuredContent"]["rows"] == 4 * ROWS

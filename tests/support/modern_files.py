@@ -60,13 +60,13 @@ class BatchAnswerer(ClientExtension):
         self.connection_id = connection_id or "c_" + secrets.token_urlsafe(16)
         self.rounds: list[Round] = []
         self.methods: list[str] = []
-        #: Answers of the test's own for some methods (``files/changes``: the core has no such method).
+        #: Answers of the test's own for some methods, instead of the core's.
         self.overrides: dict[str, Any] = {}
         #: Sessions (of other replicas) continuations are sent through, in turn; empty: the call's own.
         self.sessions: list[Any] = []
 
     def settings(self) -> dict[str, Any]:
-        return {"features": ["perPathConsent"]}
+        return {"features": ["perPathConsent", "changes"]}
 
     def claims(self) -> list[ResultClaim[Any]]:
         return [ResultClaim(result_type=RESULT_TYPE, model=FilesBatch, resolve=self._resolve)]

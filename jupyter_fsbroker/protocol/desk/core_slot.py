@@ -30,7 +30,7 @@ from ...core.consent import Consenter
 from ...core.errors import ClosedError
 from ...core.watch import ChangeEvent
 from .desk import FilesRoute
-from .route import CONSENT
+from .route import ON_LOOP
 
 __all__ = ["CoreSlot"]
 
@@ -122,7 +122,7 @@ class CoreSlot:
         """
         self._requested()  # every request that may go this way comes here first
         connection = self._connection
-        if connection is None or method == CONSENT:
+        if connection is None or method in ON_LOOP:
             return None
         try:
             executor = self._broker.executor()

@@ -33,10 +33,13 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-__all__ = ["CONSENT", "DeskState", "Route", "Where", "decide"]
+__all__ = ["CONSENT", "ON_LOOP", "DeskState", "Route", "Where", "decide"]
 
-#: The one ``files/*`` method answered on the loop whatever the state: it waits for the user.
+#: A ``files/*`` method answered on the loop whatever the state: it waits for the user.
 CONSENT = "files/consent"
+#: The methods that may wait long (for the user, for a change: ``files/changes`` with
+#: ``waitMs``): answered on the loop, holding no thread meanwhile.
+ON_LOOP: frozenset[str] = frozenset({CONSENT, "files/changes"})
 
 
 class Where(enum.Enum):
@@ -119,7 +122,7 @@ def decide(method: str, where: Where, state: DeskState, estimate: int) -> Route:
     if not state.grants_at_once and not state.may_wait:
         return Route.BUSY
     if (
-        method != CONSENT
+        method not in ON_LOOP
         and state.core_ready
         and state.executor_open
         and state.free_slots > 0
@@ -132,7 +135,7 @@ def decide(method: str, where: Where, state: DeskState, estimate: int) -> Route:
 def _alone(method: str, state: DeskState, estimate: int) -> bool:
     """Whether the reading thread may answer the request itself (see :attr:`Route.HERE`)."""
     return (
-        method != CONSENT
+        method not in ON_LOOP
         and state.core_ready
         and state.executor_open
         and state.writes_directly
