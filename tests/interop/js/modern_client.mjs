@@ -489,7 +489,7 @@ class Wire {
     this.capabilities = { extensions: { [EXTENSION]: { features } } };
   }
 
-  async request(method, params = {}) {
+  async request(method, params = {}, extraHeaders = {}) {
     const id = this.nextId++;
     const meta = {
       ...(params._meta ?? {}),
@@ -505,6 +505,7 @@ class Wire {
       "Mcp-Method": method,
     };
     if (method === "tools/call") headers["Mcp-Name"] = params.name;
+    Object.assign(headers, extraHeaders);
     const response = await fetch(this.url, { method: "POST", headers, body: JSON.stringify(body) });
     const type = response.headers.get("content-type") ?? "";
     const text = await response.text();
@@ -551,7 +552,10 @@ async function callTool(wire, files, connection, call, rounds) {
     }
     const answers = await files.perform(operations);
     const meta = { [EXTENSION]: { connection, continuation, answers } };
-    result = await wire.request("tools/call", { name: call.name, arguments: args, _meta: meta });
+    // A continuation that names the instance holding the call goes to it (PROTOCOL.md, "Routing").
+    const instance = continuation.includes("~") ? continuation.slice(0, continuation.indexOf("~")) : "";
+    const route = instance ? { "Fsbroker-Instance": instance } : {};
+    result = await wire.request("tools/call", { name: call.name, arguments: args, _meta: meta }, route);
   }
   return result;
 }
