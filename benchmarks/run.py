@@ -33,6 +33,7 @@ import row_kernel_start  # noqa: E402
 import row_listing  # noqa: E402
 import row_media  # noqa: E402
 import row_memory  # noqa: E402
+import row_pydata  # noqa: E402
 import row_responsiveness  # noqa: E402
 import row_small_reads  # noqa: E402
 import row_transfer  # noqa: E402
@@ -54,6 +55,7 @@ ROWS: tuple[ModuleType, ...] = (
     row_watch,  # 8
     row_memory,  # 9
     row_responsiveness,  # 10
+    row_pydata,  # 11, 12
 )
 
 DEFAULT_JSON = HERE / "results" / "latest.json"

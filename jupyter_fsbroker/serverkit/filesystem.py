@@ -117,6 +117,8 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         super().__init__()
         self.client = client
         self.loop = loop or asyncio.get_running_loop()
+        #: Bytes of file content this filesystem has read over the wire (kept tails count once).
+        self.bytes_read = 0
         #: ``(path, version) -> (start, bytes)``: the kept tails (:data:`TAIL_BYTES`).
         self._tails: dict[tuple[str, str], tuple[int, bytes]] = {}
         #: ``(path, version) -> (start, future)``: tails being read, which other threads wait for.
@@ -248,7 +250,9 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                     break
                 parts.append(more)
                 data += more
-        return b"".join(parts)
+        out = b"".join(parts)
+        self.bytes_read += len(out)  # on the loop's thread only: no lock
+        return out
 
     async def _cat(self, path: str, start: int | None, end: int | None) -> bytes:
         """Bytes ``[start, end)`` of *path*, positions as :meth:`cat_file` takes them."""
