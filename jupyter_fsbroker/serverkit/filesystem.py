@@ -500,7 +500,7 @@ class BrokeredFile(AbstractBufferedFile):  # type: ignore[misc]
     @property
     def loc(self) -> int:
         """The calling thread's position (fsspec's name for it)."""
-        return getattr(self._position, "loc", self._left_at)  # type: ignore[no-any-return]
+        return getattr(self._position, "loc", self._left_at)
 
     @loc.setter
     def loc(self, value: int) -> None:

@@ -100,7 +100,7 @@ class ReadAhead(BaseCache):  # type: ignore[misc]
             out = self._data[: end - start]
         if self._streak >= STREAK:
             self._read_ahead(end, end - start)
-        return out  # type: ignore[no-any-return]
+        return out
 
     def _take_ahead(self, start: int, end: int) -> None:
         """Join the window on its way to what is held, if this read reaches into it."""
