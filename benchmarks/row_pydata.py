@@ -159,11 +159,17 @@ def measure(bench: Bench) -> list[Row]:
                     "mb_per_s": [size / t / 1e6 for t in seconds[kind]],
                     "local_mb_per_s": [size / t / 1e6 for t in seconds[f"{kind}_local"]],
                     "moved": [r["moved"] for r in results[kind]],
+                    "server_cpu": [r["cpu"] for r in results[kind]],
+                    "parse_cpu": [r["parse_cpu"] for r in results[kind]],
+                    "local_server_cpu": [r["cpu"] for r in results[f"{kind}_local"]],
                     "bytes": size,
                 },
                 note=(
                     "wire_server.py's pandas_csv: read_csv(fs.open(path)) in fs.run_sync's thread against"
-                    " read_csv(local path) in the same process and thread, in turn"
+                    " read_csv(local path) in the same process and thread, in turn; server CPU"
+                    f" {median([r['cpu'] for r in results[kind]]):.2f} s (read_csv's thread"
+                    f" {median([r['parse_cpu'] for r in results[kind]]):.2f} s) against"
+                    f" {median([r['cpu'] for r in results[f'{kind}_local']]):.2f} s local"
                     + refusals_note(results[kind])
                 ),
             )
