@@ -72,13 +72,20 @@ def _sequential(fs: Any, path: str, piece: int) -> dict[str, Any]:
 
 
 def _threads(fs: Any, path: str, spans: list[list[int]], workers: int) -> list[str]:
-    """Each span read by a pool's thread: seek and read on one shared handle, or cat_file on the fs."""
+    """Each span read by a pool's thread: seek and read on one shared handle, or cat_file on the fs.
+
+    The first *workers* spans are read by all the threads at once, each seeking and then waiting
+    for the others' seeks before it reads: the order in which DuckDB's threads may call them.
+    """
+    seeked = threading.Barrier(workers, timeout=60)  # broken, not hung, should a thread be missing
     with fs.open(path, "rb") as shared, ThreadPoolExecutor(workers) as pool:
 
         def read(index: int, offset: int, length: int) -> bytes:
-            if index % 3 == 2:
+            if index >= workers and index % 3 == 2:
                 return fs.cat_file(path, offset, offset + length)  # type: ignore[no-any-return]
             shared.seek(offset)
+            if index < workers:
+                seeked.wait()
             return shared.read(length)  # type: ignore[no-any-return]
 
         return [_b64(d) for d in pool.map(read, range(len(spans)), *zip(*spans, strict=True))]
@@ -86,7 +93,7 @@ def _threads(fs: Any, path: str, spans: list[list[int]], workers: int) -> list[s
 
 def _tails(fs: Any, path: str, length: int, workers: int) -> list[str]:
     """*workers* threads opening *path* at once, each reading its last *length* bytes."""
-    start = threading.Barrier(workers)
+    start = threading.Barrier(workers, timeout=60)
 
     def tail(_: int) -> bytes:
         start.wait()
