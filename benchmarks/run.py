@@ -34,6 +34,7 @@ import row_listing  # noqa: E402
 import row_media  # noqa: E402
 import row_memory  # noqa: E402
 import row_modern  # noqa: E402
+import row_pydata  # noqa: E402
 import row_responsiveness  # noqa: E402
 import row_small_reads  # noqa: E402
 import row_transfer  # noqa: E402
@@ -56,6 +57,7 @@ ROWS: tuple[ModuleType, ...] = (
     row_memory,  # 9
     row_responsiveness,  # 10
     row_modern,  # 11
+    row_pydata,  # 12, 13
 )
 
 DEFAULT_JSON = HERE / "results" / "latest.json"

@@ -14,7 +14,8 @@ import asyncio
 import tempfile
 import threading
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -25,6 +26,7 @@ from ..wire.caps import DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES, MiB
 from ..wire.timestamps import parse_iso
 from .answers import Entry, FileStat
 from .exceptions import AlreadyExistsError, WrongTypeError
+from .readahead import ReadAhead
 
 if TYPE_CHECKING:
     from .files_client import FilesClient
@@ -34,11 +36,15 @@ __all__ = ["BrokeredFile", "BrokeredFileSystem", "LoopThreadError"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
-#: Read-ahead of an opened file beyond each read. Small: pyarrow and DuckDB read whole column
-#: chunks at once and seek between them, so a large one moves bytes no one asked for (a column
-#: of a Parquet file would cost several of its neighbours). A large read is still one request
-#: per wire chunk, all in flight at once; a stream passes a larger ``block_size``.
+#: What a read that jumps about fetches beyond its end. Small: pyarrow and DuckDB read whole
+#: column chunks at once and seek between them, so a large one moves bytes no one asked for (a
+#: column of a Parquet file would cost several of its neighbours). A large read is still one
+#: request per wire chunk, all in flight at once, and a reader that reads on from where it
+#: stopped is read ahead of in growing windows (:class:`~.readahead.ReadAhead`).
 BLOCK_BYTES = 4 * 1024
+#: Ranges of one :meth:`BrokeredFileSystem.cat_ranges` read at once (each its wire chunks at once):
+#: as many requests as the kit's client keeps in flight by default.
+RANGES_IN_FLIGHT = 16
 #: A read that ends at a file's end and is at most this long is kept for the filesystem's life
 #: (per file version): a Parquet reader reads the footer each time it opens a file, and Dask opens
 #: the file once per partition, so without it every row group would cost the footer again.
@@ -111,12 +117,15 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         super().__init__()
         self.client = client
         self.loop = loop or asyncio.get_running_loop()
+        #: Bytes of file content this filesystem has read over the wire (kept tails count once).
+        self.bytes_read = 0
         #: ``(path, version) -> (start, bytes)``: the kept tails (:data:`TAIL_BYTES`).
         self._tails: dict[tuple[str, str], tuple[int, bytes]] = {}
-        # Held while a tail is read, so that threads opening the same file at once read it once.
-        # Reentrant: DuckDB, joining a CSV and a Parquet file, reads again on the thread that holds
-        # it (a plain lock hung there); the inner read then reads for itself.
-        self._tail_lock = threading.RLock()
+        #: ``(path, version) -> (start, future)``: tails being read, which other threads wait for.
+        self._tail_reads: dict[tuple[str, str], tuple[int, Future[tuple[int, bytes]]]] = {}
+        # Guards both maps, never held across a request: threads opening different files at once
+        # read their tails at once, and threads opening the same file wait for the one read of it.
+        self._tail_lock = threading.Lock()
 
     # -- threads -------------------------------------------------------------------------------
 
@@ -135,10 +144,15 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                 "`await fs.run_sync(func, *args)`, not on the event loop"
             )
 
+        return self._submit(func, *args, **kwargs).result()
+
+    def _submit(self, func: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> Future[T]:
+        """Start ``func(*args, **kwargs)`` on the loop; its future, to wait for on this thread."""
+
         async def run() -> T:
             return await func(*args, **kwargs)
 
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result()
+        return asyncio.run_coroutine_threadsafe(run(), self.loop)
 
     def _cached_info(self, path: str) -> dict[str, Any] | None:
         parent = self._parent(path)
@@ -236,16 +250,74 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                     break
                 parts.append(more)
                 data += more
-        return b"".join(parts)
+        out = b"".join(parts)
+        self.bytes_read += len(out)  # on the loop's thread only: no lock
+        return out
+
+    async def _cat(self, path: str, start: int | None, end: int | None) -> bytes:
+        """Bytes ``[start, end)`` of *path*, positions as :meth:`cat_file` takes them."""
+        if start is None or start < 0 or end is None or end < 0:
+            size = (await self.client.stat(path)).size
+            start = 0 if start is None else (max(size + start, 0) if start < 0 else start)
+            end = size if end is None else (max(size + end, 0) if end < 0 else min(end, size))
+        return await self._read_range(path, start, end)
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
         """Bytes ``[start, end)`` of *path* (negative positions count from the end; default all)."""
-        path = self._strip_protocol(path)
-        if start is None or start < 0 or end is None or end < 0:
-            size = self.info(path)["size"]
-            start = 0 if start is None else (max(size + start, 0) if start < 0 else start)
-            end = size if end is None else (max(size + end, 0) if end < 0 else min(end, size))
-        return self._call(self._read_range, path, start, end)
+        return self._call(self._cat, self._strip_protocol(path), start, end)
+
+    def cat_ranges(
+        self,
+        paths: list[str],
+        starts: int | Sequence[int | None] | None,
+        ends: int | Sequence[int | None] | None,
+        max_gap: int | None = None,
+        on_error: str = "return",
+        **kwargs: Any,
+    ) -> list[bytes | Exception]:
+        """Byte ranges of one or more files, read at once (:data:`RANGES_IN_FLIGHT` at a time).
+
+        Parameters
+        ----------
+        paths
+            A path for each range.
+        starts, ends
+            A position for each range, or one for all; as :meth:`cat_file` takes them.
+        max_gap
+            Unused: ranges are never merged, so that no byte between them crosses the wire.
+        on_error
+            ``"return"``: a range that fails is its exception in the list; otherwise it raises.
+
+        Returns
+        -------
+        list
+            The bytes of each range (or its exception), in the order asked.
+        """
+        if not isinstance(paths, list):
+            raise TypeError("paths must be a list")
+        count = len(paths)
+        firsts = list(starts) if isinstance(starts, Sequence) else [starts] * count
+        lasts = list(ends) if isinstance(ends, Sequence) else [ends] * count
+        if len(firsts) != count or len(lasts) != count:
+            raise ValueError("paths, starts and ends must be as long as one another")
+        names = [self._strip_protocol(p) for p in paths]
+        return self._call(self._cat_ranges, names, firsts, lasts, on_error == "return")
+
+    async def _cat_ranges(
+        self, paths: list[str], starts: list[int | None], ends: list[int | None], keep_errors: bool
+    ) -> list[bytes | Exception]:
+        gate = asyncio.Semaphore(RANGES_IN_FLIGHT)
+
+        async def one(path: str, start: int | None, end: int | None) -> bytes | Exception:
+            async with gate:
+                try:
+                    return await self._cat(path, start, end)
+                except Exception as exc:
+                    if keep_errors:
+                        return exc
+                    raise
+
+        return list(await asyncio.gather(*map(one, paths, starts, ends)))
 
     def _read_tail(self, path: str, version: str, size: int, start: int, end: int) -> bytes | None:
         """Bytes ``[start, end)`` from the kept tail of *path*, read and kept if a tail; else None."""
@@ -254,16 +326,34 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         key = (path, version)
         with self._tail_lock:
             kept = self._tails.get(key)
-            if kept is None or start < kept[0]:
+            if kept is not None and start >= kept[0]:
+                return kept[1][start - kept[0] : end - kept[0]]
+            reading = self._tail_reads.get(key)
+            if reading is None or start < reading[0]:
                 if end < size:
                     return None  # not a tail read: read as usual
-                data = self._call(self._read_range, path, start, size)
-                self._tails.pop(key, None)
-                self._tails[key] = kept = (start, data)
-                while len(self._tails) > TAIL_FILES:
-                    del self._tails[next(iter(self._tails))]
-        first, data = kept
-        return data[start - first : end - first]
+                mine: Future[tuple[int, bytes]] = Future()
+                self._tail_reads[key] = (start, mine)
+                reading = None
+        if reading is not None:  # another thread reads it: wait for its answer
+            first, data = reading[1].result()
+            return data[start - first : end - first]
+        try:
+            data = self._call(self._read_range, path, start, size)
+        except BaseException as exc:
+            mine.set_exception(exc)
+            raise
+        finally:
+            with self._tail_lock:
+                if self._tail_reads.get(key, (0, None))[1] is mine:
+                    del self._tail_reads[key]
+        mine.set_result((start, data))
+        with self._tail_lock:
+            self._tails.pop(key, None)
+            self._tails[key] = (start, data)
+            while len(self._tails) > TAIL_FILES:
+                del self._tails[next(iter(self._tails))]
+        return data[: end - start]
 
     def _open(
         self,
@@ -281,18 +371,17 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
                 raise IsADirectoryError(path)
             size = details["size"]
             version = str(details.get("ETag") or f"{details.get('mtime')}:{size}")
-        file = BrokeredFile(
+        return BrokeredFile(
             self,
             path,
             mode,
             block_size=block_size or BLOCK_BYTES,
             autocommit=autocommit,
-            cache_type=kwargs.pop("cache_type", "readahead"),
+            cache_type=kwargs.pop("cache_type", ReadAhead.name),
             cache_options=cache_options,
             size=size,
+            version=version,
         )
-        file.version = version
-        return file
 
     # -- changing ------------------------------------------------------------------------------
 
@@ -360,14 +449,85 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
 class BrokeredFile(AbstractBufferedFile):  # type: ignore[misc]
     """A file of :class:`BrokeredFileSystem`: ranged reads ahead, or a write committed on close.
 
-    Written content is held (in memory, then a temporary file) and written with
-    one atomic staged write when the file is closed; an exception inside its
-    ``with`` block discards it, leaving the file as it was.
+    Read, it is read ahead of a reader that reads on where it stopped
+    (:class:`~.readahead.ReadAhead`, the default ``cache_type``; fsspec's others
+    are there too). Written content is held (in memory, then a temporary file)
+    and written with one atomic staged write when the file is closed; an
+    exception inside its ``with`` block discards it, leaving the file as it was.
+
+    Threads may share a handle, as DuckDB's do: each thread has its own
+    position, as if it had its own handle (a thread that has not moved it
+    starts where the file was last left), so one thread's ``seek`` never moves
+    another's ``read``; and each read, seek, write and close is whole before
+    another thread's begins.
     """
 
     fs: BrokeredFileSystem
-    #: The file's etag (or mtime and size) when opened: the key of its kept tail.
-    version: str = ""
+
+    def __init__(
+        self,
+        fs: BrokeredFileSystem,
+        path: str,
+        mode: str = "rb",
+        *,
+        cache_type: str = ReadAhead.name,
+        cache_options: dict[str, Any] | None = None,
+        version: str = "",
+        **kwargs: Any,
+    ) -> None:
+        # Reentrant: fsspec's readline and readinto call read.
+        self._lock = threading.RLock()
+        # DuckDB seeks and then reads, two calls, from several threads on one handle: a position
+        # shared by all would let one thread's seek land between another's seek and read.
+        self._position = threading.local()
+        self._left_at = 0
+        #: The file's etag (or mtime and size) when opened: the key of its kept tail.
+        self.version = version
+        ours = cache_type == ReadAhead.name
+        super().__init__(
+            fs,
+            path,
+            mode,
+            cache_type="none" if ours else cache_type,
+            cache_options=None if ours else cache_options,
+            **kwargs,
+        )
+        if ours and mode == "rb":
+            self.cache = ReadAhead(
+                self.blocksize, self._fetch_range, self.size, prefetch=self._prefetch, **(cache_options or {})
+            )
+
+    @property
+    def loc(self) -> int:
+        """The calling thread's position (fsspec's name for it)."""
+        return getattr(self._position, "loc", self._left_at)
+
+    @loc.setter
+    def loc(self, value: int) -> None:
+        self._position.loc = self._left_at = value
+
+    def read(self, length: int = -1) -> bytes:
+        with self._lock:
+            return super().read(length)  # type: ignore[no-any-return]
+
+    def readuntil(self, char: bytes = b"\n", blocks: int | None = None) -> bytes:
+        with self._lock:
+            return super().readuntil(char, blocks)  # type: ignore[no-any-return]
+
+    def seek(self, loc: int, whence: int = 0) -> int:
+        with self._lock:
+            return super().seek(loc, whence)  # type: ignore[no-any-return]
+
+    def write(self, data: Any) -> int:
+        with self._lock:
+            return super().write(data)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        with self._lock:
+            super().close()
+
+    def _prefetch(self, start: int, end: int) -> Future[bytes]:
+        return self.fs._submit(self.fs._read_range, self.path, start, end)
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         end = min(end, self.size)

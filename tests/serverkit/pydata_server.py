@@ -8,14 +8,13 @@ Run it over stdio, or ``--http 127.0.0.1:0`` as the example analysis server.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from jupyter_fsbroker.examples.analysis_server import serve_http
-from jupyter_fsbroker.serverkit import enable_files, files, run_stdio
+from jupyter_fsbroker.serverkit import enable_files, files
+from tests.support.kit_serving import serve_from_argv
 
 __all__ = ["build_server", "digest"]
 
@@ -160,16 +159,5 @@ def build_server() -> MCPServer[Any]:
     return server
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--http", metavar="HOST:PORT")
-    args = parser.parse_args()
-    if args.http is None:
-        run_stdio(build_server())
-        return
-    host, _, port = args.http.rpartition(":")
-    serve_http(build_server(), host, int(port))
-
-
 if __name__ == "__main__":
-    main()
+    serve_from_argv(build_server())

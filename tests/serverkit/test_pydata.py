@@ -8,21 +8,17 @@ Parquet reads with the byte ranges that crossed the wire (the client's recorded 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jupyter_fsbroker.core.broker import Broker
-from jupyter_fsbroker.core.consent import CallbackConsenter
 from jupyter_fsbroker.serverkit import FilesClient
-from tests.protocol.rawclient import HttpClient, RawClient, StdioClient, python_argv
-from tests.protocol.servers.harness import Consents
+from tests.protocol.rawclient import RawClient
 from tests.serverkit.pydata_server import digest
-from tests.support.brokers import make_broker
-from tests.support.env import server_env
-from tests.support.servers import analysis_server_http
+from tests.support.kit_clients import data_broker, transport_fixtures
 
 pd = pytest.importorskip("pandas")
 pa = pytest.importorskip("pyarrow")
@@ -37,6 +33,8 @@ SERVER = "tests.serverkit.pydata_server"
 ROWS = 200_000
 #: Row groups of the wide Parquet file: a filter on ``key`` (sorted) keeps the last ones only.
 ROW_GROUPS = 8
+
+stdio, http, client = transport_fixtures(SERVER)
 
 
 def _needs(module: str) -> None:
@@ -65,32 +63,8 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def broker(data: Path) -> Iterator[Broker]:
-    with make_broker(data.parent) as b:
-        b.add_root(data, name="data")
+    with data_broker(data) as b:
         yield b
-
-
-@pytest.fixture(scope="module")
-async def stdio(broker: Broker, consents: Consents) -> AsyncIterator[StdioClient]:
-    consenter = CallbackConsenter(consents.decide)
-    argv = python_argv("-m", SERVER)
-    async with await StdioClient.start(argv, broker, env=server_env(), consenter=consenter) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-async def http(broker: Broker, consents: Consents) -> AsyncIterator[HttpClient]:
-    consenter = CallbackConsenter(consents.decide)
-    with analysis_server_http(module=SERVER) as server:
-        async with await HttpClient.start(server.url, broker, name="pydata-http", consenter=consenter) as c:
-            yield c
-
-
-@pytest.fixture(params=["stdio", "http"])
-def client(request: pytest.FixtureRequest) -> RawClient:
-    c: RawClient = request.getfixturevalue(request.param)
-    c.reset()
-    return c
 
 
 def _bytes_read(client: RawClient) -> int:
