@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import inspect
 import posixpath
 import socket
@@ -55,7 +56,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -75,6 +76,9 @@ from jupyter_fsbroker.serverkit.bearer import protect
 
 from .csvstream import CsvProfiler, RowFilter, render_report, report_path
 
+if TYPE_CHECKING:
+    from jupyter_fsbroker.serverkit.filesystem import BrokeredFileSystem
+
 __all__ = ["CsvProfiler", "build_server", "main", "render_report", "report_path"]
 
 _Tool = TypeVar("_Tool", bound=Callable[..., Any])
@@ -86,15 +90,50 @@ MAX_EVENTS = 1000
 MAX_WATCH_SECONDS = 300.0
 
 
-async def profile(
-    fs: FilesClient, path: str, *, encoding: str = "utf-8", delimiter: str = ","
-) -> dict[str, Any]:
-    """Profile the CSV at *path* through *fs*, chunk by chunk.
+def _arrow() -> bool:
+    """Whether pyarrow and fsspec (and so the fast profilers) are installed."""
+    return all(importlib.util.find_spec(name) is not None for name in ("pyarrow", "fsspec"))
 
-    Parsing runs in a worker thread while the next chunks are being read.
+
+def _arrow_profile(fs: BrokeredFileSystem, path: str, delimiter: str) -> tuple[dict[str, Any], int]:
+    from .arrowstats import profile_arrow
+
+    return profile_arrow(lambda block: fs.open(path, "rb", block_size=block), delimiter=delimiter)
+
+
+async def profile(
+    fs: FilesClient,
+    path: str,
+    *,
+    encoding: str = "utf-8",
+    delimiter: str = ",",
+    engine: str = "auto",
+) -> dict[str, Any]:
+    """Profile the CSV at *path* through *fs*, in chunks.
+
+    With pyarrow installed (*engine* ``"auto"`` or ``"arrow"``) and a UTF-8
+    file, Arrow parses the record batches it reads through the kit's fsspec
+    filesystem; otherwise, or if Arrow does not take the file as a table (ragged
+    rows...), the standard library does, in a worker thread while the next
+    chunks are read. The result is the same either way, ``engine`` says which
+    ran; ``seconds`` leaves out the wait for the user's consent.
     """
-    profiler = CsvProfiler(delimiter)
+    if engine not in ("auto", "arrow", "python"):
+        raise ToolError(f"engine {engine!r}: 'auto', 'arrow' or 'python'")
     started = time.perf_counter()
+    waited = fs.consent_seconds
+    if engine != "python" and _arrow() and encoding.replace("-", "").lower() == "utf8":
+        from .arrowstats import NotTabular
+
+        brokered = fs.fsspec()
+        try:
+            result, chunks = await brokered.run_sync(_arrow_profile, brokered, path, delimiter)
+        except NotTabular:
+            pass  # the standard library reports the file as it is
+        else:
+            size = (await fs.stat(path)).size
+            return _timed(path, size, chunks, "arrow", result, started, fs.consent_seconds - waited)
+    profiler = CsvProfiler(delimiter)
     chunks = 0
     async with fs.iter_chunks(path, encoding=encoding) as stream:
         async for text in stream:
@@ -102,18 +141,49 @@ async def profile(
             await anyio.to_thread.run_sync(profiler.feed, text)
         size = stream.size or 0
     result = await anyio.to_thread.run_sync(profiler.finish)
+    return _timed(path, size, chunks, "python", result, started, fs.consent_seconds - waited)
+
+
+def _timed(
+    path: str, size: int, chunks: int, engine: str, result: dict[str, Any], started: float, waited: float
+) -> dict[str, Any]:
+    seconds = max(time.perf_counter() - started - waited, 0.0)
     return {
         "path": path,
         "bytes": size,
         "chunks": chunks,
-        "seconds": round(time.perf_counter() - started, 3),
+        "engine": engine,
+        "seconds": round(seconds, 3),
         **result,
     }
 
 
+def _fsspec(fs: FilesClient) -> BrokeredFileSystem:
+    if not _arrow():
+        raise ToolError("this server has no pyarrow (or fsspec): install them for Parquet and SQL")
+    return fs.fsspec()
+
+
+def _parquet_profile(
+    fs: BrokeredFileSystem, path: str, columns: list[str] | None
+) -> tuple[dict[str, Any], int]:
+    from .arrowstats import profile_parquet
+
+    with fs.open(path, "rb") as f:
+        return profile_parquet(f, columns)
+
+
+def _run_query(
+    fs: BrokeredFileSystem, sql: str, tables: dict[str, str], output: str | None
+) -> dict[str, Any]:
+    from .sqlquery import run_query
+
+    return run_query(fs, sql, tables, output)
+
+
 @contextlib.contextmanager
 def _data_errors() -> Iterator[None]:
-    """Say what is wrong with the data (a missing column, an endless record) to the tool's caller.
+    """Say what is wrong with the data or the SQL (a missing column, a syntax error) to the caller.
 
     mcp reports any other exception of a tool as "Error executing tool", without its words.
     """
@@ -121,6 +191,10 @@ def _data_errors() -> Iterator[None]:
         yield
     except ValueError as exc:
         raise ToolError(str(exc)) from exc
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] in ("duckdb", "_duckdb", "pyarrow"):
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+        raise
 
 
 async def _filtered(fs: FilesClient, path: str, keep: RowFilter) -> AsyncIterator[bytes]:
@@ -172,16 +246,54 @@ def build_server(
 
 def _add_csv_tools(tool: _Register[Any]) -> None:
     @tool
-    async def profile_csv(path: str, ctx: Context) -> dict[str, Any]:
+    async def profile_csv(path: str, ctx: Context, engine: str = "auto") -> dict[str, Any]:
         """Per-column statistics of a CSV file of any size, read in chunks.
 
         Returns rows, and for each column: count, missing, distinct (capped),
-        top values, and for numeric columns min, max, mean and std.
+        top values, and for numeric columns min, max, mean and std. engine:
+        "auto" (pyarrow when installed) or "python" (the standard library).
         """
         fs = files(ctx, consent_message=f"Profile {path}: read it and compute per-column statistics")
         async with fs:
             with _data_errors():
-                return await profile(fs, path)
+                return await profile(fs, path, engine=engine)
+
+    @tool
+    async def profile_parquet(path: str, ctx: Context, columns: list[str] | None = None) -> dict[str, Any]:
+        """Per-column statistics of a Parquet file, reading only the given columns (default all).
+
+        The same statistics as profile_csv; only those columns' bytes are read.
+        """
+        fs = files(ctx, consent_message=f"Profile {path}: read its columns and compute statistics")
+        started, waited = time.perf_counter(), fs.consent_seconds
+        async with fs:
+            brokered = _fsspec(fs)
+            with _data_errors():
+                result, batches = await brokered.run_sync(_parquet_profile, brokered, path, columns)
+            size = (await fs.stat(path)).size
+        return _timed(path, size, batches, "arrow", result, started, fs.consent_seconds - waited)
+
+    @tool
+    async def query(sql: str, tables: dict[str, str], ctx: Context, output: str = "") -> dict[str, Any]:
+        """SQL (DuckDB) over CSV and Parquet files: tables maps view names to paths.
+
+        For example tables={"orders": "data/orders.parquet"} and
+        sql="SELECT region, sum(quantity) FROM orders GROUP BY region". Up to
+        1000 rows come back inline; a larger result is written to output as
+        Parquet (atomically) and summarised. Only the files named in tables
+        are read, and only the parts of them the query needs.
+        """
+        access = {path: ["read"] for path in tables.values()}
+        if output:
+            access[output] = ["write"]
+        fs = files(ctx, consent_message=f"Query {', '.join(tables.values())} with SQL", consent_access=access)
+        started, waited = time.perf_counter(), fs.consent_seconds
+        async with fs:
+            brokered = _fsspec(fs)
+            with _data_errors():
+                result = await brokered.run_sync(_run_query, brokered, sql, tables, output or None)
+        seconds = max(time.perf_counter() - started - (fs.consent_seconds - waited), 0.0)
+        return {**result, "seconds": round(seconds, 3)}
 
     @tool
     async def write_report(path: str, ctx: Context) -> dict[str, Any]:
