@@ -11,10 +11,17 @@ which the server names on stderr: ``analysis server: listening on http://…``):
 
 Tools (paths as the notebook shares them, e.g. ``data/sales.csv``):
 
-``profile_csv(path)``
+``profile_csv(path, engine="auto")``
     Streams a CSV of any size in chunks (never the whole file in memory) and
     returns per-column statistics: count, missing, numeric min/max/mean/std,
-    distinct count (capped), top values.
+    distinct count (capped), top values. Parsed by pyarrow when installed,
+    else (or with ``engine="python"``) by the standard library: the same result.
+``profile_parquet(path, columns=None)``
+    The same statistics of a Parquet file's columns, reading only their bytes.
+``query(sql, tables, output="")``
+    DuckDB SQL over CSV and Parquet files (``tables={"orders": "data/orders.parquet"}``),
+    reaching nothing but them; up to 1000 rows inline, a larger result written
+    to ``output`` as Parquet, atomically.
 ``write_report(path)``
     Profiles the CSV and writes a Markdown report next to it
     (``sales.csv`` → ``sales.report.md``).

@@ -23,17 +23,16 @@ which reports such files as they are. Nothing here talks to a client.
 from __future__ import annotations
 
 import itertools
-import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any
 
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.compute as pc  # type: ignore[import-untyped]
-import pyarrow.csv as pacsv  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
-from .csvstream import DISTINCT_CAP, MISSING, TOP_K
+from .csvstream import DISTINCT_CAP, MISSING, _Column
 
 __all__ = ["BATCH_BYTES", "NotTabular", "profile_arrow", "profile_parquet"]
 
@@ -56,23 +55,14 @@ class NotTabular(ValueError):
     """The Arrow reader does not take the file as a table; the standard library's profiler will."""
 
 
-class _Column:
-    """Running statistics of one column, fed Arrow string arrays."""
+class _ArrowColumn(_Column):
+    """Running statistics of one column, fed Arrow string arrays a batch at a time."""
+
+    __slots__ = ("_kept",)
 
     def __init__(self, name: str) -> None:
-        self.name = name
-        self.count = 0
-        self.missing = 0
-        self.numeric = 0
-        self.is_text = False
-        self.minimum = math.inf
-        self.maximum = -math.inf
-        self.mean = 0.0
-        self.m2 = 0.0
-        self.distinct: set[str] | None = set()
-        self.distinct_capped = False
-        self.top: Counter[str] = Counter()
-        self.top_approximate = False
+        super().__init__(name)
+        #: The values still counted once the top values are approximate.
         self._kept = _MISSING_SET
 
     def add(self, raw: pa.Array) -> None:
@@ -123,25 +113,6 @@ class _Column:
         self.minimum = min(self.minimum, float(x.min()))
         self.maximum = max(self.maximum, float(x.max()))
 
-    def result(self) -> dict[str, Any]:
-        kind = "empty" if self.count == 0 else "text" if self.is_text else "numeric"
-        out: dict[str, Any] = {
-            "name": self.name,
-            "type": kind,
-            "count": self.count,
-            "missing": self.missing,
-            "distinct": DISTINCT_CAP if self.distinct is None else len(self.distinct),
-            "distinct_capped": self.distinct_capped,
-            "top": [{"value": v, "count": n} for v, n in self.top.most_common(TOP_K)],
-            "top_approximate": self.top_approximate,
-        }
-        if kind == "numeric":
-            out["min"] = self.minimum
-            out["max"] = self.maximum
-            out["mean"] = self.mean
-            out["std"] = math.sqrt(self.m2 / (self.numeric - 1)) if self.numeric > 1 else 0.0
-        return out
-
 
 def _parse_options(delimiter: str) -> Any:
     # Quoted fields may hold newlines (the standard library's reader takes them too).
@@ -149,7 +120,7 @@ def _parse_options(delimiter: str) -> Any:
 
 
 def _profile_batches(names: list[str], batches: Iterable[Any]) -> tuple[dict[str, Any], int]:
-    columns = [_Column(name.strip() or f"column_{i + 1}") for i, name in enumerate(names)]
+    columns = [_ArrowColumn(name.strip() or f"column_{i + 1}") for i, name in enumerate(names)]
     rows = count = 0
     for batch in batches:
         count += 1

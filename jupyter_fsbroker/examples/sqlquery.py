@@ -130,8 +130,8 @@ def run_query(fs: Any, sql: str, tables: Mapping[str, str], output: str | None =
     duckdb.Error
         DuckDB refused the SQL (a syntax error, a file it may not read...).
     """
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     con = _connect(fs, tables)
     try:
