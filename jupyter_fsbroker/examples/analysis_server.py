@@ -14,8 +14,9 @@ Tools (paths as the notebook shares them, e.g. ``data/sales.csv``):
 ``profile_csv(path, engine="auto")``
     Streams a CSV of any size in chunks (never the whole file in memory) and
     returns per-column statistics: count, missing, numeric min/max/mean/std,
-    distinct count (capped), top values. Parsed by pyarrow when installed,
-    else (or with ``engine="python"``) by the standard library: the same result.
+    distinct count (capped), top values. A file of more than 8 MiB is parsed
+    by pyarrow when installed (``engine="arrow"``: any file), others (or with
+    ``engine="python"``) by the standard library: the same result.
 ``profile_parquet(path, columns=None)``
     The same statistics of a Parquet file's columns, reading only their bytes.
 ``query(sql, tables, output="")``
@@ -63,7 +64,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -91,6 +92,11 @@ __all__ = ["CsvProfiler", "build_server", "main", "render_report", "report_path"
 _Tool = TypeVar("_Tool", bound=Callable[..., Any])
 _Register = Callable[[_Tool], _Tool]
 
+#: ``profile_csv`` leaves a CSV larger than this to pyarrow, when installed. The standard library
+#: parses a smaller one about as fast as it arrives (and pays no import of pyarrow).
+ARROW_FROM_BYTES = 8 * 1024 * 1024
+#: Read-ahead of the CSV file Arrow profiles (beyond each batch it reads).
+READ_AHEAD_BYTES = 8 * 1024 * 1024
 #: Most change events ``watch_changes`` reports.
 MAX_EVENTS = 1000
 #: Longest ``watch_changes`` in seconds.
@@ -103,9 +109,16 @@ def _arrow() -> bool:
 
 
 def _arrow_profile(fs: BrokeredFileSystem, path: str, delimiter: str) -> tuple[dict[str, Any], int]:
-    from .arrowstats import profile_arrow
+    from .arrowstats import BATCH_BYTES, profile_arrow
 
-    return profile_arrow(lambda block: fs.open(path, "rb", block_size=block), delimiter=delimiter)
+    def open_csv(block: int) -> IO[bytes]:
+        # The header's probe reads one small block. The data: Arrow reads a batch at a time, and a
+        # miss of the file's cache reads further at once, several wire chunks in flight, so that
+        # the wire is not waited for batch by batch.
+        file: IO[bytes] = fs.open(path, "rb", block_size=block if block < BATCH_BYTES else READ_AHEAD_BYTES)
+        return file
+
+    return profile_arrow(open_csv, delimiter=delimiter)
 
 
 async def profile(
@@ -118,37 +131,54 @@ async def profile(
 ) -> dict[str, Any]:
     """Profile the CSV at *path* through *fs*, in chunks.
 
-    With pyarrow installed (*engine* ``"auto"`` or ``"arrow"``) and a UTF-8
-    file, Arrow parses the record batches it reads through the kit's fsspec
-    filesystem; otherwise, or if Arrow does not take the file as a table (ragged
-    rows...), the standard library does, in a worker thread while the next
-    chunks are read. The result is the same either way, ``engine`` says which
-    ran; ``seconds`` leaves out the wait for the user's consent.
+    *engine* ``"arrow"``, or ``"auto"`` for a file of more than
+    :data:`ARROW_FROM_BYTES`: with pyarrow installed and a UTF-8 file, Arrow
+    parses the record batches it reads through the kit's fsspec filesystem.
+    Otherwise, or if Arrow does not take the file as a table (ragged rows...),
+    the standard library does, in a worker thread while the next chunks are
+    read. The result is the same either way, ``engine`` says which ran;
+    ``seconds`` leaves out the wait for the user's consent.
     """
     if engine not in ("auto", "arrow", "python"):
         raise ToolError(f"engine {engine!r}: 'auto', 'arrow' or 'python'")
     started = time.perf_counter()
     waited = fs.consent_seconds
-    if engine != "python" and _arrow() and encoding.replace("-", "").lower() == "utf8":
+    arrow = engine != "python" and _arrow() and encoding.replace("-", "").lower() == "utf8"
+    done = (
+        None
+        if engine == "arrow" and arrow
+        else await _python(fs, path, encoding, delimiter, large_to_arrow=arrow)
+    )
+    if done is None:  # Arrow's turn
         from .arrowstats import NotTabular
 
         brokered = fs.fsspec()
         try:
             result, chunks = await brokered.run_sync(_arrow_profile, brokered, path, delimiter)
-        except NotTabular:
-            pass  # the standard library reports the file as it is
+        except NotTabular:  # the standard library reports the file as it is
+            done = await _python(fs, path, encoding, delimiter, large_to_arrow=False)
+            assert done is not None
         else:
             size = (await fs.stat(path)).size
             return _timed(path, size, chunks, "arrow", result, started, fs.consent_seconds - waited)
+    size, chunks, result = done
+    return _timed(path, size, chunks, "python", result, started, fs.consent_seconds - waited)
+
+
+async def _python(
+    fs: FilesClient, path: str, encoding: str, delimiter: str, *, large_to_arrow: bool
+) -> tuple[int, int, dict[str, Any]] | None:
+    """``(size, chunks, profile)`` by the standard library; ``None`` if *large_to_arrow* and it is large."""
     profiler = CsvProfiler(delimiter)
     chunks = 0
     async with fs.iter_chunks(path, encoding=encoding) as stream:
         async for text in stream:
+            if not chunks and large_to_arrow and (stream.size or 0) > ARROW_FROM_BYTES:
+                return None  # the first chunk says how large: the rest is Arrow's
             chunks += 1
             await anyio.to_thread.run_sync(profiler.feed, text)
         size = stream.size or 0
-    result = await anyio.to_thread.run_sync(profiler.finish)
-    return _timed(path, size, chunks, "python", result, started, fs.consent_seconds - waited)
+    return size, chunks, await anyio.to_thread.run_sync(profiler.finish)
 
 
 def _timed(
@@ -258,7 +288,8 @@ def _add_csv_tools(tool: _Register[Any]) -> None:
 
         Returns rows, and for each column: count, missing, distinct (capped),
         top values, and for numeric columns min, max, mean and std. engine:
-        "auto" (pyarrow when installed) or "python" (the standard library).
+        "auto" (pyarrow for files over 8 MiB, when installed), "arrow" or
+        "python" (the standard library).
         """
         fs = files(ctx, consent_message=f"Profile {path}: read it and compute per-column statistics")
         async with fs:

@@ -37,7 +37,7 @@ from .csvstream import DISTINCT_CAP, MISSING, _Column
 __all__ = ["BATCH_BYTES", "NotTabular", "profile_arrow", "profile_parquet"]
 
 #: Bytes of the file each record batch is parsed from (Arrow's block size).
-BATCH_BYTES = 4 * 1024 * 1024
+BATCH_BYTES = 1024 * 1024
 #: Bytes read to find a CSV's header: only its first record is wanted.
 _HEADER_BYTES = 64 * 1024
 

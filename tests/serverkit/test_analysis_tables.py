@@ -32,6 +32,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 duckdb = pytest.importorskip("duckdb")
 pd = pytest.importorskip("pandas")
 
+from jupyter_fsbroker.examples.analysis_server import ARROW_FROM_BYTES  # noqa: E402
 from jupyter_fsbroker.examples.arrowstats import profile_parquet  # noqa: E402
 
 pytestmark = pytest.mark.anyio
@@ -120,17 +121,30 @@ def _local_query(data: Path, sql: str, tables: dict[str, str]) -> Any:
 
 async def test_profile_csv_with_arrow_equals_the_standard_library(client: RawClient, data: Path) -> None:
     expected = _local_profile(data / "sales.csv")
-    fast = await client.tool_json("profile_csv", {"path": "data/sales.csv"})
+    fast = await client.tool_json("profile_csv", {"path": "data/sales.csv", "engine": "arrow"})
     assert fast["engine"] == "arrow" and fast["bytes"] == (data / "sales.csv").stat().st_size
     assert_same_profile(fast, expected)
     plain = await client.tool_json("profile_csv", {"path": "data/sales.csv", "engine": "python"})
     assert plain["engine"] == "python"
     assert_same_profile(plain, expected)
     assert {k for k in fast if k != "columns"} == {k for k in plain if k != "columns"}
+    # A file this small goes to the standard library unless Arrow is asked for.
+    auto = await client.tool_json("profile_csv", {"path": "data/sales.csv"})
+    assert auto["engine"] == "python"
+
+
+async def test_a_large_csv_goes_to_arrow(client: RawClient, data: Path) -> None:
+    path = data / f"large_{type(client).__name__}.csv"
+    rows = 600_000  # about 11 MB, past ARROW_FROM_BYTES
+    path.write_text("n,half\n" + "".join(f"{i},{i / 2}\n" for i in range(rows)), encoding="utf-8")
+    assert path.stat().st_size > ARROW_FROM_BYTES
+    got = await client.tool_json("profile_csv", {"path": f"data/{path.name}"})
+    assert got["engine"] == "arrow" and got["rows"] == rows
+    assert_same_profile(got, _local_profile(path))
 
 
 async def test_a_ragged_csv_falls_back_to_the_standard_library(client: RawClient, data: Path) -> None:
-    got = await client.tool_json("profile_csv", {"path": "data/ragged.csv"})
+    got = await client.tool_json("profile_csv", {"path": "data/ragged.csv", "engine": "arrow"})
     assert got["engine"] == "python" and got["ragged_rows"] == 2
     assert_same_profile(got, _local_profile(data / "ragged.csv"))
 
