@@ -206,7 +206,9 @@ def _parquet_profile(
 ) -> tuple[dict[str, Any], int]:
     from .arrowstats import profile_parquet
 
-    with fs.open(path, "rb") as f:
+    # No read-ahead: pyarrow reads each column chunk whole, and bytes past one belong to the next
+    # column, which is not wanted.
+    with fs.open(path, "rb", cache_type="none") as f:
         return profile_parquet(f, columns)
 
 
