@@ -17,7 +17,11 @@ parses it (``pyarrow.compute.cast``) is what makes a column numeric. A file
 the Arrow reader does not take as a table — rows with a different number of
 fields, text that is not UTF-8, an empty file — raises
 :class:`NotTabular`, and the caller profiles it with the standard library,
-which reports such files as they are. Nothing here talks to a client.
+which reports such files as they are. A number Python's ``float`` takes and
+Arrow does not (``1_000``, digits of other scripts) makes the column text here.
+
+:func:`profile_parquet` profiles chosen columns of a Parquet file the same
+way, reading only their column chunks. Nothing here talks to a client.
 """
 
 from __future__ import annotations
