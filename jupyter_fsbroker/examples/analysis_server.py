@@ -11,10 +11,18 @@ which the server names on stderr: ``analysis server: listening on http://…``):
 
 Tools (paths as the notebook shares them, e.g. ``data/sales.csv``):
 
-``profile_csv(path)``
+``profile_csv(path, engine="auto")``
     Streams a CSV of any size in chunks (never the whole file in memory) and
     returns per-column statistics: count, missing, numeric min/max/mean/std,
-    distinct count (capped), top values.
+    distinct count (capped), top values. A file of more than 8 MiB is parsed
+    by pyarrow when installed (``engine="arrow"``: any file), others (or with
+    ``engine="python"``) by the standard library: the same result.
+``profile_parquet(path, columns=None)``
+    The same statistics of a Parquet file's columns, reading only their bytes.
+``query(sql, tables, output="")``
+    DuckDB SQL over CSV and Parquet files (``tables={"orders": "data/orders.parquet"}``),
+    reaching nothing but them; up to 1000 rows inline, a larger result written
+    to ``output`` as Parquet, atomically.
 ``write_report(path)``
     Profiles the CSV and writes a Markdown report next to it
     (``sales.csv`` → ``sales.report.md``).
@@ -51,14 +59,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import importlib.util
 import inspect
 import posixpath
-import socket
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
-from typing import Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -78,46 +85,147 @@ from jupyter_fsbroker.serverkit.bearer import protect
 from jupyter_fsbroker.wire.modern import routed
 
 from .csvstream import CsvProfiler, RowFilter, render_report, report_path
+from .http_serving import endpoint, host_port, listen, serve
+
+if TYPE_CHECKING:
+    from jupyter_fsbroker.serverkit.filesystem import BrokeredFileSystem
 
 __all__ = ["CsvProfiler", "build_server", "main", "render_report", "report_path"]
 
 _Tool = TypeVar("_Tool", bound=Callable[..., Any])
 _Register = Callable[[_Tool], _Tool]
 
+#: ``profile_csv`` leaves a CSV larger than this to pyarrow, when installed. The standard library
+#: parses a smaller one about as fast as it arrives (and pays no import of pyarrow).
+ARROW_FROM_BYTES = 8 * 1024 * 1024
+#: Read-ahead of the CSV file Arrow profiles (beyond each batch it reads).
+READ_AHEAD_BYTES = 8 * 1024 * 1024
 #: Most change events ``watch_changes`` reports.
 MAX_EVENTS = 1000
 #: Longest ``watch_changes`` in seconds.
 MAX_WATCH_SECONDS = 300.0
 
 
-async def profile(
-    fs: FilesClient, path: str, *, encoding: str = "utf-8", delimiter: str = ","
-) -> dict[str, Any]:
-    """Profile the CSV at *path* through *fs*, chunk by chunk.
+def _arrow() -> bool:
+    """Whether pyarrow and fsspec (and so the fast profilers) are installed."""
+    return all(importlib.util.find_spec(name) is not None for name in ("pyarrow", "fsspec"))
 
-    Parsing runs in a worker thread while the next chunks are being read.
+
+def _arrow_profile(fs: BrokeredFileSystem, path: str, delimiter: str) -> tuple[dict[str, Any], int]:
+    from .arrowstats import BATCH_BYTES, profile_arrow
+
+    def open_csv(block: int) -> IO[bytes]:
+        # The header's probe reads one small block. The data: Arrow reads a batch at a time, and a
+        # miss of the file's cache reads further at once, several wire chunks in flight, so that
+        # the wire is not waited for batch by batch.
+        file: IO[bytes] = fs.open(path, "rb", block_size=block if block < BATCH_BYTES else READ_AHEAD_BYTES)
+        return file
+
+    return profile_arrow(open_csv, delimiter=delimiter)
+
+
+async def profile(
+    fs: FilesClient,
+    path: str,
+    *,
+    encoding: str = "utf-8",
+    delimiter: str = ",",
+    engine: str = "auto",
+) -> dict[str, Any]:
+    """Profile the CSV at *path* through *fs*, in chunks.
+
+    *engine* ``"arrow"``, or ``"auto"`` for a file of more than
+    :data:`ARROW_FROM_BYTES`: with pyarrow installed and a UTF-8 file, Arrow
+    parses the record batches it reads through the kit's fsspec filesystem.
+    Otherwise, or if Arrow does not take the file as a table (ragged rows...),
+    the standard library does, in a worker thread while the next chunks are
+    read. The result is the same either way, ``engine`` says which ran;
+    ``seconds`` leaves out the wait for the user's consent.
     """
-    profiler = CsvProfiler(delimiter)
+    if engine not in ("auto", "arrow", "python"):
+        raise ToolError(f"engine {engine!r}: 'auto', 'arrow' or 'python'")
     started = time.perf_counter()
+    waited = fs.consent_seconds
+    arrow = engine != "python" and _arrow() and encoding.replace("-", "").lower() == "utf8"
+    done = (
+        None
+        if engine == "arrow" and arrow
+        else await _python(fs, path, encoding, delimiter, large_to_arrow=arrow)
+    )
+    if done is None:  # Arrow's turn
+        from .arrowstats import NotTabular
+
+        brokered = fs.fsspec()
+        try:
+            result, chunks = await brokered.run_sync(_arrow_profile, brokered, path, delimiter)
+        except NotTabular:  # the standard library reports the file as it is
+            done = await _python(fs, path, encoding, delimiter, large_to_arrow=False)
+            assert done is not None
+        else:
+            size = (await fs.stat(path)).size
+            return _timed(path, size, chunks, "arrow", result, started, fs.consent_seconds - waited)
+    size, chunks, result = done
+    return _timed(path, size, chunks, "python", result, started, fs.consent_seconds - waited)
+
+
+async def _python(
+    fs: FilesClient, path: str, encoding: str, delimiter: str, *, large_to_arrow: bool
+) -> tuple[int, int, dict[str, Any]] | None:
+    """``(size, chunks, profile)`` by the standard library; ``None`` if *large_to_arrow* and it is large."""
+    profiler = CsvProfiler(delimiter)
     chunks = 0
     async with fs.iter_chunks(path, encoding=encoding) as stream:
         async for text in stream:
+            if not chunks and large_to_arrow and (stream.size or 0) > ARROW_FROM_BYTES:
+                return None  # the first chunk says how large: the rest is Arrow's
             chunks += 1
             await anyio.to_thread.run_sync(profiler.feed, text)
         size = stream.size or 0
-    result = await anyio.to_thread.run_sync(profiler.finish)
+    return size, chunks, await anyio.to_thread.run_sync(profiler.finish)
+
+
+def _timed(
+    path: str, size: int, chunks: int, engine: str, result: dict[str, Any], started: float, waited: float
+) -> dict[str, Any]:
+    seconds = max(time.perf_counter() - started - waited, 0.0)
     return {
         "path": path,
         "bytes": size,
         "chunks": chunks,
-        "seconds": round(time.perf_counter() - started, 3),
+        "engine": engine,
+        "seconds": round(seconds, 3),
         **result,
     }
 
 
+def _fsspec(fs: FilesClient) -> BrokeredFileSystem:
+    if not _arrow():
+        raise ToolError("this server has no pyarrow (or fsspec): install them for Parquet and SQL")
+    return fs.fsspec()
+
+
+def _parquet_profile(
+    fs: BrokeredFileSystem, path: str, columns: list[str] | None
+) -> tuple[dict[str, Any], int]:
+    from .arrowstats import profile_parquet
+
+    # No read-ahead: pyarrow reads each column chunk whole, and bytes past one belong to the next
+    # column, which is not wanted.
+    with fs.open(path, "rb", cache_type="none") as f:
+        return profile_parquet(f, columns)
+
+
+def _run_query(
+    fs: BrokeredFileSystem, sql: str, tables: dict[str, str], output: str | None
+) -> dict[str, Any]:
+    from .sqlquery import run_query
+
+    return run_query(fs, sql, tables, output)
+
+
 @contextlib.contextmanager
 def _data_errors() -> Iterator[None]:
-    """Say what is wrong with the data (a missing column, an endless record) to the tool's caller.
+    """Say what is wrong with the data or the SQL (a missing column, a syntax error) to the caller.
 
     mcp reports any other exception of a tool as "Error executing tool", without its words.
     """
@@ -125,6 +233,10 @@ def _data_errors() -> Iterator[None]:
         yield
     except ValueError as exc:
         raise ToolError(str(exc)) from exc
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] in ("duckdb", "_duckdb", "pyarrow"):
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+        raise
 
 
 async def _filtered(fs: FilesClient, path: str, keep: RowFilter) -> AsyncIterator[bytes]:
@@ -178,16 +290,55 @@ def build_server(
 
 def _add_csv_tools(tool: _Register[Any]) -> None:
     @tool
-    async def profile_csv(path: str, ctx: Context) -> dict[str, Any]:
+    async def profile_csv(path: str, ctx: Context, engine: str = "auto") -> dict[str, Any]:
         """Per-column statistics of a CSV file of any size, read in chunks.
 
         Returns rows, and for each column: count, missing, distinct (capped),
-        top values, and for numeric columns min, max, mean and std.
+        top values, and for numeric columns min, max, mean and std. engine:
+        "auto" (pyarrow for files over 8 MiB, when installed), "arrow" or
+        "python" (the standard library).
         """
         fs = files(ctx, consent_message=f"Profile {path}: read it and compute per-column statistics")
         async with fs:
             with _data_errors():
-                return await profile(fs, path)
+                return await profile(fs, path, engine=engine)
+
+    @tool
+    async def profile_parquet(path: str, ctx: Context, columns: list[str] | None = None) -> dict[str, Any]:
+        """Per-column statistics of a Parquet file, reading only the given columns (default all).
+
+        The same statistics as profile_csv; only those columns' bytes are read.
+        """
+        fs = files(ctx, consent_message=f"Profile {path}: read its columns and compute statistics")
+        started, waited = time.perf_counter(), fs.consent_seconds
+        async with fs:
+            brokered = _fsspec(fs)
+            with _data_errors():
+                result, batches = await brokered.run_sync(_parquet_profile, brokered, path, columns)
+            size = (await fs.stat(path)).size
+        return _timed(path, size, batches, "arrow", result, started, fs.consent_seconds - waited)
+
+    @tool
+    async def query(sql: str, tables: dict[str, str], ctx: Context, output: str = "") -> dict[str, Any]:
+        """SQL (DuckDB) over CSV and Parquet files: tables maps view names to paths.
+
+        For example tables={"orders": "data/orders.parquet"} and
+        sql="SELECT region, sum(quantity) FROM orders GROUP BY region". Up to
+        1000 rows come back inline; a larger result is written to output as
+        Parquet (atomically) and summarised. Only the files named in tables
+        are read, and only the parts of them the query needs.
+        """
+        access = {path: ["read"] for path in tables.values()}
+        if output:
+            access[output] = ["write"]
+        fs = files(ctx, consent_message=f"Query {', '.join(tables.values())} with SQL", consent_access=access)
+        started, waited = time.perf_counter(), fs.consent_seconds
+        async with fs:
+            brokered = _fsspec(fs)
+            with _data_errors():
+                result = await brokered.run_sync(_run_query, brokered, sql, tables, output or None)
+        seconds = max(time.perf_counter() - started - (fs.consent_seconds - waited), 0.0)
+        return {**result, "seconds": round(seconds, 3)}
 
     @tool
     async def write_report(path: str, ctx: Context) -> dict[str, Any]:
@@ -337,52 +488,6 @@ def _add_watch_tools(tool: _Register[Any]) -> None:
         }
 
 
-def _host_port(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, not {value!r}")
-    return host.strip("[]"), int(port)
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening socket on *host*:*port* (port 0: a free one, kept from now on)."""
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
-def serve_http(server: MCPServer[Any], host: str, port: int, *, stateless: bool = False) -> None:
-    """Serve Streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted.
-
-    The server binds the socket itself and says where it listens on stderr
-    (``analysis server: listening on http://127.0.0.1:PORT/mcp``), so that
-    port 0 gives a free port that no other process can take meanwhile.
-    """
-    _serve(server, _listen(host, port), host, stateless=stateless)
-
-
-def _endpoint(sock: socket.socket) -> str:
-    bound = sock.getsockname()
-    shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
-    return f"http://{shown}:{bound[1]}/mcp"
-
-
-def _serve(server: MCPServer[Any], sock: socket.socket, host: str, *, stateless: bool = False) -> None:
-    import uvicorn
-
-    print(f"analysis server: listening on {_endpoint(sock)}", file=sys.stderr, flush=True)
-    app = server.streamable_http_app(host=host, stateless_http=stateless)
-    config = uvicorn.Config(app, log_level=server.settings.log_level.lower(), lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """Command line: stdio by default, ``--http HOST:PORT`` for Streamable HTTP at ``/mcp``."""
     parser = argparse.ArgumentParser(
@@ -391,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument(
         "--http",
-        type=_host_port,
+        type=host_port,
         metavar="HOST:PORT",
         help="serve Streamable HTTP at http://HOST:PORT/mcp (port 0: a free port, named on stderr)",
     )
@@ -445,14 +550,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         return
     host, port = args.http
-    sock = _listen(host, port)  # first: the URL, and so the resource, names the bound port
+    sock = listen(host, port)  # first: the URL, and so the resource, names the bound port
     auth = None
     if args.auth_issuer:
-        auth = protect(issuer=args.auth_issuer, resource_url=_endpoint(sock), scopes=args.auth_scope or None)
+        auth = protect(issuer=args.auth_issuer, resource_url=endpoint(sock), scopes=args.auth_scope or None)
     server = build_server(
         require_brokering=args.require_brokering, auth=auth, state_keys=keys, instance=args.instance
     )
-    _serve(server, sock, host, stateless=args.stateless)
+    serve(server, sock, host, stateless=args.stateless)
 
 
 if __name__ == "__main__":

@@ -117,6 +117,11 @@ class FilesClient:
         self._cap = ContentCap()
 
     @property
+    def consent_seconds(self) -> float:
+        """Seconds this call has waited for the user's ``files/consent`` answers (not the tool's work)."""
+        return self._requester.consent_seconds
+
+    @property
     def client_capabilities(self) -> Mapping[str, Any]:
         """The client's raw ``capabilities`` from ``initialize``."""
         return self._conn.capabilities

@@ -27,6 +27,7 @@ sends through a :class:`Requester`; none builds mcp requests itself.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, cast
 
@@ -147,6 +148,8 @@ class Requester:
         self._asked: dict[tuple[tuple[str, ...], str], bool] = {}
         self._asked_pairs: set[tuple[str, str]] = set()
         self._consent_lock = anyio.Lock()
+        #: Seconds spent waiting for ``files/consent`` answers: the user's time, not the tool's.
+        self.consent_seconds = 0.0
 
     @property
     def retry(self) -> RetryPolicy:
@@ -235,7 +238,7 @@ class Requester:
             requestedPaths=wanted,
             operations=None if operations is None else list(operations),
         )
-        result = await self.request("files/consent", request, timeout=self.timeouts.consent)
+        result = await self._ask(request)
         return ConsentResult.from_result(result, asked, asked_ops)
 
     async def require_consent(
@@ -260,9 +263,17 @@ class Requester:
         answers = []
         for ops, paths in flat_groups(access):
             request = compact_params(message=message, requestedPaths=list(paths), operations=list(ops))
-            result = await self.request("files/consent", request, timeout=self.timeouts.consent)
+            result = await self._ask(request)
             answers.append(ConsentResult.from_result(result, paths, ops))
         return PathConsentResult.merged(answers)
+
+    async def _ask(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Send one ``files/consent``, adding the wait for its answer to :attr:`consent_seconds`."""
+        started = time.perf_counter()
+        try:
+            return await self.request("files/consent", request, timeout=self.timeouts.consent)
+        finally:
+            self.consent_seconds += time.perf_counter() - started
 
     async def roots(self) -> tuple[RootEntry, ...]:
         """Ask the client for its roots (``roots/list``): the located ones and the named ones, merged."""

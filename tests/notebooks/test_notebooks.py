@@ -153,6 +153,15 @@ def test_02_remote_analysis(tmp_path: Path, _loop: asyncio.AbstractEventLoop) ->
     assert 0 < int(written[1].replace(",", "")) < generated and int(written[3]) >= 1
     sizes = re.search(r"sizes the notebook saw meanwhile: \[([\d, ]*)\] — old (\d+), new (\d+)", out)
     assert sizes is not None and {int(s) for s in sizes[1].split(", ") if s} <= {int(sizes[2]), int(sizes[3])}
+    converted = re.search(r"([\d,]+) rows written to data/results/orders.parquet", out)
+    assert converted is not None and int(converted[1].replace(",", "")) == generated
+    # One column's profile and a two-column query read about their columns' chunks, not the file.
+    for tool, columns in (("profile_parquet", "the column's chunks"), ("query", "region and quantity")):
+        read = re.search(
+            rf"{tool} read ([\d.]+) MB of the file's ([\d.]+) MB; [^:]*{columns}: ([\d.]+) MB", out
+        )
+        assert read is not None, tool
+        assert float(read[1]) < float(read[2]), tool
     assert "files/read" in out and "files/write" in out  # the audit summary
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-from jupyter_fsbroker.examples.analysis_server import serve_http
+from jupyter_fsbroker.examples.http_serving import serve_http
 from jupyter_fsbroker.serverkit import run_stdio
 
 __all__ = ["serve_from_argv"]

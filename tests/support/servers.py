@@ -30,6 +30,8 @@ TOOLS = frozenset(
         "list_files",
         "lock_file",
         "profile_csv",
+        "profile_parquet",
+        "query",
         "read_text",
         "unlock_file",
         "watch_changes",
