@@ -297,12 +297,16 @@ class KernelConnection:
             *timeout* elapsed (the server is told to cancel).
         CallInterrupted
             The call was interrupted (and cancelled); a ``KeyboardInterrupt``.
+        CallCancelled
+            The call's Cancel button (under the cell, or in the JupyterLab panel) cancelled it.
         """
         try:
             result: dict[str, Any] = self._runner.run_call(
                 self.id,
                 self._server.call_tool(tool, arguments, timeout=timeout),
                 cancelled=lambda: self._cancelled(tool),
+                server=self.name,
+                tool=tool,
             )
         except KeyboardInterrupt as exc:
             if isinstance(exc, CallInterrupted):
@@ -325,6 +329,8 @@ class KernelConnection:
             self.id,
             self._server.call_tool(tool, arguments, timeout=options.get("timeout")),
             cancelled=lambda: self._cancelled(tool),
+            server=self.name,
+            tool=tool,
         )
         return self._result(tool, result, options.get("raise_on_error", True))
 

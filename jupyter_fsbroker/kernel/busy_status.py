@@ -1,0 +1,107 @@
+"""The kernel stays Busy while a cell runs: :class:`BusyStatus`.
+
+ipykernel publishes a ``status`` message around every request it handles:
+``busy`` before, ``idle`` after, each with that request's parent header. A
+frontend shows the kernel's state from the last status it read, whatever
+request it belongs to (JupyterLab's ``KernelConnection`` does). While a cell
+runs, the kernel also handles the panel's messages and the widgets' clicks
+(a consent answer, Cancel) on a subshell or, for an async cell, on the main
+shell, and the control channel's requests; the ``idle`` that ends each of them
+makes the frontend say "Idle" while the cell still shows ``[*]``.
+
+So, between IPython's ``pre_run_cell`` and ``post_run_cell``, after an ``idle``
+that ipykernel publishes for any request but the running cell's, this publishes
+``busy`` again with the running cell's parent header: the frontend reads the
+cell's own state last. The ``idle`` itself is left as it is (a client that waits
+for its request's ``idle`` still gets it). Nothing happens outside a running
+cell, the cell's own ``idle`` is never followed, and the hook is on this kernel
+instance only (:func:`~.ipykernel_compat.on_status`), removed by :meth:`close`.
+
+One lock orders the republished ``busy`` before the cell's end: ``post_run_cell``
+clears the running cell under it, so a ``busy`` sent for a click that ended at
+the same moment is on IOPub before the cell's own ``idle``, never after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+from ..core.resource import Closeable
+from . import ipykernel_compat as ipk
+
+__all__ = ["BusyStatus"]
+
+
+class BusyStatus(Closeable):
+    """Republishes the running cell's ``busy`` after other requests' ``idle`` (see the module docstring).
+
+    Parameters
+    ----------
+    shell
+        The IPython shell (its ``pre_run_cell`` and ``post_run_cell`` events are hooked).
+    kernel
+        The ipykernel kernel whose status messages are followed.
+
+    Notes
+    -----
+    Use :meth:`start`: it returns ``None`` outside a kernel.
+    """
+
+    def __init__(self, shell: Any, kernel: Any) -> None:
+        self._kernel = kernel
+        self._events = shell.events
+        self._lock = threading.Lock()
+        self._cell: dict[str, Any] | None = None  # the running cell's request, whole
+        self._republished = 0
+        self._events.register("pre_run_cell", self._before_cell)
+        self._events.register("post_run_cell", self._after_cell)
+        self._unhook = ipk.on_status(kernel, self._on_status)
+
+    @classmethod
+    def start(cls, shell: Any) -> BusyStatus | None:
+        """Follow *shell*'s kernel; ``None`` where there is none (terminal IPython, scripts)."""
+        kernel = ipk.get_kernel()
+        if kernel is None or getattr(shell, "events", None) is None:
+            return None
+        return cls(shell, kernel)
+
+    @property
+    def republished(self) -> int:
+        """How many ``busy`` messages were published again (for tests and diagnostics)."""
+        return self._republished
+
+    def _before_cell(self, *args: object) -> None:
+        parent = self._kernel.get_parent("shell")
+        header = parent.get("header", {}) if isinstance(parent, dict) else {}
+        with self._lock:
+            # Only a cell the frontend asked for: a silent execute triggers no event, and a
+            # cell run without a request (the kernel's startup) has no parent to speak for.
+            self._cell = parent if header.get("msg_type") == "execute_request" else None
+
+    def _after_cell(self, *args: object) -> None:
+        with self._lock:
+            self._cell = None
+
+    def _on_status(self, status: str, channel: str, header: dict[str, Any]) -> None:
+        if status != "idle":
+            return
+        with self._lock:
+            cell = self._cell
+            if cell is None:
+                return
+            if header.get("msg_id") == cell["header"].get("msg_id"):
+                self._cell = None  # the cell's own end (post_run_cell did not run): nothing more to say
+                return
+            ipk.publish_status(self._kernel, "busy", cell)
+            self._republished += 1
+
+    def close(self) -> None:
+        """Unhook from the kernel and the shell. Idempotent."""
+        self._unhook()
+        with self._lock:
+            self._cell = None
+        for event, callback in (("pre_run_cell", self._before_cell), ("post_run_cell", self._after_cell)):
+            with contextlib.suppress(ValueError):  # unregistered already
+                self._events.unregister(event, callback)
