@@ -18,6 +18,7 @@ cancelled by the broker closing under it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
@@ -84,6 +85,18 @@ class RunningCall:
         }
 
 
+def _cancel(future: Future[Any]) -> None:
+    """Cancel *future* and wake whoever waits for it.
+
+    ``Future.cancel()`` alone wakes ``future.result()`` but not ``concurrent.futures.wait``,
+    where the cell waits (with its consent bell): only ``set_running_or_notify_cancel`` tells
+    those waiters, for a future that no executor runs.
+    """
+    if future.cancel():
+        with contextlib.suppress(RuntimeError):  # told already (cancelled twice at once)
+            future.set_running_or_notify_cancel()
+
+
 @dataclass
 class _Entry:
     call: RunningCall
@@ -123,7 +136,7 @@ class RunningCalls:
             entry.future = future
             cancel_now = entry.cancelled
         if cancel_now:  # Cancel came between start and submit
-            future.cancel()
+            _cancel(future)
 
     def cancel(self, call_id: str) -> RunningCall | None:
         """Cancel the call *call_id* (any thread, at once); the call, or ``None`` when it is gone."""
@@ -134,7 +147,7 @@ class RunningCalls:
             entry.cancelled = True
             future = entry.future
         if future is not None:
-            future.cancel()
+            _cancel(future)
         self._tell()
         return entry.call
 
