@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 
 __all__ = [
     "ROUTING_HOOK",
+    "STATUS_HOOK",
     "ask_stdin",
     "detach",
     "free_comm",
