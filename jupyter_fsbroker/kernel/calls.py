@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from ..core.errors import ClosedError
 from .loop import BackgroundLoop, LoopClosedError
 from .prompting import CallScope, KernelConsenter
-from .running_calls import RunningCall, RunningCalls
+from .running_calls import CallName, RunningCall, RunningCalls
 from .tool_results import CallCancelled
 
 __all__ = ["CallRunner", "wait_interruptibly"]
@@ -123,42 +123,26 @@ class CallRunner:
             raise
 
     def run_call(
-        self,
-        connection_id: str,
-        coro: Coroutine[Any, Any, T],
-        *,
-        cancelled: Callable[[], Exception],
-        server: str = "",
-        tool: str = "",
+        self, name: CallName, coro: Coroutine[Any, Any, T], *, cancelled: Callable[[], Exception]
     ) -> T:
-        """Run the tool call *coro* of connection *connection_id* framed in a call (:meth:`call`), and wait.
+        """Run the tool call *coro* (*name*: whose and which) framed in a call (:meth:`call`), and wait.
 
         The calling cell shows the call's consent requests, progress and running
         line while it waits; Ctrl-C cancels the call. A call cancelled under it
         raises :class:`~.tool_results.CallCancelled` when its Cancel did it, else
         ``cancelled()`` (the broker closing).
         """
-        with self.call(connection_id) as scope, self._listed(connection_id, server, tool, scope) as call:
-            future = self.submit(coro)
-            self.running.attach(call.id, future)
+        with self._in_flight(name, coro) as (scope, call, future):
             try:
                 return scope.wait(future)
             except concurrent.futures.CancelledError:
                 raise self._why_cancelled(call, cancelled) from None
 
     async def arun_call(
-        self,
-        connection_id: str,
-        coro: Coroutine[Any, Any, T],
-        *,
-        cancelled: Callable[[], Exception],
-        server: str = "",
-        tool: str = "",
+        self, name: CallName, coro: Coroutine[Any, Any, T], *, cancelled: Callable[[], Exception]
     ) -> T:
         """:meth:`run_call` for async cells: awaited on the caller's loop, which keeps handling clicks."""
-        with self.call(connection_id) as scope, self._listed(connection_id, server, tool, scope) as call:
-            future = self.submit(coro)
-            self.running.attach(call.id, future)
+        with self._in_flight(name, coro) as (scope, call, future):
             try:
                 return await scope.wait_async(future)
             except asyncio.CancelledError:
@@ -169,14 +153,22 @@ class CallRunner:
                 raise
 
     @contextlib.contextmanager
-    def _listed(self, connection_id: str, server: str, tool: str, scope: CallScope) -> Iterator[RunningCall]:
-        """List the call among those in flight while its cell waits; its scope shows its running line."""
-        call = self.running.start(connection_id, server, tool)
-        scope.follow(call, lambda: self.running.cancel(call.id))
-        try:
-            yield call
-        finally:
-            self.running.end(call.id)
+    def _in_flight(
+        self, name: CallName, coro: Coroutine[Any, Any, T]
+    ) -> Iterator[tuple[CallScope, RunningCall, Future[T]]]:
+        """Frame the call, list it among those in flight while its cell waits, and submit it.
+
+        Its scope shows its running line, whose Cancel cancels the submitted work.
+        """
+        with self.call(name.connection_id) as scope:
+            call = self.running.start(name)
+            try:
+                scope.follow(call, lambda: self.running.cancel(call.id))
+                future = self.submit(coro)
+                self.running.attach(call.id, future)
+                yield scope, call, future
+            finally:
+                self.running.end(call.id)
 
     def _why_cancelled(self, call: RunningCall, cancelled: Callable[[], Exception]) -> Exception:
         if self.running.was_cancelled(call.id):

@@ -23,6 +23,7 @@ from ..core.grants import Grant
 from ..core.serverlog import ServerLog
 from ..protocol.client_errors import ConnectionClosedError
 from .calls import CallRunner
+from .running_calls import CallName
 from .tool_results import CallInterrupted, ToolError, ToolResult, Tools
 
 if TYPE_CHECKING:  # imported with the first connection (kernel/servers.py), not at %load_ext
@@ -302,11 +303,9 @@ class KernelConnection:
         """
         try:
             result: dict[str, Any] = self._runner.run_call(
-                self.id,
+                CallName(self.id, self.name, tool),
                 self._server.call_tool(tool, arguments, timeout=timeout),
                 cancelled=lambda: self._cancelled(tool),
-                server=self.name,
-                tool=tool,
             )
         except KeyboardInterrupt as exc:
             if isinstance(exc, CallInterrupted):
@@ -326,11 +325,9 @@ class KernelConnection:
         task cancels the call).
         """
         result: dict[str, Any] = await self._runner.arun_call(
-            self.id,
+            CallName(self.id, self.name, tool),
             self._server.call_tool(tool, arguments, timeout=options.get("timeout")),
             cancelled=lambda: self._cancelled(tool),
-            server=self.name,
-            tool=tool,
         )
         return self._result(tool, result, options.get("raise_on_error", True))
 

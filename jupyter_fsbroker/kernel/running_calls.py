@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -28,14 +27,22 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.listeners import Listeners
 from ..wire.timestamps import iso_utc
 
-__all__ = ["GRACE", "RunningCall", "RunningCalls"]
-
-log = logging.getLogger(__name__)
+__all__ = ["GRACE", "CallName", "RunningCall", "RunningCalls"]
 
 #: Seconds a call runs before its cell shows the running line: a quick call shows nothing.
 GRACE = 1.0
+
+
+@dataclass(frozen=True)
+class CallName:
+    """Which tool call: of which connection (its broker-side id and its name), and which tool."""
+
+    connection_id: str
+    server: str = ""
+    tool: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,7 @@ def _cancel(future: Future[Any]) -> None:
 
 
 @dataclass
-class _Entry:
+class _InFlight:
     call: RunningCall
     future: Future[Any] | None = None
     cancelled: bool = False
@@ -113,17 +120,22 @@ class RunningCalls:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, _InFlight] = {}
         self._ids = itertools.count(1)
-        self._listeners: list[Callable[[], object]] = []
+        self._listeners: Listeners[[]] = Listeners()
 
-    def start(self, connection_id: str, server: str, tool: str) -> RunningCall:
-        """List a new call of *tool* on the connection *connection_id* (named *server*)."""
+    def start(self, name: CallName) -> RunningCall:
+        """List a new call: *name*'s tool on its connection."""
         with self._lock:
             call = RunningCall(
-                f"call{next(self._ids)}", connection_id, server, tool, time.time(), time.monotonic()
+                f"call{next(self._ids)}",
+                name.connection_id,
+                name.server,
+                name.tool,
+                time.time(),
+                time.monotonic(),
             )
-            self._entries[call.id] = _Entry(call)
+            self._entries[call.id] = _InFlight(call)
         self._tell()
         return call
 
@@ -171,21 +183,7 @@ class RunningCalls:
 
     def subscribe(self, listener: Callable[[], object]) -> Callable[[], None]:
         """Call *listener()* whenever the list changes; returns a function that unsubscribes."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.add(listener)
 
     def _tell(self) -> None:
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener()
-            except Exception:
-                log.exception("a running-calls listener failed")
+        self._listeners.notify()
