@@ -58,6 +58,9 @@ class BusyStatus(Closeable):
         self._events.register("pre_run_cell", self._before_cell)
         self._events.register("post_run_cell", self._after_cell)
         self._unhook = ipk.on_status(kernel, self._on_status)
+        # Started by the cell that loads the extension (whose pre_run_cell has passed): a call in
+        # that same cell keeps the status Busy too. At kernel start no request is running.
+        self._before_cell()
 
     @classmethod
     def start(cls, shell: Any) -> BusyStatus | None:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.panel_comm import Panel
 
-from .conftest import analysis_kernel
+from .conftest import STDIO_COMMAND, analysis_kernel
 from .harness import Kernel, Result, Widget
 
 pytestmark = pytest.mark.slow
@@ -118,15 +118,27 @@ def test_the_panel_lists_a_call_in_flight_and_its_cancel_call_stops_an_async_cel
     assert kernel.value("1 + 1") == 2
 
 
+#: One cell loads the extension, connects and blocks in a call (the README's "In a notebook").
+FIRST_CELL = (
+    "%load_ext jupyter_fsbroker\n"
+    "import os, jupyter_fsbroker as fsb\n"
+    "broker = fsb.get_broker()\n"
+    'broker.add_root("./data", name="data")\n'
+    'broker.allow("data", ("read", "watch"))\n'
+    "env = {'PYTHONPATH': os.environ['PYTHONPATH']}\n"
+    f"analysis = broker.connect('analysis', command={STDIO_COMMAND}, env=env)\n"
+    f"{WATCH}"
+)
+
+
 def test_the_status_stays_busy_while_a_cell_runs_and_is_left_alone_after_it(
     start_kernel: Callable[..., Kernel],
 ) -> None:
-    kernel = analysis_kernel(start_kernel, pythonpath=True)
-    kernel.run('broker.allow("data", ("read", "watch"))')
+    kernel = start_kernel()
+    cell = kernel.submit(FIRST_CELL)
+    kernel.wait_widget("fsbroker-running", 60)
     panel = Panel(kernel, subshell_id=kernel.create_subshell())
-    panel.state()
-    cell = kernel.submit(WATCH)
-    kernel.wait_widget("fsbroker-running", 30)
+    panel.state(lambda s: s["calls"])
     mark = len(kernel.iopub_log)
     panel.send({"version": 1, "type": "refresh"})
 
