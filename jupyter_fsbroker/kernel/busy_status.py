@@ -18,7 +18,7 @@ cell, the cell's own ``idle`` is never followed, and the hook is on this kernel
 instance only (:func:`~.ipykernel_compat.on_status`), removed by :meth:`close`.
 
 One lock orders the republished ``busy`` before the cell's end: ``post_run_cell``
-clears the running cell under it, so a ``busy`` sent for a click that ended at
+forgets the cell under it, so a ``busy`` sent for a click that ended at
 the same moment is on IOPub before the cell's own ``idle``, never after it.
 """
 
@@ -53,7 +53,9 @@ class BusyStatus(Closeable):
         self._kernel = kernel
         self._events = shell.events
         self._lock = threading.Lock()
-        self._cell: dict[str, Any] | None = None  # the running cell's request, whole
+        # The running cells' requests, whole, by message id, oldest first: the main shell's, and
+        # any a subshell runs meanwhile.
+        self._cells: dict[str, dict[str, Any]] = {}
         self._republished = 0
         self._events.register("pre_run_cell", self._before_cell)
         self._events.register("post_run_cell", self._after_cell)
@@ -75,28 +77,35 @@ class BusyStatus(Closeable):
         """How many ``busy`` messages were published again (for tests and diagnostics)."""
         return self._republished
 
-    def _before_cell(self, *args: object) -> None:
+    def _request(self) -> dict[str, Any] | None:
+        """The request of the cell running in the caller's context, if a frontend asked for it."""
         parent = self._kernel.get_parent("shell")
         header = parent.get("header", {}) if isinstance(parent, dict) else {}
-        with self._lock:
-            # Only a cell the frontend asked for: a silent execute triggers no event, and a
-            # cell run without a request (the kernel's startup) has no parent to speak for.
-            self._cell = parent if header.get("msg_type") == "execute_request" else None
+        # A silent execute triggers no event, and a cell run without a request (the kernel's
+        # startup) has no parent to speak for.
+        return parent if header.get("msg_type") == "execute_request" and header.get("msg_id") else None
+
+    def _before_cell(self, *args: object) -> None:
+        request = self._request()
+        if request is not None:
+            with self._lock:
+                self._cells[request["header"]["msg_id"]] = request
 
     def _after_cell(self, *args: object) -> None:
-        with self._lock:
-            self._cell = None
+        request = self._request()
+        if request is not None:
+            with self._lock:
+                self._cells.pop(request["header"]["msg_id"], None)
 
     def _on_status(self, status: str, channel: str, header: dict[str, Any]) -> None:
         if status != "idle":
             return
         with self._lock:
-            cell = self._cell
-            if cell is None:
+            if self._cells.pop(str(header.get("msg_id")), None) is not None:
+                return  # a cell's own end (its post_run_cell did not run): nothing more to say for it
+            if not self._cells:
                 return
-            if header.get("msg_id") == cell["header"].get("msg_id"):
-                self._cell = None  # the cell's own end (post_run_cell did not run): nothing more to say
-                return
+            cell = next(reversed(self._cells.values()))  # the latest cell still running
             ipk.publish_status(self._kernel, "busy", cell)
             self._republished += 1
 
@@ -104,7 +113,7 @@ class BusyStatus(Closeable):
         """Unhook from the kernel and the shell. Idempotent."""
         self._unhook()
         with self._lock:
-            self._cell = None
+            self._cells.clear()
         for event, callback in (("pre_run_cell", self._before_cell), ("post_run_cell", self._after_cell)):
             with contextlib.suppress(ValueError):  # unregistered already
                 self._events.unregister(event, callback)

@@ -152,6 +152,17 @@ def test_the_status_stays_busy_while_a_cell_runs_and_is_left_alone_after_it(
     assert seen[-1] == ("busy", "execute_request", cell.msg_id), seen
     assert not cell.done
 
+    # A cell run on a subshell meanwhile ends with its own idle; the blocked cell's busy follows it.
+    side = len(kernel.iopub_log)
+    other = kernel.wait(kernel.submit("print('beside')", subshell_id=panel.subshell_id), 30).check()
+    kernel.wait_for(
+        lambda: _statuses(kernel, side)[-1:] == [("busy", "execute_request", cell.msg_id)],
+        30,
+        "the blocked cell's busy after the subshell cell's idle",
+    )
+    assert ("idle", "execute_request", other.msg_id) in _statuses(kernel, side)
+    assert not cell.done
+
     panel.act("cancel_call", call=panel.state(lambda s: s["calls"])["calls"][0]["id"])
     kernel.wait(cell, 30)
     assert _statuses(kernel, mark)[-1] == ("idle", "execute_request", cell.msg_id)
