@@ -41,10 +41,12 @@ RECORD_STATUSES = """() => {
   window.fsbrokerStatuses = [];
   context.statusChanged.connect((_, status) => window.fsbrokerStatuses.push(status));
 }"""
-#: The statuses recorded since :data:`RECORD_STATUSES`, and the kernel's status now.
-STATUSES = """() => [
-  window.fsbrokerStatuses, window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus
-]"""
+#: Whether the page read an idle since the statuses were last cleared, and then the cell's busy again.
+BUSY_AGAIN = """() => {
+  const seen = window.fsbrokerStatuses;
+  const now = window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus;
+  return seen.includes('idle') && seen[seen.length - 1] === 'busy' && now === 'busy';
+}"""
 
 
 def _seconds(text: str) -> int:
@@ -54,10 +56,9 @@ def _seconds(text: str) -> int:
 
 
 def _stays_busy(page: Any) -> None:
-    """The page read an idle for the sidebar's request, then the cell's busy again: it says Busy."""
-    recorded, now = page.evaluate(STATUSES)
-    assert "idle" in recorded, f"the sidebar's request made no status change: {recorded}"
-    assert now == "busy" and recorded[-1] == "busy", recorded
+    """The sidebar's request (Revoke, after :func:`_revoke_one_grant`) ends with an idle, which the page
+    reads; then the running cell's busy again, so the page says Busy once more."""
+    page.wait_for_function(BUSY_AGAIN, timeout=SHOW_TIMEOUT_MS)
 
 
 def _revoke_one_grant(sidebar: Any) -> None:
@@ -65,6 +66,7 @@ def _revoke_one_grant(sidebar: Any) -> None:
     from playwright.sync_api import expect
 
     grant = sidebar.locator(".fsbroker-grant").filter(has_text="data/sales.csv")
+    sidebar.page.evaluate("() => { window.fsbrokerStatuses = []; }")  # from this request on
     grant.locator(".fsbroker-sidebar-revoke").click()
     expect(sidebar.locator(".fsbroker-message")).to_contain_text("Revoked read on data/sales.csv")
 
