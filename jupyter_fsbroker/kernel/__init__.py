@@ -14,7 +14,9 @@
   :class:`TrashListing` (its entries as a table).
 * :mod:`.servers` — the target of a connect call, checked; each stdio server's log.
 * :mod:`.calls` — how a cell waits for work on the background loop; the frame of each tool call.
+* :mod:`.running_calls` — the tool calls in flight: the cell's running line, the panel's list, Cancel.
 * :mod:`.prompting` — where consent prompts appear while a cell runs.
+* :mod:`.busy_status` — the kernel's status stays Busy while a cell runs.
 * :mod:`.views` — which views the notebook shows, and where prompts go outside a call.
 * :mod:`.snapshot` — the broker's state as one JSON value (``broker.snapshot()``, the panel's state).
 * :mod:`.panel` — the JupyterLab panel's comm target (:mod:`.panel.service`, :mod:`.panel.state`,
@@ -40,10 +42,11 @@ if TYPE_CHECKING:
     from .notebook import NotebookBroker
     from .notebook_connection import KernelConnection
     from .settings import FSBroker
-    from .tool_results import CallInterrupted, Tool, ToolError, ToolResult, Tools
+    from .tool_results import CallCancelled, CallInterrupted, Tool, ToolError, ToolResult, Tools
     from .trashbin import NotebookTrash, TrashListing
 
 __all__ = [
+    "CallCancelled",
     "CallInterrupted",
     "FSBroker",
     "KernelConnection",
@@ -63,6 +66,7 @@ __getattr__, __dir__ = _lazy.lazy_exports(
     __name__,
     globals(),
     {
+        "CallCancelled": ".tool_results",
         "CallInterrupted": ".tool_results",
         "FSBroker": ".settings",
         "KernelConnection": ".notebook_connection",

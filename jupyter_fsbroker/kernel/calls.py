@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 from ..core.errors import ClosedError
 from .loop import BackgroundLoop, LoopClosedError
 from .prompting import CallScope, KernelConsenter
+from .running_calls import CallName, RunningCall, RunningCalls
+from .tool_results import CallCancelled
 
 __all__ = ["CallRunner", "wait_interruptibly"]
 
@@ -54,6 +56,8 @@ class CallRunner:
     keep
         Takes the panel a call showed in its cell, once the call ended (its
         owner closes it with the broker).
+    running
+        The broker's calls in flight: each tool call is listed there while it runs.
     """
 
     def __init__(
@@ -63,7 +67,9 @@ class CallRunner:
         new_scope: Callable[[str], CallScope],
         consenter: KernelConsenter | None,
         keep: Callable[[Any], None],
+        running: RunningCalls | None = None,
     ) -> None:
+        self.running = running if running is not None else RunningCalls()
         self._loop = loop
         self._new_scope = new_scope
         self._consenter = consenter
@@ -117,35 +123,57 @@ class CallRunner:
             raise
 
     def run_call(
-        self, connection_id: str, coro: Coroutine[Any, Any, T], *, cancelled: Callable[[], Exception]
+        self, name: CallName, coro: Coroutine[Any, Any, T], *, cancelled: Callable[[], Exception]
     ) -> T:
-        """Run the tool call *coro* of connection *connection_id* framed in a call (:meth:`call`), and wait.
+        """Run the tool call *coro* (*name*: whose and which) framed in a call (:meth:`call`), and wait.
 
-        The calling cell shows the call's consent requests and progress while it
-        waits; Ctrl-C cancels the call. A call cancelled under it (the broker
-        closing) raises ``cancelled()``.
+        The calling cell shows the call's consent requests, progress and running
+        line while it waits; Ctrl-C cancels the call. A call cancelled under it
+        raises :class:`~.tool_results.CallCancelled` when its Cancel did it, else
+        ``cancelled()`` (the broker closing).
         """
-        with self.call(connection_id) as scope:
-            future = self.submit(coro)
+        with self._in_flight(name, coro) as (scope, call, future):
             try:
                 return scope.wait(future)
             except concurrent.futures.CancelledError:
-                raise cancelled() from None
+                raise self._why_cancelled(call, cancelled) from None
 
     async def arun_call(
-        self, connection_id: str, coro: Coroutine[Any, Any, T], *, cancelled: Callable[[], Exception]
+        self, name: CallName, coro: Coroutine[Any, Any, T], *, cancelled: Callable[[], Exception]
     ) -> T:
         """:meth:`run_call` for async cells: awaited on the caller's loop, which keeps handling clicks."""
-        with self.call(connection_id) as scope:
-            future = self.submit(coro)
+        with self._in_flight(name, coro) as (scope, call, future):
             try:
                 return await scope.wait_async(future)
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if future.cancelled() and not (task is not None and task.cancelling()):
-                    # The broker was closed under the call, not this task cancelled.
-                    raise cancelled() from None
+                    # Cancelled under the call (its Cancel, the broker closing), not this task.
+                    raise self._why_cancelled(call, cancelled) from None
                 raise
+
+    @contextlib.contextmanager
+    def _in_flight(
+        self, name: CallName, coro: Coroutine[Any, Any, T]
+    ) -> Iterator[tuple[CallScope, RunningCall, Future[T]]]:
+        """Frame the call, list it among those in flight while its cell waits, and submit it.
+
+        Its scope shows its running line, whose Cancel cancels the submitted work.
+        """
+        with self.call(name.connection_id) as scope:
+            call = self.running.start(name)
+            try:
+                scope.follow(call, lambda: self.running.cancel(call.id))
+                future = self.submit(coro)
+                self.running.attach(call.id, future)
+                yield scope, call, future
+            finally:
+                self.running.end(call.id)
+
+    def _why_cancelled(self, call: RunningCall, cancelled: Callable[[], Exception]) -> Exception:
+        if self.running.was_cancelled(call.id):
+            return CallCancelled(tool=call.tool, connection=call.server, after=call.elapsed())
+        return cancelled()
 
     @contextlib.contextmanager
     def call(self, connection_id: str) -> Iterator[CallScope]:

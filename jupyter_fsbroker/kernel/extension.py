@@ -5,7 +5,8 @@ also closes it when the kernel shuts down), registers the ``FSBroker``
 configurable with the shell (so ``%config FSBroker.…`` works; IPython keeps
 values set that way in the shell's config, so they survive ``%reload_ext``) and
 the ``%fsbroker`` magic, and in a kernel the comm target of the JupyterLab
-panel (:mod:`.panel.service`). It shows nothing. Unloading tells the panels, closes
+panel (:mod:`.panel.service`), and keeps the kernel's status Busy while a cell runs
+(:mod:`.busy_status`). It shows nothing. Unloading tells the panels, closes
 every connection and the broker, stops the background loop and removes what
 loading added, and says so in one line: what was closed, and that nothing is
 shared until the next load, which shares the same folders again (so
@@ -24,6 +25,7 @@ from traitlets import TraitError
 from traitlets.config import Config
 
 from ..core.errors import ConfigError
+from .busy_status import BusyStatus
 from .current import clear_current, get_broker, set_current
 from .magics import FSBrokerMagics
 from .notebook import NotebookBroker
@@ -42,6 +44,7 @@ class _Loaded:
     broker: NotebookBroker
     magics: FSBrokerMagics
     panel: PanelService | None
+    busy: BusyStatus | None = None
 
 
 _state: _Loaded | None = None
@@ -71,17 +74,20 @@ def load_ipython_extension(ipython: Any) -> None:
             _state = None
         settings = _make_settings(ipython)
         broker = NotebookBroker(settings, shell=ipython)
-        panel = None
+        panel = busy = None
         try:
             magics = FSBrokerMagics(ipython, broker=get_broker)
             ipython.register_magics(magics)
             if settings not in ipython.configurables:
                 ipython.configurables.append(settings)
             panel = PanelService.start(broker)
+            busy = BusyStatus.start(ipython)
         except BaseException:
+            if panel is not None:
+                panel.close()
             broker.close()
             raise
-        _state = _Loaded(ipython, settings, broker, magics, panel)
+        _state = _Loaded(ipython, settings, broker, magics, panel, busy)
         set_current(broker)
         _restore_roots(broker)
 
@@ -128,6 +134,8 @@ def _teardown(state: _Loaded) -> None:
     configurables = getattr(shell, "configurables", None)
     if configurables is not None and state.settings in configurables:
         configurables.remove(state.settings)
+    if state.busy is not None:
+        state.busy.close()
     if state.panel is not None:
         state.panel.close("the extension was unloaded (%unload_ext or %reload_ext)")
     try:

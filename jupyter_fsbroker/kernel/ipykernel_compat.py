@@ -22,6 +22,10 @@ when upstream behaviour changes):
   :func:`unregister_comm_target` use the kernel's own comm manager (the panel
   protocol's target); :func:`free_comm` frees one comm's routing, and
   :func:`on_subshell` tells whether the running handler was given a subshell.
+* **Status.** ipykernel publishes every ``status`` (``busy`` / ``idle``) through
+  ``Kernel._publish_status(status, channel, parent=None)``, with the parent header
+  of the request it handled; :func:`on_status` follows those publishes on one
+  kernel instance (the class is left alone) and :func:`publish_status` publishes one.
 * **stdin.** :func:`ask_stdin` sends an ``input_request`` for the running cell
   and waits for the reply *or* for a future to be done, so a consent answered
   elsewhere or timed out never leaves the cell waiting for a line of text.
@@ -39,13 +43,16 @@ from typing import Any, TypeVar
 
 __all__ = [
     "ROUTING_HOOK",
+    "STATUS_HOOK",
     "ask_stdin",
     "detach",
     "free_comm",
     "free_routing",
     "get_kernel",
     "has_subshells",
+    "on_status",
     "on_subshell",
+    "publish_status",
     "register_comm_target",
     "run_detached",
     "stdin_allowed",
@@ -209,6 +216,53 @@ def has_subshells(kernel: Any | None) -> bool:
     except Exception:
         log.debug("cannot list the kernel's subshells", exc_info=True)
         return False
+
+
+#: The kernel method every status message goes through (see :func:`on_status`).
+STATUS_HOOK = "_publish_status"
+
+
+def on_status(kernel: Any | None, listener: Callable[[str, str, dict[str, Any]], None]) -> Callable[[], None]:
+    """Call *listener(status, channel, parent_header)* after each status *kernel* publishes.
+
+    The listener runs on the publishing thread (the main shell, a subshell, the
+    control thread), in the handler's context, and must not block. Only this
+    kernel instance is hooked. Returns a function that removes the hook (a no-op
+    where there was nothing to hook, or once a later hook wraps this one: the
+    listener then stops being called, and the method stays as it is).
+    """
+    original = getattr(kernel, STATUS_HOOK, None)
+    if kernel is None or not callable(original):
+        return lambda: None
+    active = [True]
+
+    def publish(status: str, channel: str, parent: Any = None) -> None:
+        original(status, channel, parent)
+        if not active[0]:
+            return
+        try:
+            header = parent or kernel.get_parent(channel)
+            listener(status, channel, header.get("header", {}) if isinstance(header, dict) else {})
+        except Exception:  # a listener must never break the kernel's own messages
+            log.debug("a status listener failed", exc_info=True)
+
+    setattr(kernel, STATUS_HOOK, publish)
+
+    def remove() -> None:
+        active[0] = False
+        if kernel.__dict__.get(STATUS_HOOK) is publish:
+            delattr(kernel, STATUS_HOOK)  # the class's method again
+
+    return remove
+
+
+def publish_status(kernel: Any, status: str, parent: dict[str, Any]) -> None:
+    """Publish ``status`` *status* on IOPub as the reply to the request *parent* (a whole message)."""
+    session = getattr(kernel, "session", None)
+    if session is None:
+        return
+    content = {"execution_state": status}
+    session.send(kernel.iopub_socket, "status", content, parent=parent, ident=kernel._topic("status"))
 
 
 def stdin_allowed(kernel: Any | None) -> bool:

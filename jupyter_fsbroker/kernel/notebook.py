@@ -48,6 +48,7 @@ from .connecting import CLOSE_TIMEOUT, ConnectionRegistry
 from .loop import BackgroundLoop
 from .notebook_connection import KernelConnection
 from .notebook_consent import NotebookConsent
+from .running_calls import RunningCall, RunningCalls
 from .servers import DEFAULT_CONNECT_TIMEOUT, TargetOptions
 from .settings import FSBroker
 from .settings_link import SettingsLink
@@ -145,6 +146,7 @@ class NotebookBroker:
             new_scope=self._consent.new_scope,
             consenter=self._consent.kernel_consenter,
             keep=self._views.keep,
+            running=RunningCalls(),
         )
         self._registry = ConnectionRegistry(
             self,
@@ -510,6 +512,19 @@ class NotebookBroker:
             Whether this answer counted (``False``: unknown, or decided already).
         """
         return self._consent.answer(request_id, decision)
+
+    @property
+    def running_calls(self) -> RunningCalls:
+        """The tool calls in flight (``.running()``), which the cells' running lines and the panel show."""
+        return self._runner.running
+
+    def cancel_call(self, call_id: str) -> RunningCall | None:
+        """Cancel the tool call *call_id* in flight (see :attr:`running_calls`); returns at once.
+
+        Its cell raises :class:`~.tool_results.CallCancelled`. Returns the call,
+        or ``None`` when no such call is in flight.
+        """
+        return self._runner.running.cancel(call_id)
 
     def _check_open(self) -> None:
         if self._closed:

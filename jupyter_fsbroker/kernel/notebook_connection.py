@@ -23,6 +23,7 @@ from ..core.grants import Grant
 from ..core.serverlog import ServerLog
 from ..protocol.client_errors import ConnectionClosedError
 from .calls import CallRunner
+from .running_calls import CallName
 from .tool_results import CallInterrupted, ToolError, ToolResult, Tools
 
 if TYPE_CHECKING:  # imported with the first connection (kernel/servers.py), not at %load_ext
@@ -297,10 +298,12 @@ class KernelConnection:
             *timeout* elapsed (the server is told to cancel).
         CallInterrupted
             The call was interrupted (and cancelled); a ``KeyboardInterrupt``.
+        CallCancelled
+            The call's Cancel button (under the cell, or in the JupyterLab panel) cancelled it.
         """
         try:
             result: dict[str, Any] = self._runner.run_call(
-                self.id,
+                CallName(self.id, self.name, tool),
                 self._server.call_tool(tool, arguments, timeout=timeout),
                 cancelled=lambda: self._cancelled(tool),
             )
@@ -322,7 +325,7 @@ class KernelConnection:
         task cancels the call).
         """
         result: dict[str, Any] = await self._runner.arun_call(
-            self.id,
+            CallName(self.id, self.name, tool),
             self._server.call_tool(tool, arguments, timeout=options.get("timeout")),
             cancelled=lambda: self._cancelled(tool),
         )

@@ -44,9 +44,11 @@ from ..core.broker import Broker
 from ..core.consent import ConsentDecision, ConsentRequest, note_withdrawal, withdraw
 from ..core.transfers import Transfer
 from . import ipykernel_compat as ipk
+from .running_calls import GRACE
 
 if TYPE_CHECKING:
     from ..widgets.view_thread import ViewThread
+    from .running_calls import RunningCall
 
 __all__ = ["Ask", "CallScope", "KernelConsenter"]
 
@@ -131,6 +133,10 @@ class CallScope:
         self._ended = False
         self.panel: Any | None = None
         self.progress: Any | None = None
+        self.line: Any | None = None
+        self._widgets = widgets
+        self._call: RunningCall | None = None
+        self._cancel: Callable[[], object] | None = None
         self._shown_at: float | None = None
         self._unsubscribe: Callable[[], None] | None = None
         if widgets:
@@ -159,6 +165,20 @@ class CallScope:
             self._want_progress = True
             self._ring()
 
+    def follow(self, call: RunningCall, cancel: Callable[[], object]) -> None:
+        """The call in flight this scope frames: after :data:`~.running_calls.GRACE` seconds the cell
+        shows its running line, whose Cancel calls *cancel*."""
+        with self._lock:
+            self._call, self._cancel = call, cancel
+
+    def _line_in(self) -> float | None:
+        """Seconds until the running line is due; ``None`` when none is (shown, or nothing to show)."""
+        with self._lock:
+            call = self._call
+            if call is None or not self._widgets or self.line is not None or self._ended:
+                return None
+        return max(0.0, GRACE - call.elapsed())
+
     def _ring(self) -> None:
         if not self._bell.done():
             self._bell.set_result(None)
@@ -172,7 +192,8 @@ class CallScope:
                 with self._lock:
                     bell = self._bell
                 waited: tuple[Future[Any], ...] = (result, bell)
-                concurrent.futures.wait(waited, return_when=concurrent.futures.FIRST_COMPLETED)
+                timeout = self._line_in()
+                concurrent.futures.wait(waited, timeout, return_when=concurrent.futures.FIRST_COMPLETED)
                 self._service(result, sync=True)
                 if result.done():
                     self._report_timeouts()
@@ -192,7 +213,8 @@ class CallScope:
                 with self._lock:
                     bell = self._bell
                 rung = asyncio.wrap_future(bell)
-                await asyncio.wait((wrapped, rung), return_when=asyncio.FIRST_COMPLETED)
+                timeout = self._line_in()
+                await asyncio.wait((wrapped, rung), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
                 self._service(result, sync=False)
                 if wrapped.done():
                     self._report_timeouts()
@@ -216,9 +238,10 @@ class CallScope:
     def _service(self, result: Future[Any], *, sync: bool) -> None:
         items, progress = self._take()
         shown = [ask for ask in items if ask.prompt is not None]
-        if shown or progress:
+        line = not result.done() and self._line_in() == 0.0
+        if shown or progress or line:
             try:
-                self._show(shown, progress)
+                self._show(shown, progress, line=line)
             except Exception:
                 log.exception("could not show the call's panel")
         if sync:
@@ -226,13 +249,16 @@ class CallScope:
                 if not ask.future.done() and self._should_ask_stdin(ask, result):
                     self._ask_stdin(ask)
 
-    def _show(self, prompts: list[Ask], progress: bool) -> None:
-        """On the calling thread: display the panel (once) and add progress and prompts to it."""
+    def _show(self, prompts: list[Ask], progress: bool, *, line: bool = False) -> None:
+        """On the calling thread: display the panel (once) and add the running line, progress and prompts."""
         from IPython.display import display
 
         from ..widgets.places import CallPanel
 
         new: list[Any] = []
+        if line:
+            self.line = self._make_line()
+            new.append(self.line)
         if progress:
             from ..widgets.progress import TransferProgress
 
@@ -252,6 +278,21 @@ class CallScope:
             self._shown_at = time.monotonic()
         else:
             self.panel.add(*new)
+
+    def _make_line(self) -> Any:
+        """The running line, built where it ticks (the views' thread); its Cancel may arrive on a subshell."""
+        from ..widgets.running import RunningLine
+
+        call, cancel, views = self._call, self._cancel, self._views
+        if call is None or cancel is None:  # pragma: no cover - _line_in said a line is due
+            raise RuntimeError("no call to show")
+
+        def build() -> Any:
+            made = RunningLine(call.text, cancel, views=views)
+            ipk.free_routing(made)
+            return made
+
+        return build() if views is None else views.call(build)
 
     def _should_ask_stdin(self, ask: Ask, result: Future[Any]) -> bool:
         mode = self._stdin_mode()
@@ -314,8 +355,11 @@ class CallScope:
             leftovers, self._pending = self._pending, []
             unsubscribe, self._unsubscribe = self._unsubscribe, None
             progress, self.progress = self.progress, None
+            line, self.line = self.line, None
         if unsubscribe is not None:
             unsubscribe()
+        if line is not None:
+            self._close_line(line)
         for ask in leftovers:
             self._place_outside(ask)
         if progress is not None:
@@ -323,6 +367,15 @@ class CallScope:
                 progress.close()
             except Exception:
                 log.debug("could not close the progress widget", exc_info=True)
+
+    def _close_line(self, line: Any) -> None:
+        """The call ended: its running line goes (on the views' thread, which ticks it)."""
+        views = self._views
+        if views is None or not views.post(line.close):
+            try:
+                line.close()
+            except Exception:
+                log.debug("could not close the running line", exc_info=True)
 
 
 class KernelConsenter:

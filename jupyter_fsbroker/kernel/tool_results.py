@@ -252,6 +252,25 @@ class CallInterrupted(BrokerError, KeyboardInterrupt):
     """
 
 
+class CallCancelled(BrokerError, RuntimeError):
+    """A tool call was cancelled with its Cancel button (under the cell, or in the JupyterLab panel).
+
+    Not a :class:`KeyboardInterrupt`: the user stopped that one call, not the cell's
+    code, so ``try: ... except CallCancelled:`` goes on with the rest of the cell.
+    The server was told the request was cancelled.
+
+    Attributes
+    ----------
+    tool, connection
+        The tool's name and the connection's name.
+    """
+
+    def __init__(self, *, tool: str, connection: str, after: float) -> None:
+        super().__init__(f"{connection} · {tool} was cancelled after {int(after)} s")
+        self.tool = tool
+        self.connection = connection
+
+
 def _one_line(text: object) -> str:
     lines = [line.strip() for line in textwrap.dedent(str(text or "")).strip().splitlines()]
     first = []

@@ -8,6 +8,7 @@
   :mod:`.markup` — its sections as escaped HTML; :mod:`.rows` — the rows its sections are
   made of; :mod:`.trashsection` — its Trash section (Restore, Empty).
 * :mod:`.progress` — :class:`TransferProgress`, bars for chunked transfers.
+* :mod:`.running` — a call's running line under its cell, with its Cancel button.
 * :mod:`.places` — where prompts show outside the dashboard: a call's panel, a
   connection's card, the shelf that keeps the last few decided.
 * :mod:`.view_thread` — :class:`~.view_thread.ViewThread`, the one thread every view of a
@@ -28,7 +29,8 @@ Stable DOM classes, for tests and users' CSS: ``fsbroker-consent``,
 ``fsbroker-approve``, ``fsbroker-deny``, ``fsbroker-dashboard``,
 ``fsbroker-disconnect``, ``fsbroker-revoke``, ``fsbroker-force-unlock``,
 ``fsbroker-changes``, ``fsbroker-activity``, ``fsbroker-progress``,
-``fsbroker-connection``, ``fsbroker-call``; in the prompt ``fsbroker-consent-row``,
+``fsbroker-connection``, ``fsbroker-call``, ``fsbroker-running``, ``fsbroker-cancel-call``;
+in the prompt ``fsbroker-consent-row``,
 ``fsbroker-consent-path``, ``fsbroker-consent-op`` with ``fsbroker-op-<operation>``,
 ``fsbroker-consent-all-op``, ``fsbroker-finished``; in the dashboard ``fsbroker-section``,
 ``fsbroker-section-<name>``, ``fsbroker-stale``, ``fsbroker-restore``, ``fsbroker-empty-trash``,

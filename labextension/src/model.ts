@@ -13,6 +13,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import {
   Action,
   IBrokerState,
+  ICall,
   IConsent,
   IConsentOutcome,
   IResultMessage,
@@ -199,6 +200,22 @@ export class BrokerModel {
   }
 
   /**
+   * The tool calls in flight, oldest first.
+   */
+  get runningCalls(): ICall[] {
+    return this._state?.calls ?? [];
+  }
+
+  /**
+   * Whole seconds *call* has run at *now* (`Date.now()`): what the kernel said
+   * in the snapshot, counted on with this page's clock since it arrived (the
+   * kernel's clock may differ from the browser's).
+   */
+  callSeconds(call: ICall, now: number = Date.now()): number {
+    return Math.floor(call.elapsed + Math.max(0, now - this._appliedAt) / 1000);
+  }
+
+  /**
    * Whether actions may be held up while a cell runs: the kernel or this
    * frontend cannot use subshells, or the kernel handled our last message on
    * its main shell.
@@ -359,6 +376,13 @@ export class BrokerModel {
   }
 
   /**
+   * Cancel a tool call in flight: its cell raises `CallCancelled`.
+   */
+  cancelCall(callId: string): Promise<IActionResult> {
+    return this.request({ action: 'cancel_call', call: callId });
+  }
+
+  /**
    * Send *action*; resolves with the kernel's result (never rejects).
    */
   request(action: Action): Promise<IActionResult> {
@@ -398,6 +422,7 @@ export class BrokerModel {
       .filter(id => !now.has(id))
       .map(id => ({ id, outcome: outcomes.get(id) ?? null }));
     this._state = state;
+    this._appliedAt = Date.now();
     if (this._status !== 'ready') {
       this._status = 'ready';
       this._detail = '';
@@ -445,6 +470,7 @@ export class BrokerModel {
   private _detail = '';
   private _state: IBrokerState | null = null;
   private _seq = -1;
+  private _appliedAt = 0;
   private _kernelProtocol: number | null = null;
   private _lastResult: IActionResult | null = null;
   private _frontendSubshells: boolean | null = null;

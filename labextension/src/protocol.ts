@@ -255,6 +255,20 @@ export interface ISubshells {
 }
 
 /**
+ * A tool call in flight, which the panel can cancel (`cancel_call`).
+ */
+export interface ICall {
+  id: string;
+  connectionId: string;
+  /** The connection's name in the notebook. */
+  server: string;
+  tool: string;
+  startedAt: string;
+  /** Seconds it had run when the kernel took the snapshot (the panel counts on from there). */
+  elapsed: number;
+}
+
+/**
  * Everything the panel shows about one kernel's broker.
  */
 export interface IBrokerState {
@@ -269,6 +283,8 @@ export interface IBrokerState {
   changes: IChange[];
   activity: IActivity[];
   subshells: ISubshells;
+  /** The tool calls in flight, oldest first (absent from an older kernel). */
+  calls?: ICall[];
 }
 
 /**
@@ -293,7 +309,8 @@ export type Action =
       duration: number | null;
     }
   | { action: 'sign_out'; connection: string }
-  | { action: 'sign_in_response'; signIn: string; address: string };
+  | { action: 'sign_in_response'; signIn: string; address: string }
+  | { action: 'cancel_call'; call: string };
 
 /**
  * Messages from the kernel.

@@ -19,7 +19,7 @@ import React from 'react';
 
 import { activityRows, clockTime } from './activity';
 import { BrokerModel, ENDED, FileBrokerModel, plural } from './model';
-import { IAuthState, IBrokerState, IConsent } from './protocol';
+import { IAuthState, IBrokerState, ICall, IConsent } from './protocol';
 import { signInWords } from './signin';
 
 import { SIDEBAR_BUTTONS, SIDEBAR_ID, SIGN_IN_CLASSES } from './tokens';
@@ -302,6 +302,7 @@ function StateView(
           ))}
         </Section>
       )}
+      <RunningSection broker={model} />
       <Section
         title="Connections"
         name="connections"
@@ -497,5 +498,54 @@ function StateView(
         jupyter_fsbroker {state.packageVersion} in the kernel
       </div>
     </div>
+  );
+}
+
+/**
+ * The tool calls in flight, each with its seconds (ticking) and Cancel; shown
+ * only while there are some.
+ */
+function RunningSection(props: { broker: BrokerModel }): JSX.Element | null {
+  const model = props.broker;
+  const calls = model.runningCalls;
+  const [, setNow] = React.useState(Date.now());
+  const [cancelling, setCancelling] = React.useState<Set<string>>(new Set());
+  React.useEffect(() => {
+    if (calls.length === 0) {
+      return;
+    }
+    const timer = window.setInterval(() => setNow(Date.now()), 1000);
+    return () => window.clearInterval(timer);
+  }, [calls.length > 0]);
+  if (calls.length === 0) {
+    return null;
+  }
+  const cancel = (call: ICall) => {
+    setCancelling(old => new Set(old).add(call.id));
+    void model.cancelCall(call.id);
+  };
+  return (
+    <Section title="Running" name="running" count={calls.length}>
+      {calls.map(call => (
+        <div className="fsbroker-row fsbroker-running-call" key={call.id}>
+          <div className="fsbroker-row-text">
+            <b>{call.server}</b> · {call.tool}{' '}
+            <span className="fsbroker-muted fsbroker-running-seconds">
+              · {model.callSeconds(call)} s
+              {cancelling.has(call.id) ? ' · cancelling…' : ''}
+            </span>
+          </div>
+          <Button
+            small
+            className={SIDEBAR_BUTTONS.cancelCall}
+            disabled={cancelling.has(call.id)}
+            title="Cancel this call: the server is told to stop, and its cell says it was cancelled"
+            onClick={() => cancel(call)}
+          >
+            Cancel
+          </Button>
+        </div>
+      ))}
+    </Section>
   );
 }

@@ -45,7 +45,8 @@ export const SIDEBAR_BUTTONS = {
   disconnect: 'fsbroker-sidebar-disconnect',
   revoke: 'fsbroker-sidebar-revoke',
   forceUnlock: 'fsbroker-sidebar-force-unlock',
-  signOut: 'fsbroker-signout'
+  signOut: 'fsbroker-signout',
+  cancelCall: 'fsbroker-sidebar-cancel-call'
 } as const;
 
 /** The sidebar's sign-in line of a connection, and its "Open sign-in page" link. */

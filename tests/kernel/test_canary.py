@@ -1,4 +1,5 @@
-"""CANARY: the ipykernel behaviour that answering consent while a cell blocks relies on.
+"""CANARY: the ipykernel behaviour that answering consent while a cell blocks relies on,
+and the status messages the kernel's Busy while a cell runs follows (``kernel/busy_status.py``).
 
 If one of these fails after upgrading ipykernel, consent prompts may stop
 answering while a synchronous cell blocks in JupyterLab. Read
@@ -34,6 +35,14 @@ elif not callable(getattr(k.shell_channel_thread.manager, "list_subshell", None)
 for name in ("_parent_ident", "stdin_socket", "session", "_allow_stdin"):
     if not hasattr(k, name):
         missing.append(f"Kernel.{name} (ask_stdin)")
+import inspect
+status = getattr(Kernel, ipk.STATUS_HOOK, None)
+expected = ["self", "status", "channel", "parent"]
+if not callable(status) or list(inspect.signature(status).parameters) != expected:
+    missing.append(f"Kernel.{ipk.STATUS_HOOK}(status, channel, parent) (on_status, the busy status)")
+for name in ("iopub_socket", "_topic", "get_parent"):
+    if not hasattr(k, name):
+        missing.append(f"Kernel.{name} (publish_status)")
 print(missing)
 """
 

@@ -46,6 +46,8 @@ def test_hello_refresh_and_each_action_of_the_shared_fixture_are_read() -> None:
     response = proto.parse(FROM_PANEL["sign_in_response"])
     assert (response.action, response.target) == ("sign_in_response", "Zk3x9Q-signin")
     assert response.address.startswith("?code=") and "c0de" not in repr(response)
+    cancel = proto.parse(FROM_PANEL["cancel_call"])
+    assert (cancel.action, cancel.target) == ("cancel_call", "call1")
     assert set(FROM_PANEL) == {
         "hello",
         "hello_page",
@@ -56,6 +58,7 @@ def test_hello_refresh_and_each_action_of_the_shared_fixture_are_read() -> None:
         "answer_consent",
         "sign_out",
         "sign_in_response",
+        "cancel_call",
     }
 
 

@@ -41,7 +41,15 @@ ANNOUNCE_ID = "jupyter_fsbroker.announce"
 ANNOUNCE_MIME = "application/vnd.jupyter-fsbroker.announce+json"
 
 #: The actions a panel may ask for.
-ACTIONS = ("disconnect", "revoke", "force_unlock", "answer_consent", "sign_out", "sign_in_response")
+ACTIONS = (
+    "disconnect",
+    "revoke",
+    "force_unlock",
+    "answer_consent",
+    "sign_out",
+    "sign_in_response",
+    "cancel_call",
+)
 
 _OPERATIONS = ("read", "write", "delete", "watch")
 
@@ -84,7 +92,7 @@ class Incoming:
     action
         One of :data:`ACTIONS` (actions only).
     target
-        What the action is about: a connection, grant, lock or consent id.
+        What the action is about: a connection, grant, lock, consent or call id.
     approved
         The paths and operations approved (``answer_consent``; empty: deny).
     duration
@@ -118,6 +126,7 @@ _TARGET_FIELDS = {
     "answer_consent": "consent",
     "sign_out": "connection",
     "sign_in_response": "signIn",
+    "cancel_call": "call",
 }
 
 

@@ -5,7 +5,8 @@ and closed when the extension unloads. Each panel (a JupyterLab or Notebook 7
 page) opens its own comm to the target; the service answers it with snapshots
 of the broker (:mod:`.state`), re-sent at most every
 :data:`REFRESH_INTERVAL` seconds while things change, and carries out the
-panel's actions — Disconnect, Revoke, Force release, answering a consent —
+panel's actions — Disconnect, Revoke, Force release, answering a consent,
+cancelling a call in flight —
 through the notebook broker's public API, and the sign-ins' Sign out and relayed
 redirects (:mod:`..sign_ins`). The messages are
 ``labextension/PROTOCOL.md``'s (:mod:`.messages`).
@@ -181,6 +182,11 @@ class PanelService:
             return self._sign_out(incoming.target)
         if incoming.action == "sign_in_response":
             return broker.sign_ins.respond(incoming.target, incoming.address)  # type: ignore[no-any-return]
+        if incoming.action == "cancel_call":
+            call = broker.cancel_call(incoming.target)
+            if call is None:
+                return False, "That call already ended."
+            return True, f"Cancelling {call.server} · {call.tool}."
         if incoming.action == "force_unlock":
             try:
                 broker.force_unlock(incoming.target)

@@ -134,6 +134,9 @@ class PanelState:
         sign_ins = getattr(broker, "sign_ins", None)
         if sign_ins is not None:
             self._unsubscribe.append(sign_ins.subscribe(lambda sign_in: changed()))
+        running = getattr(broker, "running_calls", None)
+        if running is not None:
+            self._unsubscribe.append(running.subscribe(changed))
         consenter = broker.consenter
         self._consenter = consenter if isinstance(consenter, KernelConsenter) else None
         if self._consenter is not None:
@@ -234,8 +237,14 @@ class PanelState:
                 for server, event in changes
             ],
             subshells={"supported": ipk.supports_subshells(self._kernel), "used": used_subshell},
+            calls=[call.to_json() for call in self.calls()],
         )
         return state
+
+    def calls(self) -> tuple[Any, ...]:
+        """The tool calls in flight (:class:`~..running_calls.RunningCall`), oldest first."""
+        running = getattr(self._broker, "running_calls", None)
+        return running.running() if running is not None else ()
 
     def signing_in_name(self, placeholder_id: str) -> str | None:
         """The connection name of a placeholder entry's id (a sign-in before its connection)."""

@@ -239,6 +239,30 @@ describe('BrokerModel', () => {
     await expect(answer).resolves.toMatchObject({ ok: false });
   });
 
+  it('counts a running call’s seconds on from the snapshot, with this page’s clock', () => {
+    const model = new BrokerModel();
+    const call = {
+      id: 'call1',
+      connectionId: 'c1',
+      server: 'analysis',
+      tool: 'watch_changes',
+      startedAt: '2026-11-29T12:00:00.000Z',
+      elapsed: 12.4
+    };
+    const before = Date.now();
+    model.receive(snapshot(state({ calls: [call] })));
+    expect(model.runningCalls).toEqual([call]);
+    // Whatever the kernel's clock says of startedAt: 12.4 s then, 3 s more here.
+    const later = Date.now() + 3000;
+    expect(model.callSeconds(call, later)).toBeGreaterThanOrEqual(15);
+    expect(model.callSeconds(call, later)).toBeLessThanOrEqual(
+      15 + Math.ceil((Date.now() - before) / 1000)
+    );
+    // An older kernel sends no calls.
+    model.receive(snapshot(state()));
+    expect(model.runningCalls).toEqual([]);
+  });
+
   it('refuses actions when there is no broker to act on', async () => {
     const model = new BrokerModel();
     model.setStatus('not-loaded');
@@ -361,13 +385,15 @@ describe('the shared fixture of panel messages', () => {
       waiting!.signIn.id,
       fromPanel.sign_in_response.address
     );
+    void model.cancelCall('call1');
     expect(sink.sent).toEqual([
       fromPanel.disconnect,
       fromPanel.revoke,
       fromPanel.force_unlock,
       fromPanel.answer_consent,
       fromPanel.sign_out,
-      fromPanel.sign_in_response
+      fromPanel.sign_in_response,
+      fromPanel.cancel_call
     ]);
     model.receive(toPanel.result);
     await expect(released).resolves.toEqual({
@@ -385,6 +411,9 @@ describe('the shared fixture of panel messages', () => {
     expect(model.openConnections).toBe(1);
     expect(model.lockCount).toBe(1);
     expect(added).toEqual([['consent_1']]);
+    expect(model.runningCalls.map(c => [c.server, c.tool])).toEqual([
+      ['analysis', 'watch_changes']
+    ]);
     // A later snapshot with sign-ins: analysis, hosted, and remote (connecting while it waits).
     model.receive(toPanel.snapshot_sign_in);
     expect(model.openConnections).toBe(2);
