@@ -34,6 +34,7 @@ import row_listing  # noqa: E402
 import row_media  # noqa: E402
 import row_memory  # noqa: E402
 import row_modern  # noqa: E402
+import row_profile  # noqa: E402
 import row_pydata  # noqa: E402
 import row_responsiveness  # noqa: E402
 import row_small_reads  # noqa: E402
@@ -58,6 +59,7 @@ ROWS: tuple[ModuleType, ...] = (
     row_responsiveness,  # 10
     row_modern,  # 11
     row_pydata,  # 12, 13
+    row_profile,  # 14
 )
 
 DEFAULT_JSON = HERE / "results" / "latest.json"
