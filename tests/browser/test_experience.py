@@ -60,8 +60,7 @@ def test_write_granted_on_the_report_only(
 ) -> None:
     from playwright.sync_api import expect
 
-    data = jupyterlab.root / "data"
-    data.mkdir()
+    data = jupyterlab.data_folder()
     (data / "sales.csv").write_text(SALES_CSV, encoding="utf-8")
     notebook = Notebook(page, jupyterlab, jupyterlab.create_notebook("report.ipynb", CELLS))
     notebook.open()

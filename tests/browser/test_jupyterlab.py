@@ -56,8 +56,7 @@ def test_consent_clicked_in_jupyterlab_while_a_sync_cell_blocks(
     from playwright.sync_api import expect
 
     started = time.monotonic()
-    data = jupyterlab.root / "data"
-    data.mkdir()
+    data = jupyterlab.data_folder()
     (data / "sales.csv").write_text(SALES_CSV, encoding="utf-8")
     notebook = Notebook(page, jupyterlab, jupyterlab.create_notebook("fsbroker-demo.ipynb", CELLS))
     notebook.open()
