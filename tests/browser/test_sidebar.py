@@ -43,6 +43,7 @@ SHOW_TIMEOUT_MS = 30_000
 
 
 def screenshot(locator: Any, path: Path) -> None:
+    locator.page.mouse.move(0, 0)  # no hover highlight where the last click left the pointer
     locator.screenshot(path=str(path), animations="disabled")
     assert path.stat().st_size > 2_000, f"{path} is suspiciously small: a blank screenshot?"
 
