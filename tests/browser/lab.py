@@ -25,9 +25,11 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -157,6 +159,7 @@ class JupyterLab:
         self.log_path = base / "jupyterlab.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._seen: dict[tuple[int, int], Proc] = {}
+        self._outside: list[Path] = []
         settings = Path(self.env["JUPYTERLAB_SETTINGS_DIR"])
         wanted = dict(_USER_SETTINGS)
         if theme is not None:
@@ -209,6 +212,21 @@ class JupyterLab:
             f"--{'LabApp' if self.app == 'jupyterlab' else 'JupyterNotebookApp'}.expose_app_in_browser=True",
             *self.server_args,
         ]
+
+    def data_folder(self, name: str = "data") -> Path:
+        """A new folder *name* in :attr:`root`, kept in a plain temporary folder and linked from there.
+
+        The dashboard and the sidebar show where a shared folder is: for a folder made here they
+        show ``<temp>/sales-…/data``, not the test's own temporary path (screenshots for the docs
+        are taken of them). :meth:`stop` removes it.
+        """
+        outside = Path(tempfile.mkdtemp(prefix="sales-"))
+        self._outside.append(outside)
+        folder = outside / name
+        folder.mkdir()
+        link = self.root / name
+        link.symlink_to(folder, target_is_directory=True)
+        return link
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -275,6 +293,7 @@ class JupyterLab:
         killed, and a test should fail when there are any.
         """
         if self.proc is None:
+            self._remove_outside()
             return []
         self.remember_processes()
         if self.proc.poll() is None:
@@ -293,7 +312,13 @@ class JupyterLab:
         for proc in left:
             proc.kill()
         self.proc = None
+        self._remove_outside()
         return left
+
+    def _remove_outside(self) -> None:
+        for outside in self._outside:
+            shutil.rmtree(outside, ignore_errors=True)
+        self._outside.clear()
 
     def _reap(self) -> None:
         """End the server process by signal: TERM, then KILL."""

@@ -45,6 +45,7 @@ THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 
 def _screenshot(locator: Any, path: Path) -> None:
     locator.scroll_into_view_if_needed()
+    locator.page.mouse.move(0, 0)  # no hover highlight where the last click left the pointer
     locator.screenshot(path=str(path), animations="disabled")
     assert path.stat().st_size > 3_000, f"{path} is suspiciously small: a blank screenshot?"
 
@@ -60,8 +61,7 @@ def test_write_granted_on_the_report_only(
 ) -> None:
     from playwright.sync_api import expect
 
-    data = jupyterlab.root / "data"
-    data.mkdir()
+    data = jupyterlab.data_folder()
     (data / "sales.csv").write_text(SALES_CSV, encoding="utf-8")
     notebook = Notebook(page, jupyterlab, jupyterlab.create_notebook("report.ipynb", CELLS))
     notebook.open()

@@ -28,10 +28,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.usefixture
 SALES_CSV = "region,amount\nnorth,10\nsouth,20\neast,\nwest,40\n"
 #: The arguments of `broker.connect` for the example server over stdio. It gets the kernel's
 #: PYTHONPATH (stdio servers start with a bare environment), so it runs the same checkout as the
-#: kernel, not whatever jupyter_fsbroker the environment has installed.
+#: kernel, not whatever jupyter_fsbroker the environment has installed. The command is `python`
+#: as a user types it, found first in the kernel's own environment: the sidebar shows the command
+#: line, and its screenshots for the docs should not show this machine's interpreter path.
 SERVER = (
-    'command=[sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"],'
-    ' env={"PYTHONPATH": __import__("os").environ.get("PYTHONPATH", "")}'
+    'command=["python", "-m", "jupyter_fsbroker.examples.analysis_server"],'
+    ' env={"PYTHONPATH": __import__("os").environ.get("PYTHONPATH", ""),'
+    ' "PATH": __import__("os").pathsep.join([__import__("os").path.dirname(sys.executable),'
+    ' __import__("os").environ.get("PATH", "")])}'
 )
 
 #: Milliseconds for the sidebar to show what the kernel did.
@@ -39,6 +43,7 @@ SHOW_TIMEOUT_MS = 30_000
 
 
 def screenshot(locator: Any, path: Path) -> None:
+    locator.page.mouse.move(0, 0)  # no hover highlight where the last click left the pointer
     locator.screenshot(path=str(path), animations="disabled")
     assert path.stat().st_size > 2_000, f"{path} is suspiciously small: a blank screenshot?"
 
@@ -70,8 +75,7 @@ def wait_failed(notebook: Notebook, index: int, timeout_ms: float = CELL_TIMEOUT
 
 
 def share_data(lab: JupyterLab) -> None:
-    data = lab.root / "data"
-    data.mkdir()
+    data = lab.data_folder()
     (data / "sales.csv").write_text(SALES_CSV, encoding="utf-8")
 
 
