@@ -45,12 +45,13 @@ from .consent_rows import (
     path_row,
 )
 from .style import style_html
+from .text_fallback import WholeText
 from .view_thread import ViewThread
 
 __all__ = ["DURATION_CHOICES", "ConsentPrompt"]
 
 
-class ConsentPrompt(widgets.VBox):  # type: ignore[misc]
+class ConsentPrompt(WholeText, widgets.VBox):  # type: ignore[misc]
     """One consent request, answerable with Approve or Deny (DOM class ``fsbroker-consent``).
 
     Each requested path is a row: a checkbox for the path (``fsbroker-consent-path``)

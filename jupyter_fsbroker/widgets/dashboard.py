@@ -52,6 +52,7 @@ from .dashboard_sections import ConnectionsSection, GrantsSection, LocksSection
 from .markup import escape, header_html, plain, roots_html, totals_html
 from .rows import Section, set_value
 from .style import style_html
+from .text_fallback import WholeText
 from .trashsection import TrashSection
 from .view_thread import ViewThread
 
@@ -60,7 +61,7 @@ __all__ = ["Dashboard"]
 log = logging.getLogger(__name__)
 
 
-class Dashboard(widgets.VBox):  # type: ignore[misc]
+class Dashboard(WholeText, widgets.VBox):  # type: ignore[misc]
     """A live view of a broker with its kill switches (DOM class ``fsbroker-dashboard``).
 
     Parameters

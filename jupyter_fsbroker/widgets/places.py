@@ -26,6 +26,7 @@ from ..console.status import ConnectionView, era_text, roots_notice_text, sandbo
 from .closing import close_parts
 from .markup import escape, plain
 from .style import style_html
+from .text_fallback import WholeText
 
 __all__ = [
     "KEEP_DECIDED",
@@ -94,7 +95,7 @@ class PromptShelf:
                 log.debug("could not remove a consent prompt", exc_info=True)
 
 
-class CallPanel(widgets.VBox):  # type: ignore[misc]
+class CallPanel(WholeText, widgets.VBox):  # type: ignore[misc]
     """A blocked cell's panel for its call: progress bars and consent prompts (DOM class ``fsbroker-call``).
 
     Parameters
@@ -160,7 +161,7 @@ def card_text(conn: CardSource) -> str:
     )
 
 
-class ConnectionCard(widgets.VBox):  # type: ignore[misc]
+class ConnectionCard(WholeText, widgets.VBox):  # type: ignore[misc]
     """One connection's line, with room for its consent prompts (DOM class ``fsbroker-connection``).
 
     Parameters

@@ -30,6 +30,7 @@ from ..console.format import format_age, format_bytes, printable
 from ..core.broker import Broker
 from ..core.transfers import Transfer
 from .closing import close_parts, close_tree
+from .text_fallback import WholeText
 
 if TYPE_CHECKING:
     from .view_thread import ViewThread
@@ -66,7 +67,7 @@ def _rate(done: int, start_done: int, started: float, now: float) -> float | Non
     return (done - start_done) / elapsed
 
 
-class TransferProgress(widgets.VBox):  # type: ignore[misc]
+class TransferProgress(WholeText, widgets.VBox):  # type: ignore[misc]
     """Progress bars of chunked reads and writes (DOM class ``fsbroker-progress``).
 
     Parameters

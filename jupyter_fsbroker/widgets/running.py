@@ -23,6 +23,7 @@ import ipywidgets as widgets  # type: ignore[import-untyped,unused-ignore]
 
 from .closing import close_parts
 from .style import REJECT, style_html
+from .text_fallback import WholeText
 
 if TYPE_CHECKING:
     from .view_thread import ViewThread
@@ -33,7 +34,7 @@ __all__ = ["RunningLine"]
 TICK = 1.0
 
 
-class RunningLine(widgets.HBox):  # type: ignore[misc]
+class RunningLine(WholeText, widgets.HBox):  # type: ignore[misc]
     """One call in flight and its Cancel (DOM classes ``fsbroker-running``, ``fsbroker-cancel-call``).
 
     Parameters

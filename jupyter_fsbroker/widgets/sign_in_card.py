@@ -27,6 +27,7 @@ from ..console.sign_in_text import sign_in_title, sign_in_words
 from .closing import close_parts
 from .markup import escape, plain
 from .style import ACCEPT, style_html
+from .text_fallback import WholeText
 from .view_thread import ViewThread
 
 __all__ = ["SignInCard", "link_html"]
@@ -52,7 +53,7 @@ class _PasteField(widgets.Text):  # type: ignore[misc]
     value = Unicode("", help="the address, read and cleared at once").tag(sync=True, echo_update=False)
 
 
-class SignInCard(widgets.VBox):  # type: ignore[misc]
+class SignInCard(WholeText, widgets.VBox):  # type: ignore[misc]
     """One pending sign-in's card (see the module docstring).
 
     Parameters

@@ -1,7 +1,7 @@
 """What the views say where widgets do not render (GitHub, nbconvert, a console): one line each.
 
-A widget's ``text/plain`` is its ``repr``, cut at 110 characters by ipywidgets,
-and it is fixed when the widget is displayed.
+A widget's ``text/plain`` is its ``repr`` (ipywidgets cuts it at 110 characters;
+ours are kept whole), and it is fixed when the widget is displayed.
 """
 
 from __future__ import annotations
@@ -49,6 +49,23 @@ def test_the_card_says_its_line() -> None:
     card.update()
     assert repr(card) == "<analysis: disconnected (closed by the user)>"
     card.close()
+
+
+def test_a_long_card_line_is_kept_whole() -> None:
+    # ipywidgets cuts a widget's text at 110 characters, mid-word: "13 tools, not sa…".
+    conn = FakeConnection(
+        name="a-connection-with-a-long-name",
+        server_name="jupyter-fsbroker-analysis (a server with a long name of its own)",
+        transport="http",
+        tools=tuple({"name": f"tool_{n}"} for n in range(13)),
+    )
+    card = ConnectionCard(conn)
+    try:
+        text = _text(card)
+        assert len(text) > 110 and text == repr(card) and "…" not in text
+        assert text.endswith("13 tools>")
+    finally:
+        card.close()
 
 
 def test_a_call_panel_says_what_it_shows(broker: Broker) -> None:
