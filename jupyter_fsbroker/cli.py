@@ -76,8 +76,7 @@ from .sandbox import Sandbox, SandboxChoice, SandboxError, SandboxUnavailable, c
 from .sandbox.request import ENV_DEFAULT, parse_ports, sandbox_from_env
 
 if TYPE_CHECKING:
-    # The client (mcp) is imported where a connection or a sign-out needs it: ``trash`` and the
-    # options' usage errors run without it, in a fraction of the time.
+    # mcp is imported where a connection or sign-out needs it: ``trash`` and usage errors skip it.
     from .protocol.auth import OAuth, SignIn
     from .protocol.roots_offer import RootsNotice
     from .protocol.server_connection import ServerConnection
@@ -564,6 +563,15 @@ def _run_sign_out(url: str) -> int:
     return EXIT_OK
 
 
+def _skip_the_iri_grammar() -> None:
+    """Keep jsonschema from compiling at import an IRI grammar (``rfc3987_syntax``) unused here.
+
+    Seconds of every ``connect`` whose tools have output schemas: ``ClientSession`` checks
+    results without a format checker, and this process runs nothing else that checks formats."""
+    if "jsonschema" not in sys.modules:
+        sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # import fails
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``jupyter-fsbroker`` with *argv* (default: the process's arguments); return the exit status."""
     parser = build_parser()
@@ -576,6 +584,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.subcommand != "connect":
             parser.print_help(sys.stderr)
             return EXIT_FAILURE
+        _skip_the_iri_grammar()
         return asyncio.run(_run_connect(args))
     except UsageError as exc:
         print(f"jupyter-fsbroker: {exc}", file=sys.stderr)
