@@ -59,7 +59,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .console.format import printable
 from .console.prompt import TerminalConsenter
@@ -72,12 +72,14 @@ from .core.errors import BrokerError
 from .core.serverlog import LEVELS, LogEntry
 from .core.specs import apply_specs, split_header
 from .core.trashcan import TrashCan
-from .protocol.auth import OAuth, SignIn, sign_out
-from .protocol.connector import connect
-from .protocol.roots_offer import RootsNotice
-from .protocol.server_connection import ServerConnection
 from .sandbox import Sandbox, SandboxChoice, SandboxError, SandboxUnavailable, choose
 from .sandbox.request import ENV_DEFAULT, parse_ports, sandbox_from_env
+
+if TYPE_CHECKING:
+    # mcp is imported where a connection or sign-out needs it: ``trash`` and usage errors skip it.
+    from .protocol.auth import OAuth, SignIn
+    from .protocol.roots_offer import RootsNotice
+    from .protocol.server_connection import ServerConnection
 
 __all__ = ["main"]
 
@@ -283,6 +285,8 @@ def _add_signout_parser(commands: Any) -> None:
 
 def _oauth(args: argparse.Namespace) -> OAuth:
     """The sign-in settings of the options (and of the environment, for the secret)."""
+    from .protocol.auth import OAuth
+
     if args.oauth_client_secret and not args.oauth_client_id:
         raise UsageError("--oauth-client-secret needs --oauth-client-id")
     secret = args.oauth_client_secret or os.environ.get(ENV_CLIENT_SECRET) or None
@@ -408,6 +412,8 @@ async def _run_connect(args: argparse.Namespace) -> int:
         problems = apply_specs(broker, roots=args.root, read_only_roots=args.root_ro, allow=args.allow)
         if problems:
             raise UsageError("; ".join(str(problem) for problem in problems))
+        from .protocol.connector import connect
+
         conn = await connect(
             broker,
             args.name,
@@ -547,12 +553,23 @@ async def _serve(conn: ServerConnection) -> int:
 def _run_sign_out(url: str) -> int:
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"not an http(s) URL: {url!r}")
+    from .protocol.auth import sign_out
+
     known = sign_out(url, notice=lambda why: print(f"jupyter-fsbroker: {why}", file=sys.stderr))
     print(
         f"jupyter-fsbroker: {'signed out of' if known else 'was not signed in to'} {printable(url)}",
         file=sys.stderr,
     )
     return EXIT_OK
+
+
+def _skip_the_iri_grammar() -> None:
+    """Keep jsonschema from compiling at import an IRI grammar (``rfc3987_syntax``) unused here.
+
+    Seconds of every ``connect`` whose tools have output schemas: ``ClientSession`` checks
+    results without a format checker, and this process runs nothing else that checks formats."""
+    if "jsonschema" not in sys.modules:
+        sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # import fails
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -567,6 +584,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.subcommand != "connect":
             parser.print_help(sys.stderr)
             return EXIT_FAILURE
+        _skip_the_iri_grammar()
         return asyncio.run(_run_connect(args))
     except UsageError as exc:
         print(f"jupyter-fsbroker: {exc}", file=sys.stderr)
