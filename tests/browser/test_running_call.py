@@ -14,6 +14,7 @@ call with its seconds and its own Cancel, which ends the call with
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -71,9 +72,9 @@ def _revoke_one_grant(sidebar: Any) -> None:
     expect(sidebar.locator(".fsbroker-message")).to_contain_text("Revoked read on data/sales.csv")
 
 
-def test_jupyterlab_stays_busy_for_a_long_call_and_the_sidebar_cancels_it(
-    jupyterlab: JupyterLab, page: Any
-) -> None:
+def _start_the_long_call(jupyterlab: JupyterLab, page: Any, open_sidebar: Callable[[], object]) -> Any:
+    """Connect in a new notebook, open the sidebar (*open_sidebar*), start the long call: the notebook,
+    the sidebar, and the running line under the call's cell once it shows its seconds."""
     from playwright.sync_api import expect
 
     share_data(jupyterlab)
@@ -81,7 +82,7 @@ def test_jupyterlab_stays_busy_for_a_long_call_and_the_sidebar_cancels_it(
     notebook.open()
     for index in range(3):
         notebook.run_and_wait(index)
-    page.locator("#fsbroker-status").click()
+    open_sidebar()
     sidebar = page.locator("#fsbroker-sidebar")
     expect(sidebar.locator(".fsbroker-connection")).to_contain_text("stdio · open", timeout=SHOW_TIMEOUT_MS)
 
@@ -91,6 +92,17 @@ def test_jupyterlab_stays_busy_for_a_long_call_and_the_sidebar_cancels_it(
     line = notebook.output(3).locator(".fsbroker-running")
     expect(line).to_contain_text(
         re.compile(r"running: analysis · watch_changes · \d+ s"), timeout=SHOW_TIMEOUT_MS
+    )
+    return notebook, sidebar, line
+
+
+def test_jupyterlab_stays_busy_for_a_long_call_and_the_sidebar_cancels_it(
+    jupyterlab: JupyterLab, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    notebook, sidebar, line = _start_the_long_call(
+        jupyterlab, page, lambda: page.locator("#fsbroker-status").click()
     )
     expect(line.locator(".fsbroker-cancel-call")).to_be_visible()
     # In the sidebar: the Running row, its seconds ticking too.
@@ -122,20 +134,8 @@ def test_notebook7_stays_busy_for_a_long_call_and_the_cells_cancel_stops_it(
 ) -> None:
     from playwright.sync_api import expect
 
-    share_data(jupyterlab)
-    notebook = Notebook(page, jupyterlab, jupyterlab.create_notebook("running.ipynb", CELLS))
-    notebook.open()
-    for index in range(3):
-        notebook.run_and_wait(index)
-    run_command(page, "fsbroker:open-sidebar")
-    sidebar = page.locator("#fsbroker-sidebar")
-    expect(sidebar.locator(".fsbroker-connection")).to_contain_text("stdio · open", timeout=SHOW_TIMEOUT_MS)
-
-    page.evaluate(RECORD_STATUSES)
-    notebook.run(3)
-    line = notebook.output(3).locator(".fsbroker-running")
-    expect(line).to_contain_text(
-        re.compile(r"running: analysis · watch_changes · \d+ s"), timeout=SHOW_TIMEOUT_MS
+    notebook, sidebar, line = _start_the_long_call(
+        jupyterlab, page, lambda: run_command(page, "fsbroker:open-sidebar")
     )
     expect(sidebar.locator(".fsbroker-running-call")).to_contain_text("analysis · watch_changes")
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import shutil
 import subprocess
 import sys
@@ -33,7 +32,13 @@ from tests.interop.npm import NodeTools
 from tests.serverkit.test_replicas import deployment
 from tests.support.ci import in_ci
 from tests.support.env import server_env
-from tests.support.servers import SEP_MESSAGE, TOOLS, AnalysisServer, analysis_server_http
+from tests.support.servers import (
+    SEP_MESSAGE,
+    TOOLS,
+    AnalysisServer,
+    analysis_server_http,
+    stateless_analysis_server,
+)
 
 ANALYSIS = [sys.executable, "-m", "jupyter_fsbroker.examples.analysis_server"]
 
@@ -198,10 +203,7 @@ MODERN_CALLS = [
 
 @pytest.fixture(scope="module")
 def stateless(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnalysisServer]:
-    key_file = tmp_path_factory.mktemp("keys") / "state.keys"
-    key_file.write_text(secrets.token_hex(32) + "\n", encoding="utf-8")
-    key_file.chmod(0o600)
-    with analysis_server_http("--stateless", "--state-key-file", str(key_file)) as server:
+    with stateless_analysis_server(tmp_path_factory.mktemp("keys")) as server:
         yield server
 
 

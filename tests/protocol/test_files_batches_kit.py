@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from jupyter_fsbroker.core.broker import Broker
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
 from jupyter_fsbroker.protocol import open_connection
 from tests.support.env import server_env
-from tests.support.servers import MODULE, AnalysisServer, analysis_server_http
+from tests.support.servers import MODULE, AnalysisServer, stateless_analysis_server
 
 pytestmark = pytest.mark.anyio
 
@@ -25,10 +24,7 @@ TRANSPORTS = ["stdio", "http"]
 
 @pytest.fixture(scope="module")
 def stateless(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnalysisServer]:
-    key_file = tmp_path_factory.mktemp("keys") / "state.keys"
-    key_file.write_text(secrets.token_hex(32) + "\n", encoding="utf-8")
-    key_file.chmod(0o600)
-    with analysis_server_http("--stateless", "--state-key-file", str(key_file)) as server:
+    with stateless_analysis_server(tmp_path_factory.mktemp("keys")) as server:
         yield server
 
 

@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jupyter_fsbroker.core.broker import Broker
-from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision
-from jupyter_fsbroker.examples.csvstream import CsvProfiler
-from tests.protocol.rawclient import HttpClient, RawClient, StdioClient, python_argv
-from tests.protocol.servers.harness import Consents, HeldConsenter
-from tests.serverkit.test_analysis_server import MiB, make_csv
-from tests.support.brokers import make_broker
+from jupyter_fsbroker.core.consent import ConsentDecision
+from tests.protocol.rawclient import RawClient, StdioClient, python_argv
+from tests.protocol.servers.harness import HeldConsenter
+from tests.serverkit.test_analysis_server import MiB, make_csv, reference_profile
 from tests.support.env import server_env
+from tests.support.kit_clients import data_broker, transport_fixtures
 from tests.support.profiles import assert_same_profile
-from tests.support.servers import MODULE, analysis_server_http
+from tests.support.servers import MODULE
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -63,39 +62,15 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def broker(data: Path) -> Iterator[Broker]:
-    with make_broker(data.parent) as b:
-        b.add_root(data, name="data")
+    with data_broker(data) as b:
         yield b
 
 
-@pytest.fixture(scope="module")
-async def stdio(broker: Broker, consents: Consents) -> AsyncIterator[StdioClient]:
-    consenter = CallbackConsenter(consents.decide)
-    async with await StdioClient.start(
-        python_argv("-m", MODULE), broker, env=server_env(), consenter=consenter
-    ) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-async def http(broker: Broker, consents: Consents) -> AsyncIterator[HttpClient]:
-    consenter = CallbackConsenter(consents.decide)
-    with analysis_server_http() as server:
-        async with await HttpClient.start(server.url, broker, name="tables-http", consenter=consenter) as c:
-            yield c
-
-
-@pytest.fixture(params=["stdio", "http"])
-def client(request: pytest.FixtureRequest) -> RawClient:
-    c: RawClient = request.getfixturevalue(request.param)
-    c.reset()
-    return c
+stdio, http, client = transport_fixtures(MODULE)
 
 
 def _local_profile(path: Path) -> dict[str, Any]:
-    profiler = CsvProfiler()
-    profiler.feed(path.read_text(encoding="utf-8"))
-    return profiler.finish()
+    return reference_profile(path.read_text(encoding="utf-8"))
 
 
 def _read_bytes(broker: Broker, client: RawClient, since: float) -> int:

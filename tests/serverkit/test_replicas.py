@@ -12,13 +12,14 @@ nginx is started and stopped by the test (``daemon off``, its own prefix in a te
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -302,6 +303,25 @@ def _performed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return methods
 
 
+@contextlib.contextmanager
+def _after_the_first_read(broker: Broker, act: Callable[[], object]) -> Iterator[None]:
+    """Run *act* once, when the broker has performed the first read that succeeded (its answer has
+    not left yet: the server's next batch meets what *act* did)."""
+    done: list[bool] = []
+
+    def watch(record: AuditRecord) -> None:
+        if record.method == "files/read" and record.error is None and not done:
+            done.append(True)
+            act()
+
+    stop = broker.audit.subscribe(watch)
+    try:
+        yield
+    finally:
+        stop()
+    assert done, "no read succeeded during the call"
+
+
 async def test_the_client_asks_consent_once_for_a_call_that_spans_replicas(
     deployment: tuple[str, list[AnalysisServer], Path],
     bare: tuple[Path, Broker],
@@ -336,18 +356,9 @@ async def test_a_revocation_mid_call_takes_effect_at_the_next_batch(
     performed = _performed(monkeypatch)
     consenter = CallbackConsenter(asked.decide)
     async with open_connection(broker, "replicas", consenter=consenter, era="modern", url=url) as conn:
-
-        def revoke_after_the_first_read(record: AuditRecord) -> None:
-            # The read's answer has not left yet: the server's next batch meets the revocation.
-            if record.method == "files/read" and record.error is None and not revoked:
-                revoked.extend(conn.connection.revoke())
-
         revoked: list[Any] = []
-        stop = broker.audit.subscribe(revoke_after_the_first_read)
-        try:
+        with _after_the_first_read(broker, lambda: revoked.extend(conn.connection.revoke())):
             report = await conn.call_tool("write_report", {"path": "data/sales.csv"}, timeout=120)
-        finally:
-            stop()
         assert revoked, "the grant should have been revoked during the call"
         of_report = list(performed)
         # The broker keeps serving the connection: once the user shares the data again, a call works.
@@ -379,17 +390,11 @@ async def test_disconnect_mid_call_ends_the_call_and_touches_nothing_more(
     performed = _performed(monkeypatch)
     consenter = CallbackConsenter(asked.decide)
     async with open_connection(broker, "replicas", consenter=consenter, era="modern", url=url) as conn:
-
-        def disconnect_after_the_first_read(record: AuditRecord) -> None:
-            if record.method == "files/read" and record.error is None:
-                conn.close("closed by the user")
-
-        stop = broker.audit.subscribe(disconnect_after_the_first_read)
-        try:
-            with pytest.raises(ConnectionClosedError) as info:
-                await conn.call_tool("write_report", {"path": "data/sales.csv"}, timeout=120)
-        finally:
-            stop()
+        with (
+            _after_the_first_read(broker, lambda: conn.close("closed by the user")),
+            pytest.raises(ConnectionClosedError) as info,
+        ):
+            await conn.call_tool("write_report", {"path": "data/sales.csv"}, timeout=120)
     # As on the legacy wire: the call ends with the connection's close, and no continuation is sent,
     # so nothing after the read that was running is performed.
     assert "closed by the user" in str(info.value)

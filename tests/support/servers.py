@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 import queue
 import re
+import secrets
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from .env import server_env
 from .processes import stop_process
@@ -128,3 +130,14 @@ def analysis_server_http(
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def stateless_analysis_server(keys: Path) -> Iterator[AnalysisServer]:
+    """The example server over HTTP with no session (``--stateless``), its continuations sealed with a
+    new key in the private file ``state.keys`` of the folder *keys*."""
+    key_file = keys / "state.keys"
+    key_file.write_text(secrets.token_hex(32) + "\n", encoding="utf-8")
+    key_file.chmod(0o600)
+    with analysis_server_http("--stateless", "--state-key-file", str(key_file)) as server:
+        yield server
