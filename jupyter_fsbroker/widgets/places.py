@@ -26,7 +26,7 @@ from ..console.status import ConnectionView, era_text, roots_notice_text, sandbo
 from .closing import close_parts
 from .markup import escape, plain
 from .style import style_html
-from .text_fallback import WholeText
+from .text_fallback import WholeText, fallback_text
 
 __all__ = [
     "KEEP_DECIDED",
@@ -115,8 +115,11 @@ class CallPanel(WholeText, widgets.VBox):  # type: ignore[misc]
         self.children = (*self.children, *items)
 
     def __repr__(self) -> str:
-        # What a view without widgets shows (GitHub, nbconvert): what the panel holds, in words.
         return "; ".join(repr(child) for child in self.children) or "<an empty call panel>"
+
+    def fallback_text(self) -> str:
+        # What a view without widgets shows (GitHub, nbconvert): what the panel holds, in words.
+        return "; ".join(text for child in self.children if (text := fallback_text(child)))
 
     def close(self) -> None:
         """Close the panel; what it shows is left to whoever added it."""

@@ -77,8 +77,11 @@ class RunningLine(WholeText, widgets.HBox):  # type: ignore[misc]
             views.clock(self._tick, TICK)
 
     def __repr__(self) -> str:
-        # What a view without widgets shows (GitHub, nbconvert).
         return self._text()
+
+    def fallback_text(self) -> str:
+        # A saved notebook shows this long after the call ended: "running: … · 1 s" would be wrong.
+        return ""
 
     def _words(self) -> str:
         said = html.escape(self._text())

@@ -15,6 +15,7 @@ from jupyter_fsbroker.widgets.dashboard import Dashboard
 from jupyter_fsbroker.widgets.markup import plain
 from jupyter_fsbroker.widgets.places import CallPanel, ConnectionCard
 from jupyter_fsbroker.widgets.progress import TransferProgress
+from jupyter_fsbroker.widgets.running import RunningLine
 
 from .conftest import FakeConnection, make_request
 
@@ -86,3 +87,18 @@ def test_a_call_panel_says_what_it_shows(broker: Broker) -> None:
         panel.close()
         progress.close()
         prompt.close()
+
+
+def test_a_running_line_leaves_no_words_in_a_saved_output() -> None:
+    # The text is fixed when the panel is displayed, while the call runs; a saved notebook shows it
+    # long after the call ended, so the line says nothing there and the panel only what else it holds.
+    line = RunningLine(lambda: "running: analysis · watch_changes · 1 s", lambda: None)
+    prompt = ConsentPrompt(make_request(), Future())
+    alone, beside = CallPanel([line]), CallPanel([line, prompt])
+    try:
+        assert repr(line) == "running: analysis · watch_changes · 1 s"
+        assert _text(line) == "" and _text(alone) == ""
+        assert _text(beside) == repr(prompt)
+    finally:
+        for widget in (beside, alone, prompt, line):
+            widget.close()
