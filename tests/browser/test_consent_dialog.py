@@ -60,7 +60,8 @@ def test_delete_starts_unticked_and_answer_later_leaves_the_cell_prompt(
     row = panel.locator(".fsbroker-consent-path")
     expect(row).to_contain_text("the whole shared folder: 1 file, subfolders included")
     expect(row).to_contain_text("delete: can delete 1 file — destructive, starts unticked")
-    expect(row.locator("label[title]").first).to_have_attribute("title", str(jupyterlab.root / "data"))
+    location = str((jupyterlab.root / "data").resolve())  # where the shared folder really is
+    expect(row.locator("label[title]").first).to_have_attribute("title", location)
     expect(row.locator(".fsbroker-consent-op-read")).to_be_checked()
     expect(row.locator(".fsbroker-consent-op-delete")).not_to_be_checked()
     expect(panel.locator(".fsbroker-consent-duration")).to_contain_text("until you disconnect tidy")
@@ -95,7 +96,6 @@ def test_delete_starts_unticked_and_answer_later_leaves_the_cell_prompt(
     expect(cell_row.locator(".fsbroker-op-delete input")).not_to_be_checked()
     expect(cell_row.locator(".fsbroker-op-read input")).to_be_checked()
     expect(cell_row).to_contain_text("the whole shared folder: 1 file, subfolders included")
-    location = str(jupyterlab.root / "data")
     expect(cell_row.locator(f'[title="{location}"]')).to_have_count(1)  # the real location on hover
 
     # The sidebar shows it again; the close button puts it off once more.

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from jupyter_core.utils import ensure_event_loop
 
 from jupyter_fsbroker.core.lockfiles import lock_path
 from tests.support.leaks import ends_with_each_user
@@ -91,6 +92,10 @@ def _module_kernels(_kernel_owners: _KernelOwners) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _test_kernels(_kernel_owners: _KernelOwners) -> Iterator[None]:
     """Kernels a test (or its function-scoped fixtures) starts end with the test."""
+    # jupyter_client's blocking calls run on the loop jupyter_core keeps for the current context;
+    # where a test elsewhere in this process ran in another context, the session's loop is not
+    # that one, and a new loop made in the middle of the next test would count as its leftover.
+    ensure_event_loop()
     with _kernel_owners.scope():
         yield
 
