@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -92,6 +93,8 @@ def http_server() -> tuple[subprocess.Popen[str], str]:
     assert process.stderr is not None
     for line in process.stderr:
         if "listening on " in line:
+            # The server logs each request on stderr: read it on, or a full pipe stops the server.
+            threading.Thread(target=process.stderr.read, daemon=True).start()
             return process, line.rsplit("listening on ", 1)[1].strip()
     process.kill()
     raise RuntimeError("the example server said nothing of where it listens")
