@@ -541,7 +541,7 @@ class FilesClient:
         FileLockedError
             Still locked by someone else after *wait* seconds.
         """
-        return hold_lock(self._requester, self._conn.local_locks, path, create=create, wait=wait)
+        return hold_lock(self._requester, self._conn, path, create=create, wait=wait)
 
     async def unlock(self, lock_id: str) -> None:
         """``files/unlock``.

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
@@ -45,7 +46,7 @@ from ..wire.modern import (
 )
 from .exceptions import ContinuationRefusedError, ReplayDivergedError, TooLargeError
 from .live_calls import LiveCall, LiveCalls, settle
-from .peers import ConnectionFiles
+from .peers import ConnectionFiles, KeptLockIds
 from .replay import ReplayStep, journal_chars
 from .sealing import CallState, ContinuationSealer, digest
 
@@ -92,6 +93,10 @@ class FilesExtension(Extension):
         routed(instance, "")  # a bad name fails here, not on the first call
         self.instance = instance
         self.live = LiveCalls(live_calls)
+        # Locks belong to the client's connection, so its concurrent calls take turns on a path
+        # in this process, as one legacy session's do: one table per principal, alive while a
+        # call of it runs.
+        self._kept_lock_ids: weakref.WeakValueDictionary[str, KeptLockIds] = weakref.WeakValueDictionary()
 
     def settings(self) -> dict[str, Any]:
         return extension_settings()
@@ -119,7 +124,7 @@ class FilesExtension(Extension):
         journal: tuple[tuple[str, Mapping[str, Any]], ...] | None
         if continuation is None or continuation.token is None:
             call, started, journal = ContinuationSealer.new_call_id(), time.time(), ()
-            step = ReplayStep(_client(meta), journal, started=started)
+            step = ReplayStep(self._client(meta, principal), journal, started=started)
             live = LiveCall(step, _start(step, ctx, call_next), 0)
         else:
             _, sealed = split_route(continuation.token)
@@ -140,7 +145,7 @@ class FilesExtension(Extension):
                     kept.cancel()
                 if journal is None:
                     raise ContinuationRefusedError("live_elsewhere")
-                step = ReplayStep(_client(meta), journal, started=started)
+                step = ReplayStep(self._client(meta, principal), journal, started=started)
                 live = LiveCall(step, _start(step, ctx, call_next), state.step + 1)
         step = live.step
         result = await settle(step, live.task)
@@ -188,6 +193,15 @@ class FilesExtension(Extension):
                     raise
         return self.sealer.seal(state)
 
+    def _client(self, meta: Mapping[str, Any] | None, principal: str) -> ConnectionFiles:
+        """The client as a modern request describes itself (:func:`_described`), with the locks
+        the calls of *principal* hold in this process."""
+        held = self._kept_lock_ids.get(principal)
+        if held is None:
+            held = self._kept_lock_ids[principal] = KeptLockIds()
+        capabilities, features = _described(meta)
+        return ConnectionFiles(True, capabilities, features, kept_lock_ids=held)
+
     def _live_ttl(self, started: float) -> float:
         """How long a kept run waits for its continuation: as long as the continuation is valid."""
         return min(self.sealer.ttl, started + self.sealer.call_lifetime - time.time())
@@ -230,7 +244,7 @@ def _principal(ctx: ServerRequestContext[Any, Any], continuation: Continuation |
     return None
 
 
-def _client(meta: Mapping[str, Any] | None) -> ConnectionFiles:
+def _described(meta: Mapping[str, Any] | None) -> tuple[Mapping[str, Any], list[str]]:
     """The client as a modern request describes itself: its capabilities and the extension's features."""
     caps = (meta or {}).get(CLIENT_CAPABILITIES_META)
     capabilities = cast("Mapping[str, Any]", caps) if isinstance(caps, Mapping) else {}
@@ -240,4 +254,4 @@ def _client(meta: Mapping[str, Any] | None) -> ConnectionFiles:
     )
     features = cast("Mapping[str, Any]", settings).get("features") if isinstance(settings, Mapping) else None
     names = [name for name in features if isinstance(name, str)] if isinstance(features, list) else []
-    return ConnectionFiles(True, capabilities, names)
+    return capabilities, names

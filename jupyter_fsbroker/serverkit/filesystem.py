@@ -11,6 +11,7 @@ raises :class:`LoopThreadError` at once instead.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import tempfile
 import threading
 import zlib
@@ -117,6 +118,9 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         super().__init__()
         self.client = client
         self.loop = loop or asyncio.get_running_loop()
+        # The tool call's context: how its client's requests find their way (on the 2026-07-28
+        # wire, the call's batches) from the tasks the worker threads start on the loop.
+        self._context = contextvars.copy_context()
         #: Bytes of file content this filesystem has read over the wire (kept tails count once).
         self.bytes_read = 0
         #: ``(path, version) -> (start, bytes)``: the kept tails (:data:`TAIL_BYTES`).
@@ -152,7 +156,8 @@ class BrokeredFileSystem(fsspec.AbstractFileSystem):  # type: ignore[misc]
         async def run() -> T:
             return await func(*args, **kwargs)
 
-        return asyncio.run_coroutine_threadsafe(run(), self.loop)
+        # The loop's callback, and the task it starts, copy the context current here: the call's.
+        return self._context.copy().run(asyncio.run_coroutine_threadsafe, run(), self.loop)
 
     def _cached_info(self, path: str) -> dict[str, Any] | None:
         parent = self._parent(path)

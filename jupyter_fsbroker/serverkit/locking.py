@@ -26,7 +26,7 @@ from .exceptions import (
     RateLimitedError,
 )
 from .lenient import get_opt_str
-from .peers import LocalLocks
+from .peers import ConnectionFiles
 from .requester import Requester
 from .retry import RetryPolicy
 
@@ -37,18 +37,31 @@ log = logging.getLogger(__name__)
 
 @contextlib.asynccontextmanager
 async def hold_lock(
-    requester: Requester, local: LocalLocks, path: str, *, create: bool, wait: float
+    requester: Requester, conn: ConnectionFiles, path: str, *, create: bool, wait: float
 ) -> AsyncIterator[str]:
     """Hold the lock of *path* for the block; yields the ``lockId`` (see :meth:`FilesClient.lock`)."""
-    async with local.hold(path):
-        lock_id = await _acquire(requester, path, create=create, wait=wait)
+    deadline = time.monotonic() + max(0.0, wait)
+    held = conn.kept_lock_ids
+    async with conn.local_locks.hold(path):
+        lock_id = await _acquire(requester, path, create=create, deadline=deadline)
+        while (holder := held.holder(lock_id)) is not None:
+            # Another call of this connection holds that lock here: wait for it, then ask again.
+            with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
+                await holder.wait()
+            if not holder.is_set():
+                raise FileLockedError(f"{path} stays locked by another call of this connection")
+            lock_id = await _acquire(requester, path, create=create, deadline=deadline)
+        held.take(lock_id)
         try:
-            yield lock_id
-        except BaseException:
-            with contextlib.suppress(FilesRequestError):
-                await _unlock_shielded(requester, lock_id)
-            raise
-        await _unlock_shielded(requester, lock_id)
+            try:
+                yield lock_id
+            except BaseException:
+                with contextlib.suppress(FilesRequestError):
+                    await _unlock_shielded(requester, lock_id)
+                raise
+            await _unlock_shielded(requester, lock_id)
+        finally:
+            held.let_go(lock_id)
 
 
 async def unlock(requester: Requester, lock_id: str) -> None:
@@ -56,8 +69,7 @@ async def unlock(requester: Requester, lock_id: str) -> None:
     await requester.request("files/unlock", {"lockId": lock_id})
 
 
-async def _acquire(requester: Requester, path: str, *, create: bool, wait: float) -> str:
-    deadline = time.monotonic() + max(0.0, wait)
+async def _acquire(requester: Requester, path: str, *, create: bool, deadline: float) -> str:
     no_retry = RetryPolicy(retries=0)
     attempt = 0
     read = {"path": path, "encoding": "base64", "length": 0, "keepLocked": True}

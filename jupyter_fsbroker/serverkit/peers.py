@@ -51,6 +51,37 @@ class LocalLocks:
                 self._locks[key] = (lock, users - 1)
 
 
+class KeptLockIds:
+    """The lock ids the calls of one client connection hold in this process.
+
+    The client hands a connection's kept lock to any request of that connection (the owner may
+    use it without its ``lockId``), so a second call of the connection locking the same file gets
+    the first call's lock. On one legacy session :class:`LocalLocks` keeps such calls apart; on
+    the 2026-07-28 wire each call has its own :class:`ConnectionFiles`, and the calls of one
+    connection in this process share this table instead: a call handed a ``lockId`` that another
+    one holds here waits for it to let go, then asks again. Nothing here is held while no call
+    holds a lock, so a call that another replica carried on, abandoned here, blocks no one once
+    its lock is released.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[str, anyio.Event] = {}
+
+    def holder(self, lock_id: str) -> anyio.Event | None:
+        """Set when the call holding *lock_id* here lets it go; ``None`` if no call holds it."""
+        return self._held.get(lock_id)
+
+    def take(self, lock_id: str) -> None:
+        """Note that the calling call holds *lock_id*."""
+        self._held[lock_id] = anyio.Event()
+
+    def let_go(self, lock_id: str) -> None:
+        """The holder of *lock_id* is done with it: wake the calls that wait for it."""
+        done = self._held.pop(lock_id, None)
+        if done is not None:
+            done.set()
+
+
 class ConnectionFiles:
     """The helper's state for one client connection.
 
@@ -70,6 +101,9 @@ class ConnectionFiles:
         Watch events dropped because a consumer was too slow.
     local_locks
         See :class:`LocalLocks`.
+    kept_lock_ids
+        See :class:`KeptLockIds`; shared by the calls of one client connection (a new one if not
+        given).
     """
 
     def __init__(
@@ -77,12 +111,14 @@ class ConnectionFiles:
         brokering: bool,
         capabilities: Mapping[str, Any] | None,
         features: Iterable[str] = (),
+        kept_lock_ids: KeptLockIds | None = None,
     ) -> None:
         self.brokering = brokering
         self.capabilities: dict[str, Any] = dict(capabilities or {})
         self.features = frozenset(features)
         self.dropped = 0
         self.local_locks = LocalLocks()
+        self.kept_lock_ids = kept_lock_ids if kept_lock_ids is not None else KeptLockIds()
         self._watches: dict[str, MemoryObjectSendStream[ChangeEvent]] = {}
         self._early: deque[ChangeEvent] = deque(maxlen=_EARLY_EVENTS)
 

@@ -9,6 +9,7 @@ runs, so nothing is touched.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
@@ -21,9 +22,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from jupyter_fsbroker.core import Broker, BrokerConfig
+from jupyter_fsbroker.protocol import ServerConnection, open_connection
 from jupyter_fsbroker.serverkit import FilesExtension, enable_files, files
 from jupyter_fsbroker.wire import catalogue
 from jupyter_fsbroker.wire.modern import EXTENSION_ID, continuation_meta
+from tests.protocol.servers.harness import approve_all
 from tests.support.modern_files import BatchAnswerer, call
 from tests.support.servers import AnalysisServer, analysis_server_http
 
@@ -375,3 +378,51 @@ async def test_watch_changes_runs_over_files_changes_answered_by_the_core(
     assert result.structured_content is not None and result.structured_content["until_seen"] is True
     assert answerer.methods[0] == "files/watch" and "files/changes" in answerer.methods
     assert answerer.methods[-1] == "files/unwatch"
+
+
+@pytest.fixture
+async def product(
+    replicas: tuple[AnalysisServer, AnalysisServer], core: tuple[Path, Any, Broker]
+) -> AsyncIterator[tuple[ServerConnection, Path]]:
+    """The product's client on its default era, connected to one stateless replica."""
+    data, _, broker = core
+    async with open_connection(broker, "product", url=replicas[0].url, consenter=approve_all()) as conn:
+        yield conn, data
+
+
+async def test_concurrent_calls_of_one_connection_take_turns_on_a_lock(
+    product: tuple[ServerConnection, Path],
+) -> None:
+    # A kept lock belongs to the connection: its calls take turns in the server process, as
+    # they do on one legacy session, so no increment is lost.
+    conn, data = product
+    assert conn.era == "modern"
+    results = await asyncio.gather(
+        *(conn.call_tool("atomic_increment", {"path": "data/counter.txt"}, timeout=60) for _ in range(12))
+    )
+    assert [r["isError"] for r in results] == [False] * 12, [r["content"] for r in results]
+    assert sorted(r["structuredContent"]["value"] for r in results) == list(range(42, 54))
+    assert (data / "counter.txt").read_text().strip() == "53"
+
+
+async def test_the_pydata_tools_read_through_batches(product: tuple[ServerConnection, Path]) -> None:
+    # fsspec runs its reads in worker threads: they reach the call's batches from there too.
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("duckdb")
+    conn, data = product
+    frame = pd.DataFrame({"n": range(1000), "region": ["north", "south"] * 500})
+    frame.to_parquet(data / "orders.parquet", index=False)
+    profile = await conn.call_tool(
+        "profile_parquet", {"path": "data/orders.parquet", "columns": ["n"]}, timeout=60
+    )
+    assert not profile["isError"], profile["content"]
+    [column] = profile["structuredContent"]["columns"]
+    assert (column["name"], column["mean"]) == ("n", 499.5)
+    sql = "SELECT region, count(*) AS k FROM orders GROUP BY region ORDER BY region"
+    query = await conn.call_tool(
+        "query", {"sql": sql, "tables": {"orders": "data/orders.parquet"}}, timeout=60
+    )
+    assert not query["isError"], query["content"]
+    assert query["structuredContent"]["rows"] == 2
+    assert query["structuredContent"]["data"] == [["north", 500], ["south", 500]]
