@@ -161,11 +161,11 @@ def _add_connection_options(c: argparse.ArgumentParser) -> None:
     )
     c.add_argument(
         "--era",
-        choices=("legacy", "auto", "modern"),
-        default="legacy",
-        help="the era of MCP: legacy (the handshake era, files/* requests; the default), auto "
-        "(the 2026-07-28 era with the io.github.jupyter-fsbroker/files extension when the server "
-        "offers it, files/* in batches; else the handshake era) or modern (the 2026-07-28 era or fail)",
+        choices=("auto", "legacy", "modern"),
+        default="auto",
+        help="the era of MCP: auto (the 2026-07-28 era with the io.github.jupyter-fsbroker/files "
+        "extension when the server offers it, files/* in batches; else the handshake era; the "
+        "default), legacy (the handshake era, files/* requests) or modern (the 2026-07-28 era or fail)",
     )
     c.add_argument(
         "--advertise-roots",

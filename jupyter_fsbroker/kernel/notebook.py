@@ -353,7 +353,7 @@ class NotebookBroker:
         sandbox: bool | str | Sandbox | None = None,
         advertise_roots: bool | None = None,
         auth: OAuth | bool | None = None,
-        era: EraChoice = "legacy",
+        era: EraChoice = "auto",
     ) -> KernelConnection:
         """Connect to an MCP server and give it brokered access to the shared folders.
 
@@ -394,11 +394,12 @@ class NotebookBroker:
             answers ``401``, and then signing in is the only way on; the cell shows a "Sign in"
             card (nothing opens by itself) and the tokens are kept (``sign_out`` forgets them).
         era
-            The era of MCP: ``"legacy"`` (the default: the handshake era, ``files/*``
-            requests), ``"auto"`` (the 2026-07-28 era with the ``io.github.jupyter-fsbroker/files``
-            extension when the server offers it, ``files/*`` in batches; else the handshake
-            era) or ``"modern"`` (the 2026-07-28 era or fail). ``conn.era`` and
-            ``status()`` say which one the connection speaks.
+            The era of MCP: ``"auto"`` (the default: the 2026-07-28 era with the
+            ``io.github.jupyter-fsbroker/files`` extension when an HTTP server offers it,
+            ``files/*`` in batches; else the handshake era, which is also what a local server
+            over stdio gets unless it speaks only the 2026-07-28 era), ``"legacy"`` (the
+            handshake era, ``files/*`` requests) or ``"modern"`` (the 2026-07-28 era or fail).
+            ``conn.era`` and ``status()`` say which one the connection speaks.
 
         Returns
         -------

@@ -34,7 +34,7 @@ __all__ = ["DEFAULT_CONNECT_TIMEOUT", "ERAS", "ServerTarget", "TargetOptions", "
 DEFAULT_CONNECT_TIMEOUT = 30.0
 
 #: The eras of MCP a connection may ask for (the protocol layer's ``EraChoice``), the default first.
-ERAS: tuple[EraChoice, ...] = ("legacy", "auto", "modern")
+ERAS: tuple[EraChoice, ...] = ("auto", "legacy", "modern")
 
 #: What a first connection and a first tool call need, imported ahead by :func:`warm_up`: the MCP
 #: client, the widgets the first connection shows, and jsonschema, which mcp imports on the first
@@ -107,7 +107,7 @@ class ServerTarget:
         The sign-in settings (an :class:`~jupyter_fsbroker.protocol.auth.OAuth`), decided by
         the notebook's sign-ins (:mod:`.sign_ins`); ``None``: a ``401`` fails the connection.
     era
-        The era of MCP asked for: ``legacy``, ``auto`` or ``modern`` (see
+        The era of MCP asked for: ``auto`` (the default), ``legacy`` or ``modern`` (see
         :func:`~jupyter_fsbroker.protocol.connector.connect`).
     """
 

@@ -18,7 +18,7 @@ from ..core.serverlog import LogEntry
 from ..sandbox import SandboxChoice
 from .auth.oauth_settings import OAuth
 from .auth.pending_sign_in import SignIn
-from .handshake import EraChoice
+from .handshake import DEFAULT_ERA, EraChoice
 from .roots_gate import RootsGrace
 from .sandboxing import SandboxValue, closing_launch, sandboxed_stdio
 from .server_connection import ServerConnection
@@ -83,7 +83,7 @@ async def connect(
     on_log: Callable[[LogEntry], object] | None = None,
     sandbox: SandboxValue = None,
     advertise_roots: bool | None = None,
-    era: EraChoice = "legacy",
+    era: EraChoice = DEFAULT_ERA,
 ) -> ServerConnection:
     """Connect *broker* to an MCP server and complete the handshake.
 
@@ -156,12 +156,12 @@ async def connect(
         server confined with ``sandbox="roots"``. The roots' names are sent
         either way (see :mod:`.roots_offer`).
     era
-        ``"legacy"`` (the default): the handshake era only, as before the 2026-07-28
-        era; ``"auto"``: the 2026-07-28 era when the server lists the files extension
-        in ``server/discover``, else the handshake era (over stdio, a server that
-        answers ``server/discover`` without the extension keeps the era of that first
-        request: the connection stays on the 2026-07-28 era); ``"modern"``: the
-        2026-07-28 era or fail. :attr:`ServerConnection.era` says which one the
+        ``"auto"`` (the default): over HTTP, the 2026-07-28 era when the server lists
+        the files extension in ``server/discover``, else the handshake era; over stdio,
+        where the first request fixes the era for the whole pipe, the handshake era,
+        unless the server refuses it for the 2026-07-28 era (see
+        :func:`.handshake.negotiate`). ``"legacy"``: the handshake era only;
+        ``"modern"``: the 2026-07-28 era or fail. :attr:`ServerConnection.era` says which one the
         connection speaks.
 
     Returns

@@ -36,6 +36,7 @@ from .voice import clean_name
 
 __all__ = [
     "CLIENT_INFO",
+    "DEFAULT_ERA",
     "EraChoice",
     "ServerInfo",
     "WireEra",
@@ -44,6 +45,7 @@ __all__ = [
     "given_name",
     "initial_tools",
     "initialize",
+    "negotiate",
 ]
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,9 @@ _VERSIONS = ", ".join(HANDSHAKE_PROTOCOL_VERSIONS)
 #: Which era of MCP a connection asks for: ``auto`` (the 2026-07-28 era with the files extension
 #: when the server offers it, else the handshake era), ``modern`` or ``legacy``.
 EraChoice = Literal["auto", "modern", "legacy"]
+#: What a connection asks for unless told otherwise: the 2026-07-28 era where the server offers
+#: the files extension on it (what mcp's own client does, ``mode="auto"``), else the handshake era.
+DEFAULT_ERA: EraChoice = "auto"
 #: The era a connection speaks: ``modern`` (2026-07-28, batches) or ``legacy`` (the handshake era).
 WireEra = Literal["modern", "legacy"]
 
@@ -197,6 +202,17 @@ async def discover(
                 offered=(),
             ) from None
         return None
+    if not set(result.supported_versions) & set(MODERN_PROTOCOL_VERSIONS):
+        # Servers that answer server/discover but list only handshake-era versions say so.
+        if era == "modern":
+            raise ProtocolVersionError(
+                f"the server of {name!r} does not speak MCP protocol version {LATEST_MODERN_VERSION}"
+                f" (it offers {', '.join(result.supported_versions) or 'no version'});"
+                " connect with era='legacy' or era='auto'",
+                requested=LATEST_MODERN_VERSION,
+                offered=tuple(result.supported_versions),
+            )
+        return None
     capabilities = result.capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
     info = ServerInfo(capabilities=capabilities)
     if era == "auto" and not info.offers_files and per_request_era:
@@ -209,6 +225,41 @@ async def discover(
         capabilities=capabilities,
         instructions=result.instructions,
     )
+
+
+async def negotiate(
+    session: ClientSession, middleware: BrokerMiddleware, name: str, era: EraChoice, *, per_request_era: bool
+) -> tuple[ServerInfo, bool]:
+    """Settle the connection's era with the server: its info, and whether it is the 2026-07-28 era.
+
+    ``legacy`` runs :func:`initialize`; ``modern`` :func:`discover` (or fails). ``auto`` over
+    HTTP (*per_request_era*) asks ``server/discover`` first and takes the 2026-07-28 era where
+    the server lists the files extension, else the handshake era. Over one stream (stdio) the
+    first request fixes the era for the whole connection, and asking ``server/discover`` of a
+    server that brokers files only in the handshake era would lose them; so ``auto`` there asks
+    for the handshake era first, and takes the 2026-07-28 era only from a server that refuses
+    it naming 2026-07-28 versions. A server that lists no files extension but speaks only the
+    2026-07-28 era is connected on it either way (its tools that need no files work).
+
+    Raises
+    ------
+    ProtocolVersionError
+        The server speaks no era that *era* allows.
+    ConnectError
+        The server refused to initialize, or closed the connection meanwhile.
+    """
+    if era == "modern" or (era == "auto" and per_request_era):
+        modern = await discover(session, name, era, per_request_era=per_request_era)
+        if modern is not None:
+            return modern, True
+    try:
+        return await initialize(session, middleware, name), False
+    except ProtocolVersionError as exc:
+        if era == "legacy" or not set(exc.offered) & set(MODERN_PROTOCOL_VERSIONS):
+            raise
+    modern = await discover(session, name, "modern", per_request_era=per_request_era)
+    assert modern is not None  # era "modern" raises instead
+    return modern, True
 
 
 async def initial_tools(session: ClientSession, info: ServerInfo, name: str) -> tuple[dict[str, Any], ...]:

@@ -40,13 +40,13 @@ from .desk.core_slot import CoreSlot
 from .files_batches import EXTENSION, BatchDesk, FilesBatchExtension, new_connection_id
 from .handshake import (
     CLIENT_INFO,
+    DEFAULT_ERA,
     EraChoice,
     ServerInfo,
     asker,
-    discover,
     given_name,
     initial_tools,
-    initialize,
+    negotiate,
 )
 from .liveness import Liveness
 from .middleware import BrokerMiddleware
@@ -117,7 +117,7 @@ class ConnectionTask:
         slot: CoreSlot,
         voice: ServerVoice,
         bridge: BrokerBridge,
-        era: EraChoice = "legacy",
+        era: EraChoice = DEFAULT_ERA,
     ) -> None:
         self._conn = conn
         self._era: EraChoice = era
@@ -269,14 +269,11 @@ class ConnectionTask:
                     result_claims={EXTENSION: self.extension.claims()},
                 )
             )
-            modern = (
-                None
-                if self._era == "legacy"
-                else await discover(session, self.name, self._era, per_request_era=self.transport == "http")
+            self.info, modern = await negotiate(
+                session, middleware, self.name, self._era, per_request_era=self.transport == "http"
             )
-            if modern is not None:
-                self.info = modern
-                self._on_initialize_result({"serverInfo": dict(modern.server_info)})
+            if modern:
+                self._on_initialize_result({"serverInfo": dict(self.info.server_info)})
                 self.batches = BatchDesk(
                     self._slot,
                     roots_list=conn.roots_offer.answer,
@@ -288,8 +285,6 @@ class ConnectionTask:
                 core = self._slot.connection
                 if core is not None:
                     core.keep_changes()  # no notifications: files/changes hands the events over
-            else:
-                self.info = await initialize(session, middleware, self.name)
             self.tools = await initial_tools(session, self.info, self.name)
             if any("outputSchema" in tool for tool in self.tools):
                 prepare_output_validation()

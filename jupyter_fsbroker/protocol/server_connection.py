@@ -60,7 +60,7 @@ from .broker_bridge import BrokerBridge
 from .client_errors import ConnectionClosedError, ServerError
 from .desk.core_slot import CoreSlot
 from .files_batches import FilesBatch, calling
-from .handshake import CLIENT_INFO, EraChoice, ServerInfo, WireEra
+from .handshake import CLIENT_INFO, DEFAULT_ERA, EraChoice, ServerInfo, WireEra
 from .lifecycle import ConnectionTask
 from .roots_gate import RootsGate, RootsGrace
 from .roots_offer import RootsOffer
@@ -122,7 +122,7 @@ class ServerConnection:
         roots_grace: RootsGrace | None = None,
         sandbox: SandboxStatus | None = None,
         advertise_roots: bool | None = None,
-        era: EraChoice = "legacy",
+        era: EraChoice = DEFAULT_ERA,
     ) -> None:
         self.broker = broker
         #: Whether :attr:`name` came from the server (none was given).

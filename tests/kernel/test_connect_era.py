@@ -16,11 +16,11 @@ BATCH_COMMAND = repr(
 STEPS = "{'steps': [[{'id': 'r', 'method': 'files/read', 'params': {'path': 'data/sales.csv'}}]]}"
 
 
-def test_auto_speaks_the_modern_era_and_every_view_says_so(start_kernel: Callable[..., Kernel]) -> None:
+def test_the_modern_era_over_stdio_and_every_view_says_so(start_kernel: Callable[..., Kernel]) -> None:
     kernel = start_kernel()
     load(kernel)
     kernel.run("broker.allow('data', ops=('read',))")
-    connected = kernel.run(f"batches = broker.connect('batches', command={BATCH_COMMAND}, era='auto')")
+    connected = kernel.run(f"batches = broker.connect('batches', command={BATCH_COMMAND}, era='modern')")
     assert connected.stderr == ""
     card = kernel.wait_widget("fsbroker-connection")
     assert "2026-07-28 era (files in batches)" in kernel.text_of(card)
@@ -34,9 +34,10 @@ def test_auto_speaks_the_modern_era_and_every_view_says_so(start_kernel: Callabl
     assert kernel.value("[c['era'] for c in broker.snapshot()['connections']]") == ["modern"]
 
 
-def test_the_default_is_the_handshake_era_and_a_bad_era_is_refused(
+def test_the_default_over_stdio_is_the_handshake_era_and_a_bad_era_is_refused(
     start_kernel: Callable[..., Kernel],
 ) -> None:
+    # auto asks an stdio server for the handshake era first: its first request fixes the era.
     kernel = start_kernel()
     load(kernel)
     kernel.run(f"plain = broker.connect('plain', command={BATCH_COMMAND})")
@@ -44,4 +45,4 @@ def test_the_default_is_the_handshake_era_and_a_bad_era_is_refused(
     assert "handshake era" in kernel.run("print(broker.status())").stdout
     error = kernel.run_fail(f"broker.connect('other', command={BATCH_COMMAND}, era='newest')")
     assert error["ename"] == "ConfigError"
-    assert "era must be one of 'legacy', 'auto', 'modern'" in error["evalue"]
+    assert "era must be one of 'auto', 'legacy', 'modern'" in error["evalue"]

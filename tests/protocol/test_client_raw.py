@@ -225,7 +225,11 @@ async def test_a_server_that_only_speaks_the_modern_era_is_refused_clearly(tmp_p
     with make_broker(tmp_path) as broker:
         with pytest.raises(ProtocolVersionError) as info:
             async with open_connection(
-                broker, "modern", command=sys.executable, args=[RAW_SERVER, str(tmp_path / "out.json"), mode]
+                broker,
+                "modern",
+                command=sys.executable,
+                args=[RAW_SERVER, str(tmp_path / "out.json"), mode],
+                era="legacy",
             ):
                 pass
         message = str(info.value)
@@ -234,3 +238,21 @@ async def test_a_server_that_only_speaks_the_modern_era_is_refused_clearly(tmp_p
         assert "2025-11-25" in message
         assert info.value.offered == ("2026-07-28",)
         assert broker.connections() == ()
+
+
+@pytest.mark.anyio
+async def test_auto_over_stdio_asks_for_the_handshake_era_and_takes_the_modern_one_when_refused(
+    tmp_path: Path,
+) -> None:
+    # The first request fixes an stdio server's era: auto sends initialize first, and only a
+    # refusal that names 2026-07-28 versions makes it ask server/discover on the same pipe.
+    out = tmp_path / "out.json"
+    with make_broker(tmp_path) as broker:
+        async with open_connection(
+            broker, "modern", command=sys.executable, args=[RAW_SERVER, str(out), "--modern-only"]
+        ) as conn:
+            assert (conn.era, conn.protocol_version) == ("modern", "2026-07-28")
+            assert [tool["name"] for tool in conn.tools] == ["run", "wait"]
+        report = json.loads(out.read_text())
+        assert report["initialize"]["method"] == "initialize"
+        assert report["then"] == "server/discover"

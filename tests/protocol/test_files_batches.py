@@ -54,7 +54,9 @@ def where(transport: str, http: HandedOverServer | None = None) -> dict[str, Any
 async def connected(
     broker: Broker, options: dict[str, Any], consenter: Consenter | None = None, **extra: Any
 ) -> AsyncIterator[ServerConnection]:
-    extra.setdefault("era", "auto")
+    # The default (auto) over HTTP; over stdio auto asks for the handshake era first, so the
+    # batches there are asked for by name.
+    extra.setdefault("era", "auto" if "url" in options else "modern")
     async with open_connection(
         broker, "analysis", consenter=consenter or approve_all(), **options, **extra
     ) as conn:
@@ -211,10 +213,11 @@ async def test_auto_falls_back_to_legacy_over_http_without_the_extension(
         assert payload(await conn.call_tool("plain", {}, timeout=30)) == {"result": "plain"}
 
 
-async def test_auto_stays_modern_over_stdio_without_the_extension(broker: Broker) -> None:
-    # an stdio server keeps the era of its first request (server/discover)
+async def test_modern_over_stdio_without_the_extension_serves_the_tools_that_need_no_files(
+    broker: Broker,
+) -> None:
     options = {"command": sys.executable, "args": [BATCH_SERVER, "--no-extension"]}
-    async with connected(broker, options) as conn:
+    async with connected(broker, options, era="modern") as conn:
         assert conn.era == "modern"
         assert payload(await conn.call_tool("plain", {}, timeout=30)) == {"result": "plain"}
 
@@ -236,9 +239,18 @@ async def test_modern_is_refused_by_a_server_of_the_handshake_era_only(
             pass
 
 
-async def test_the_default_is_the_handshake_era(broker: Broker) -> None:
-    async with open_connection(broker, "analysis", consenter=approve_all(), **where("stdio")) as conn:
+async def test_the_default_negotiates_modern_over_http_and_the_handshake_era_over_stdio(
+    broker: Broker, batch_http: HandedOverServer
+) -> None:
+    # The same server offers both eras: over HTTP each request says its era, so the client asks
+    # server/discover first; over stdio the first request would fix the era for good.
+    http = where("http", batch_http)
+    async with open_connection(broker, "analysis", consenter=approve_all(), **http) as conn:
+        assert (conn.era, conn.protocol_version) == ("modern", "2026-07-28")
+    async with open_connection(broker, "local", consenter=approve_all(), **where("stdio")) as conn:
         assert conn.era == "legacy"
+        done = await run(conn, [op("s", "files/stat", path="data")])
+        assert done == {"unanswered": "the files extension is not in use"}
 
 
 def test_an_unknown_era_is_a_clear_error(broker: Broker) -> None:

@@ -30,6 +30,7 @@ async def test_every_request_after_initialize_carries_the_session(broker: Broker
         log = payload(await conn.call_tool("http_log"))["requests"]
     mine = [entry for entry in log if entry[1] == session]
     unsessioned = [entry for entry in log if entry[1] is None]
-    # Only the initialize POST of each connection (this server serves one module) comes without one.
-    assert unsessioned == [["POST", None]] * len({s for _, s in log if s is not None})
+    # Only the server/discover and initialize POSTs of each connection (this server serves one
+    # module, whose connections ask for the default era) come without one.
+    assert unsessioned == [["POST", None]] * 2 * len({s for _, s in log if s is not None})
     assert {method for method, _ in mine} >= {"POST", "GET"}

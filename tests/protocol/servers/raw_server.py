@@ -7,10 +7,11 @@ it gets back; ``tools/call wait {method, timeout}`` waits for a notification
 from the client. Everything recorded is also written, as JSON, to the file
 named on the command line. The tests compare the records with PROTOCOL.md.
 
-Usage: ``raw_server.py OUT_JSON [--modern-error | --modern-result]``. With
+Usage: ``raw_server.py OUT_JSON [--modern-error | --modern-result | --modern-only]``. With
 ``--modern-error`` it answers ``initialize`` like a server that only speaks the
 2026-07-28 era (error -32022); with ``--modern-result`` it answers with protocol
-version 2026-07-28.
+version 2026-07-28; with ``--modern-only`` it answers ``initialize`` with that error, then
+``server/discover`` (the 2026-07-28 era, tools only) and serves on.
 """
 
 from __future__ import annotations
@@ -207,12 +208,25 @@ def main() -> int:
     line, init = got
     report["initialize_line"] = line.decode()
     report["initialize"] = init
-    if mode == "--modern-error":
+    if mode in ("--modern-error", "--modern-only"):
         supported = {"supported": [MODERN], "requested": init["params"]["protocolVersion"]}
         wire.reply_error(init["id"], -32022, "Unsupported protocol version", supported)
         save()
-        wire.recv(30.0)  # wait for the client to hang up
-        return 0
+        got = wire.recv(30.0)  # the client hangs up, or asks for the 2026-07-28 era
+        if mode == "--modern-error" or got is None:
+            return 0
+        _, discover = got
+        report["then"] = discover.get("method")
+        save()
+        wire.reply(
+            discover["id"],
+            {
+                "supportedVersions": [MODERN],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "raw-wire", "version": "0.0.1"},
+            },
+        )
+        return serve(wire, report, save, modern=True)
     roots = init.get("params", {}).get("capabilities", {}).get("roots")
     report["capability_ok"] = roots == EXPECTED_ROOTS_CAPABILITY
     if not report["capability_ok"]:
@@ -229,6 +243,13 @@ def main() -> int:
         },
     )
     save()
+    return serve(wire, report, save)
+
+
+def serve(wire: Wire, report: dict[str, Any], save: Callable[[], None], *, modern: bool = False) -> int:
+    """Answer the requests after the handshake until the client hangs up (*modern*: with the
+    fields the 2026-07-28 era's results carry)."""
+    era = {"resultType": "complete", "cacheScope": "private", "ttlMs": 0} if modern else {}
     while True:
         got = wire.recv(3600.0)
         if got is None:
@@ -244,7 +265,7 @@ def main() -> int:
                 {"name": "run", "inputSchema": {"type": "object"}},
                 {"name": "wait", "inputSchema": {"type": "object"}},
             ]
-            wire.reply(message["id"], {"tools": tools})
+            wire.reply(message["id"], {"tools": tools, **era})
         elif method == "tools/call" and message["params"]["name"] == "run":
             report["script"] = run_script(wire)
             save()
