@@ -129,7 +129,9 @@ async def serve_jobs(spec: dict[str, Any]) -> None:
         stack.callback(broker.audit.subscribe(refusals.count))
         transport = spec["transport"]
         if transport == "http":
-            target: dict[str, Any] = {"url": stack.enter_context(http_server())}
+            # The handshake era by name: the client's default (auto) would take the 2026-07-28 era
+            # this server offers too, which row 11 measures on its own.
+            target: dict[str, Any] = {"url": stack.enter_context(http_server()), "era": "legacy"}
         elif transport == "modern":
             # The 2026-07-28 era on a stateless server: files/* by the extension's batches.
             target = {"url": stack.enter_context(http_server("http-stateless")), "era": "modern"}

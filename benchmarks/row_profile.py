@@ -135,7 +135,8 @@ def measure(bench: Bench) -> list[Row]:
         with Broker(config) as broker:
             broker.add_root(bench.root, name="data")
             async with (
-                open_connection(broker, "remote", url=url, consenter=approve) as http,
+                # The handshake era by name (the default would take the 2026-07-28 era over HTTP).
+                open_connection(broker, "remote", url=url, consenter=approve, era="legacy") as http,
                 open_connection(
                     broker, "local", command=SERVER[0], args=SERVER[1:], consenter=approve
                 ) as stdio,

@@ -44,7 +44,7 @@ broker.add_root({root!r}, name="data")
 broker.allow("data", ops=("read",))
 servers = {{
     "stdio": broker.connect("stdio", command=[{sys.executable!r}, {SERVER!r}, "helper"]),
-    "http": broker.connect("http", url={url!r}),
+    "http": broker.connect("http", url={url!r}, era="legacy"),  # the handshake era, as measured
 }}
 for _conn in servers.values():
     _warm = _conn.call_tool("hash_file", {{"path": "data/small100.txt", {READ}}})

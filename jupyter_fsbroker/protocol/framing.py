@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from typing import Any
 
 import pydantic_core
@@ -51,12 +52,14 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from ..core.buffers import POOLED_MIN, BufferPool
+from ..wire.modern import EXTENSION_ID
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
     "LentMessage",
     "MalformedMessage",
     "encode_message",
+    "encode_outgoing",
     "encode_response",
     "parse_message",
     "read_id",
@@ -216,6 +219,57 @@ def encode_response(
             at += len(piece)
         view[at : at + 3] = b'"}}'
     return LentMessage(buffer, size, buffers)
+
+
+def encode_outgoing(message: JSONRPCRequest | JSONRPCNotification | JSONRPCResponse | JSONRPCError) -> bytes:
+    """A message the client sends, as compact UTF-8 JSON (what ``model_dump_json`` makes).
+
+    A 2026-07-28 continuation (a ``tools/call`` whose ``_meta`` carries the files extension's
+    answers) holds up to 2.7 MB of base64 file content per read, which the core made and which
+    needs no escaping: it is spliced in as bytes, as :func:`encode_response` does on the legacy
+    wire, rather than scanned by the JSON encoder (2 ms a round of 2 MiB of reads).
+    """
+    if not isinstance(message, JSONRPCRequest) or message.method != "tools/call":
+        return message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+    data = message.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    # A placeholder no message holds by chance: a fresh random marker, numbered.
+    marker = f"fsbroker-content-{secrets.token_hex(8)}-"
+    contents = _spliceable(data, marker)
+    if not contents:
+        return encode_message(data)
+    head = encode_message(data)
+    pieces: list[bytes] = []
+    at = 0
+    for number, content in enumerate(contents):
+        placeholder = f'"{marker}{number}"'.encode("ascii")
+        found = head.index(placeholder, at)
+        pieces += (head[at:found], b'"', content.encode("ascii"), b'"')
+        at = found + len(placeholder)
+    pieces.append(head[at:])
+    return b"".join(pieces)
+
+
+def _spliceable(data: dict[str, Any], marker: str) -> list[str]:
+    """Take the long base64 contents out of a continuation's answers in *data*, in order, each
+    replaced by *marker* and its number; the contents taken."""
+    params = data.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    ours = meta.get(EXTENSION_ID) if isinstance(meta, dict) else None
+    answers = ours.get("answers") if isinstance(ours, dict) else None
+    taken: list[str] = []
+    for answer in answers if isinstance(answers, list) else ():
+        result = answer.get("result") if isinstance(answer, dict) else None
+        content = result.get("content") if isinstance(result, dict) else None
+        if (
+            isinstance(content, str)
+            and result.get("encoding") == "base64"  # type: ignore[union-attr]
+            and len(content) >= _SPLICE_MIN
+            and content.isascii()
+            and _BASE64_TEXT.fullmatch(content, 0, 64)  # what the core made; checked where it is cheap
+        ):
+            result["content"] = f"{marker}{len(taken)}"  # type: ignore[index]
+            taken.append(content)
+    return taken
 
 
 def read_id(value: object) -> RequestId | None:

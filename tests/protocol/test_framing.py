@@ -13,6 +13,7 @@ from jupyter_fsbroker.protocol.framing import (
     MAX_MESSAGE_BYTES,
     MalformedMessage,
     encode_message,
+    encode_outgoing,
     encode_response,
     parse_message,
     read_id,
@@ -128,6 +129,30 @@ def test_a_base64_read_is_spliced_in_and_reads_the_same() -> None:
         assert json.loads(spliced) == {"jsonrpc": "2.0", "id": 3, "result": body}
     error = {"code": -32102, "message": "no", "data": {"reason": "x"}}
     assert json.loads(encode_response("a", "error", error)) == {"jsonrpc": "2.0", "id": "a", "error": error}
+
+
+def test_a_continuations_read_contents_are_spliced_in_and_the_message_reads_the_same() -> None:
+    content = base64.b64encode(bytes(range(256)) * 64).decode()
+    answers = [
+        {"id": "0", "result": {"content": content, "encoding": "base64", "size": 1, "eof": True}},
+        {"id": "1", "result": {"content": "é" * 5000, "encoding": "utf-8"}},
+        {"id": "2", "error": {"code": -31102, "message": "no", "data": {"reason": "x"}}},
+        {"id": "3", "result": {"content": content[::-1].replace("=", "A"), "encoding": "base64"}},
+        {"id": "4", "result": {"content": 'x"}' * 3000, "encoding": "base64"}},  # not base64: escaped
+    ]
+    meta = {
+        "io.github.jupyter-fsbroker/files": {"connection": "c_x", "continuation": "t", "answers": answers}
+    }
+    messages = [
+        JSONRPCRequest(jsonrpc="2.0", id=7, method="tools/call", params={"name": "t", "_meta": meta}),
+        JSONRPCRequest(jsonrpc="2.0", id=8, method="tools/call", params={"name": "t", "arguments": {}}),
+        JSONRPCRequest(jsonrpc="2.0", id=9, method="tools/list"),
+        JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized"),
+    ]
+    for message in messages:
+        # Byte for byte what pydantic writes, whatever is spliced in.
+        assert encode_outgoing(message) == message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    assert json.loads(encode_outgoing(messages[0]))["params"]["_meta"] == meta
 
 
 def test_server_sent_events_are_split_on_any_line_ending_across_chunks() -> None:

@@ -66,7 +66,7 @@ from mcp_types import (
     RequestId,
 )
 
-from ..framing import parse_message
+from ..framing import encode_outgoing, parse_message
 from .sse import EventStream
 
 __all__ = ["HttpWriter", "open_session"]
@@ -139,7 +139,7 @@ class HttpWriter:
         metadata = item.metadata
         if isinstance(metadata, ClientMessageMetadata) and metadata.headers:
             extra = {key.lower(): value for key, value in metadata.headers.items()}
-        body = message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+        body = encode_outgoing(message)
         if isinstance(message, JSONRPCRequest):
             if message.method == "initialize":
                 self.protocol_version = None  # negotiated anew

@@ -48,7 +48,7 @@ from mcp.shared.message import SessionMessage
 
 from ...core.hop import post
 from ..desk.route import Where
-from ..framing import MalformedMessage, parse_message, too_large
+from ..framing import MalformedMessage, encode_outgoing, parse_message, too_large
 from .lines import LineSplitter
 from .reading import ReadingThreads
 
@@ -363,7 +363,7 @@ class PipeWriter:
 
     async def send(self, item: SessionMessage, /) -> None:
         """Write one ``SessionMessage``."""
-        data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+        data = encode_outgoing(item.message)
         await self.send_bytes(data)
 
     async def send_bytes(self, data: bytes | memoryview, /) -> None:
