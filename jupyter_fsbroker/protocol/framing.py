@@ -227,7 +227,7 @@ def encode_outgoing(message: JSONRPCRequest | JSONRPCNotification | JSONRPCRespo
     A 2026-07-28 continuation (a ``tools/call`` whose ``_meta`` carries the files extension's
     answers) holds up to 2.7 MB of base64 file content per read, which the core made and which
     needs no escaping: it is spliced in as bytes, as :func:`encode_response` does on the legacy
-    wire, rather than scanned by the JSON encoder (2 ms a round of 2 MiB of reads).
+    wire, rather than scanned by the JSON encoder (which costs as much as encoding it again).
     """
     if not isinstance(message, JSONRPCRequest) or message.method != "tools/call":
         return message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
