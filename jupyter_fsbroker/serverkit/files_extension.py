@@ -154,6 +154,7 @@ class FilesExtension(Extension):
             raise ReplayDivergedError(tool)
         if result is not None:
             return cast("HandlerResult", result[0])
+        batch = step.hand_out()
         state = CallState(
             call,
             live.round,
@@ -161,7 +162,7 @@ class FilesExtension(Extension):
             tool,
             arguments,
             principal,
-            tuple((op.id, key) for op, key in step.batch),
+            tuple((op.id, key) for op, key in batch),
             None,
         )
         kept_live = self.live.keep(call, live, self._live_ttl(started))
@@ -172,7 +173,7 @@ class FilesExtension(Extension):
         except BaseException:
             self.live.drop(call)
             raise
-        return batch_result([op for op, _ in step.batch], routed(self.instance, token))
+        return batch_result([op for op, _ in batch], routed(self.instance, token))
 
     def _seal(
         self, state: CallState, journal: tuple[tuple[str, Mapping[str, Any]], ...] | None, live: bool

@@ -89,6 +89,8 @@ class ReplayStep:
         self._write_bytes = 0
         self._new = asyncio.Event()
         self._closed = False
+        # The batch is with the client: what the tool asks from now on waits for the next round.
+        self._out = False
 
     @property
     def asked(self) -> int:
@@ -118,11 +120,18 @@ class ReplayStep:
         self._waiting.clear()
         self._overflow.clear()
 
+    def hand_out(self) -> list[tuple[Operation, str]]:
+        """End the round: its batch, as it goes to the client. A call the tool makes from now
+        on (a read-ahead going on meanwhile, say) joins the next round's batch."""
+        self._out = True
+        return list(self.batch)
+
     def answer(self, answers: Mapping[str, Mapping[str, Any]]) -> None:
         """Hand the batch's answers (by operation id, ``{"result"}`` or ``{"error"}``) to the
         calls waiting for them, and begin the next round (with what did not fit in this one)."""
         batch, self.batch = self.batch, []
         self._read_bytes = self._write_bytes = 0
+        self._out = False
         self._new.clear()
         for op, _ in batch:
             waiting = self._waiting.pop(op.id, None)
@@ -170,7 +179,11 @@ class ReplayStep:
         self._asked += 1
         waiting: asyncio.Future[Mapping[str, Any]] = asyncio.get_running_loop().create_future()
         wire = dict(params or {})
-        if not self._overflow and (not self.batch or (not self.full and self._fits(method, wire))):
+        if (
+            not self._out
+            and not self._overflow
+            and (not self.batch or (not self.full and self._fits(method, wire)))
+        ):
             self._join(method, wire, key, waiting)
         else:
             self._overflow.append((method, wire, key, waiting))

@@ -40,6 +40,8 @@ class Served:
         self.server: MCPServer[Any] = MCPServer("live-test", extensions=[self.extension])
         enable_files(self.server)
         self.ended: dict[str, asyncio.Event] = {}
+        #: Set by a test's client when it performs a batch (the round has gone out).
+        self.performing = asyncio.Event()
 
         @self.server.tool()
         async def size_of(path: str, ctx: Context) -> int:
@@ -61,6 +63,19 @@ class Served:
             # The request this context belongs to has ended by now: the tool goes on regardless.
             await ctx.report_progress(1, 2)
             return first + await fs.read_text(path)
+
+        @self.server.tool()
+        async def late_second(ctx: Context) -> str:
+            fs = files(ctx)
+
+            async def late() -> str:
+                await self.performing.wait()
+                return (await fs.read("data/b.txt", length=64)).content
+
+            second = asyncio.ensure_future(late())
+            # Small reads: the first round's batch has room left for the second.
+            first = (await fs.read("data/a.txt", length=64)).content
+            return first + await second
 
     def ended_event(self, path: str) -> asyncio.Event:
         return self.ended.setdefault(path, asyncio.Event())
@@ -132,6 +147,36 @@ async def test_a_tool_that_reports_progress_after_its_first_round_goes_on(core: 
     assert not result.is_error, result.content
     assert result.content[0].text == "a.txt" * 2  # type: ignore[union-attr]
     assert len(answerer.rounds) == 2
+
+
+async def test_what_a_tool_asks_after_its_round_went_out_waits_for_the_next_round(core: Any) -> None:
+    # The second read is asked while the client performs the first batch: it is not in that
+    # batch, whose answers the client sends, but in the next one.
+    served = Served()
+    answerer = BatchAnswerer(core)
+
+    def read(params: dict[str, Any]) -> Any:
+        served.performing.set()
+        return core.handle("files/read", params)
+
+    class Continuing:
+        """The session, continuing once the tool's second task has asked (the loop turns over)."""
+
+        def __init__(self, session: Any) -> None:
+            self.session = session
+
+        async def call_tool(self, *args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(0)
+            return await self.session.call_tool(*args, **kwargs)
+
+    answerer.overrides["files/read"] = read
+    async with Client(served.server, mode=MODERN, extensions=[answerer]) as client:
+        answerer.sessions = [Continuing(client.session)]
+        result = await call(client, answerer, "late_second", {})
+    assert not result.is_error, result.content
+    assert result.content[0].text == "a.txtb.txt"  # type: ignore[union-attr]
+    asked = [[op["params"]["path"] for op in r.operations] for r in answerer.rounds]
+    assert asked == [["data/a.txt"], ["data/b.txt"]]
 
 
 async def test_a_kept_call_ends_when_its_continuation_expires(core: Any) -> None:
