@@ -40,9 +40,11 @@ async def hold_lock(
     requester: Requester, conn: ConnectionFiles, path: str, *, create: bool, wait: float
 ) -> AsyncIterator[str]:
     """Hold the lock of *path* for the block; yields the ``lockId`` (see :meth:`FilesClient.lock`)."""
-    deadline = time.monotonic() + max(0.0, wait)
     held = conn.kept_lock_ids
     async with conn.local_locks.hold(path):
+        # *wait* is for other connections' locks: it counts once this connection's calls on the
+        # path in this process have taken their turns.
+        deadline = time.monotonic() + max(0.0, wait)
         lock_id = await _acquire(requester, path, create=create, deadline=deadline)
         while (holder := held.holder(lock_id)) is not None:
             # Another call of this connection holds that lock here: wait for it, then ask again.
