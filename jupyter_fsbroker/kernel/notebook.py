@@ -49,7 +49,7 @@ from .loop import BackgroundLoop
 from .notebook_connection import KernelConnection
 from .notebook_consent import NotebookConsent
 from .running_calls import RunningCall, RunningCalls
-from .servers import DEFAULT_CONNECT_TIMEOUT, TargetOptions
+from .servers import DEFAULT_CONNECT_TIMEOUT, ERAS, TargetOptions
 from .settings import FSBroker
 from .settings_link import SettingsLink
 from .sign_ins import NotebookSignIns
@@ -353,7 +353,7 @@ class NotebookBroker:
         sandbox: bool | str | Sandbox | None = None,
         advertise_roots: bool | None = None,
         auth: OAuth | bool | None = None,
-        era: EraChoice = "auto",
+        era: EraChoice = ERAS[0],
     ) -> KernelConnection:
         """Connect to an MCP server and give it brokered access to the shared folders.
 

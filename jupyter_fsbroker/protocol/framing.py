@@ -190,16 +190,9 @@ def encode_response(
     ValueError
         Something JSON cannot carry (see :func:`encode_message`).
     """
-    content = body.get("content")
-    if (
-        kind != "result"
-        or body.get("encoding") != "base64"
-        or not isinstance(content, str)
-        or len(content) < _SPLICE_MIN
-        or not content.isascii()
-        or not _BASE64_TEXT.fullmatch(content, 0, 64)  # what the core made; checked where it is cheap
-    ):
+    if kind != "result" or not _spliceable(body):
         return encode_message({"jsonrpc": "2.0", "id": request_id, kind: body})
+    content: str = body["content"]
     rest = {key: value for key, value in body.items() if key != "content"}
     head = encode_message({"jsonrpc": "2.0", "id": request_id, kind: rest})
     # head ends with the two closing braces of the result and the message.
@@ -234,10 +227,10 @@ def encode_outgoing(message: JSONRPCRequest | JSONRPCNotification | JSONRPCRespo
     data = message.model_dump(by_alias=True, exclude_unset=True, mode="json")
     # A placeholder no message holds by chance: a fresh random marker, numbered.
     marker = f"fsbroker-content-{secrets.token_hex(8)}-"
-    contents = _spliceable(data, marker)
-    if not contents:
-        return encode_message(data)
+    contents = _take_contents(data, marker)
     head = encode_message(data)
+    if not contents:
+        return head
     pieces: list[bytes] = []
     at = 0
     for number, content in enumerate(contents):
@@ -249,7 +242,19 @@ def encode_outgoing(message: JSONRPCRequest | JSONRPCNotification | JSONRPCRespo
     return b"".join(pieces)
 
 
-def _spliceable(data: dict[str, Any], marker: str) -> list[str]:
+def _spliceable(result: dict[str, Any]) -> bool:
+    """Whether the ``content`` of a ``files/read`` *result* is long base64 to splice in as bytes."""
+    content = result.get("content")
+    return (
+        isinstance(content, str)
+        and result.get("encoding") == "base64"
+        and len(content) >= _SPLICE_MIN
+        and content.isascii()
+        and _BASE64_TEXT.fullmatch(content, 0, 64) is not None  # what the core made; checked where cheap
+    )
+
+
+def _take_contents(data: dict[str, Any], marker: str) -> list[str]:
     """Take the long base64 contents out of a continuation's answers in *data*, in order, each
     replaced by *marker* and its number; the contents taken."""
     params = data.get("params")
@@ -259,16 +264,9 @@ def _spliceable(data: dict[str, Any], marker: str) -> list[str]:
     taken: list[str] = []
     for answer in answers if isinstance(answers, list) else ():
         result = answer.get("result") if isinstance(answer, dict) else None
-        content = result.get("content") if isinstance(result, dict) else None
-        if (
-            isinstance(content, str)
-            and result.get("encoding") == "base64"  # type: ignore[union-attr]
-            and len(content) >= _SPLICE_MIN
-            and content.isascii()
-            and _BASE64_TEXT.fullmatch(content, 0, 64)  # what the core made; checked where it is cheap
-        ):
-            result["content"] = f"{marker}{len(taken)}"  # type: ignore[index]
-            taken.append(content)
+        if isinstance(result, dict) and _spliceable(result):
+            taken.append(result["content"])
+            result["content"] = f"{marker}{len(taken) - 1}"
     return taken
 
 

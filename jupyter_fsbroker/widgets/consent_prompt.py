@@ -387,15 +387,14 @@ class ConsentPrompt(WholeText, widgets.VBox):  # type: ignore[misc]
         super().close()
 
     def __repr__(self) -> str:
-        state = "answered" if self.future.done() else "waiting"
-        return f"{self._summary()[:-1]} ({state})>"
+        return self._summary(" (answered)" if self.future.done() else " (waiting)")
 
     def fallback_text(self) -> str:
         # What a view without widgets shows (GitHub, nbconvert). The text is fixed when the
         # prompt is displayed, before it is answered: "(waiting)" would stay in a saved notebook.
         return self._summary()
 
-    def _summary(self) -> str:
+    def _summary(self, state: str = "") -> str:
         request = self.request
         asked = [item for item in request.items if item.approvable]
         ops = [op for op in request.operations if any(op in request.operations_of(i) for i in asked)]
@@ -403,5 +402,5 @@ class ConsentPrompt(WholeText, widgets.VBox):  # type: ignore[misc]
         more = f", {refused} not approvable" if refused else ""
         return (
             f"<consent request from {request.server!r}: {', '.join(ops) or 'nothing'} on "
-            f"{len(asked)} path{'' if len(asked) == 1 else 's'}{more}>"
+            f"{len(asked)} path{'' if len(asked) == 1 else 's'}{more}{state}>"
         )
