@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 import pydantic_core
@@ -197,30 +198,21 @@ def encode_response(
     head = encode_message({"jsonrpc": "2.0", "id": request_id, kind: rest})
     # head ends with the two closing braces of the result and the message.
     before = (head[:-2], b"," if rest else b"", b'"content":"')
-    if buffers is None or len(content) < POOLED_MIN:
-        return b"".join((*before, content.encode("ascii"), b'"}}'))
-    size = sum(map(len, before)) + len(content) + 3
-    buffer = buffers.take(size)
-    with memoryview(buffer) as view:
-        at = 0
-        for part in before:
-            view[at : at + len(part)] = part
-            at += len(part)
-        for start in range(0, len(content), _COPY_SLICE):
-            piece = content[start : start + _COPY_SLICE].encode("ascii")
-            view[at : at + len(piece)] = piece
-            at += len(piece)
-        view[at : at + 3] = b'"}}'
-    return LentMessage(buffer, size, buffers)
+    return _assemble((*before, content, b'"}}'), buffers)
 
 
-def encode_outgoing(message: JSONRPCRequest | JSONRPCNotification | JSONRPCResponse | JSONRPCError) -> bytes:
+def encode_outgoing(
+    message: JSONRPCRequest | JSONRPCNotification | JSONRPCResponse | JSONRPCError,
+    *,
+    buffers: BufferPool | None = None,
+) -> bytes | LentMessage:
     """A message the client sends, as compact UTF-8 JSON (what ``model_dump_json`` makes).
 
     A 2026-07-28 continuation (a ``tools/call`` whose ``_meta`` carries the files extension's
     answers) holds up to 2.7 MB of base64 file content per read, which the core made and which
     needs no escaping: it is spliced in as bytes, as :func:`encode_response` does on the legacy
-    wire, rather than scanned by the JSON encoder (which costs as much as encoding it again).
+    wire, rather than scanned by the JSON encoder (which costs as much as encoding it again);
+    with *buffers*, into a lent buffer (a :class:`LentMessage`).
     """
     if not isinstance(message, JSONRPCRequest) or message.method != "tools/call":
         return message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
@@ -231,15 +223,36 @@ def encode_outgoing(message: JSONRPCRequest | JSONRPCNotification | JSONRPCRespo
     head = encode_message(data)
     if not contents:
         return head
-    pieces: list[bytes] = []
+    pieces: list[bytes | str] = []
     at = 0
     for number, content in enumerate(contents):
         placeholder = f'"{marker}{number}"'.encode("ascii")
         found = head.index(placeholder, at)
-        pieces += (head[at:found], b'"', content.encode("ascii"), b'"')
+        pieces += (head[at:found], b'"', content, b'"')
         at = found + len(placeholder)
     pieces.append(head[at:])
-    return b"".join(pieces)
+    return _assemble(pieces, buffers)
+
+
+def _assemble(pieces: Sequence[bytes | str], buffers: BufferPool | None) -> bytes | LentMessage:
+    """*pieces* (bytes, and the ASCII text of spliced contents) one after the other: in a buffer
+    lent by *buffers* when they are large, else as bytes."""
+    size = sum(map(len, pieces))
+    if buffers is None or size < POOLED_MIN:
+        return b"".join(part.encode("ascii") if isinstance(part, str) else part for part in pieces)
+    buffer = buffers.take(size)
+    with memoryview(buffer) as view:
+        at = 0
+        for part in pieces:
+            if isinstance(part, bytes):
+                view[at : at + len(part)] = part
+                at += len(part)
+                continue
+            for start in range(0, len(part), _COPY_SLICE):
+                piece = part[start : start + _COPY_SLICE].encode("ascii")
+                view[at : at + len(piece)] = piece
+                at += len(piece)
+    return LentMessage(buffer, size, buffers)
 
 
 def _spliceable(result: dict[str, Any]) -> bool:

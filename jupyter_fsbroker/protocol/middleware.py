@@ -76,7 +76,7 @@ from .files_intake import FilesCore, FilesIntake, is_files_request
 from .framing import MalformedMessage
 from .roots_exchange import RootsExchange, RootsProvider
 from .roots_gate import RootsGate
-from .transports.message_streams import MessageReader, MessageWriter
+from .transports.message_streams import LendingWriter, MessageReader, MessageWriter
 
 __all__ = [
     "BROKERING_FEATURES",
@@ -376,6 +376,11 @@ class BrokerMiddleware:
                         item = SessionMessage(self._with_capability(message), metadata=item.metadata)
                     elif isinstance(message, JSONRPCRequest) and message.method == "tools/call":
                         item = _routed(item, message)
+                        if isinstance(self._write, LendingWriter):
+                            # A continuation carries megabytes of answers: encoded in the
+                            # connection's buffers, as the legacy wire's answers are.
+                            await self._write.send_lending(item, self._core.buffers())
+                            continue
                     await self._write.send(item)
                     if isinstance(message, JSONRPCNotification) and message.method == _INITIALIZED:
                         self._initialized = True

@@ -23,7 +23,6 @@ import asyncio
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any, cast
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -35,7 +34,6 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..wire.modern import (
     CLIENT_CAPABILITIES_META,
     EXTENSION_ID,
-    MAX_CONTINUATION_CHARS,
     Continuation,
     batch_result,
     extension_settings,
@@ -44,17 +42,13 @@ from ..wire.modern import (
     routed,
     split_route,
 )
-from .exceptions import ContinuationRefusedError, ReplayDivergedError, TooLargeError
+from .exceptions import ContinuationRefusedError, ReplayDivergedError
 from .live_calls import LiveCall, LiveCalls, settle
 from .peers import ConnectionFiles, KeptLockIds
-from .replay import ReplayStep, journal_chars
-from .sealing import CallState, ContinuationSealer, digest
+from .replay import ReplayStep
+from .sealing import CallState, ContinuationSealer, Entries, Journal, digest, journal_too_large
 
 __all__ = ["FilesExtension"]
-
-# Past this many characters of recorded answers a journal is not sealed at all: it could not fit
-# in a continuation even compressed, and compressing it each round would cost more than a round.
-_JOURNAL_CHARS = 4 * MAX_CONTINUATION_CHARS
 
 
 class FilesExtension(Extension):
@@ -121,21 +115,18 @@ class FilesExtension(Extension):
         if principal is None:
             return await call_next(ctx)  # no one to bind a continuation to: files(ctx) refuses
         tool, arguments = params.name, digest(raw.get("arguments") or {})
-        journal: tuple[tuple[str, Mapping[str, Any]], ...] | None
+        added: Entries = ()
         if continuation is None or continuation.token is None:
-            call, started, journal = ContinuationSealer.new_call_id(), time.time(), ()
-            step = ReplayStep(self._client(meta, principal), journal, started=started)
+            call, started = ContinuationSealer.new_call_id(), time.time()
+            journal: Journal | None = Journal()
+            step = ReplayStep(self._client(meta, principal), (), started=started)
             live = LiveCall(step, _start(step, ctx, call_next), 0)
         else:
             _, sealed = split_route(continuation.token)
             state = self.sealer.open(sealed, tool=tool, arguments=arguments, principal=principal)
-            call, started = state.call, state.started
+            call, started, journal = state.call, state.started, state.journal
             answered = _answered(state, continuation)
-            journal = (
-                None
-                if state.journal is None
-                else state.journal + tuple((key, answer) for _, key, answer in answered)
-            )
+            added = tuple((key, answer) for _, key, answer in answered)
             kept = self.live.take(call)
             if kept is not None and kept.round == state.step:
                 kept.step.answer({op_id: answer for op_id, _, answer in answered})
@@ -145,7 +136,8 @@ class FilesExtension(Extension):
                     kept.cancel()
                 if journal is None:
                     raise ContinuationRefusedError("live_elsewhere")
-                step = ReplayStep(self._client(meta, principal), journal, started=started)
+                recorded = self.sealer.entries(journal, call) + added
+                step = ReplayStep(self._client(meta, principal), recorded, started=started)
                 live = LiveCall(step, _start(step, ctx, call_next), state.step + 1)
         step = live.step
         result = await settle(step, live.task)
@@ -155,44 +147,28 @@ class FilesExtension(Extension):
         if result is not None:
             return cast("HandlerResult", result[0])
         batch = step.hand_out()
-        state = CallState(
-            call,
-            live.round,
-            started,
-            tool,
-            arguments,
-            principal,
-            tuple((op.id, key) for op, key in batch),
-            None,
-        )
         kept_live = self.live.keep(call, live, self._live_ttl(started))
         if not kept_live:
             live.cancel()
         try:
-            token = self._seal(state, journal, kept_live)
+            journal = None if journal is None else self.sealer.extend(journal, call, added)
+            if journal is None and not kept_live:
+                raise journal_too_large()
+            state = CallState(
+                call,
+                live.round,
+                started,
+                tool,
+                arguments,
+                principal,
+                tuple((op.id, key) for op, key in batch),
+                journal,
+            )
+            token = self.sealer.seal(state)
         except BaseException:
             self.live.drop(call)
             raise
         return batch_result([op for op, _ in batch], routed(self.instance, token))
-
-    def _seal(
-        self, state: CallState, journal: tuple[tuple[str, Mapping[str, Any]], ...] | None, live: bool
-    ) -> str:
-        """The continuation of *state*, with *journal* while it fits, else live only (from then
-        on the call goes on in this process or nowhere).
-
-        Raises
-        ------
-        TooLargeError
-            The journal outgrows a continuation and the call is not kept live.
-        """
-        if journal is not None and (not live or journal_chars(journal) <= _JOURNAL_CHARS):
-            try:
-                return self.sealer.seal(replace(state, journal=journal))
-            except TooLargeError:
-                if not live:
-                    raise
-        return self.sealer.seal(state)
 
     def _client(self, meta: Mapping[str, Any] | None, principal: str) -> ConnectionFiles:
         """The client as a modern request describes itself (:func:`_described`), with the locks

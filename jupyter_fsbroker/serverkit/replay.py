@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -30,7 +30,7 @@ from .exceptions import error_from_jsonrpc
 from .peers import ConnectionFiles
 from .sealing import digest
 
-__all__ = ["ReplayStep", "current_step", "journal_chars", "operation_key"]
+__all__ = ["ReplayStep", "current_step", "operation_key"]
 
 _current: ContextVar[ReplayStep | None] = ContextVar("jupyter_fsbroker_replay_step", default=None)
 
@@ -209,16 +209,6 @@ class ReplayStep:
         self._read_bytes += reads
         self._write_bytes += writes
         self._new.set()
-
-
-def journal_chars(journal: Sequence[tuple[str, Mapping[str, Any]]]) -> int:
-    """Roughly the characters a journal's answers take: their content dominates."""
-    total = 0
-    for _, answer in journal:
-        result = answer.get("result")
-        content = result.get("content") if isinstance(result, Mapping) else None
-        total += 64 + (len(content) if isinstance(content, str) else 0)
-    return total
 
 
 def _size(method: str, params: Mapping[str, Any] | None) -> tuple[int, int]:

@@ -6,6 +6,13 @@ a key list every replica shares, and opened only for the principal, tool and arg
 sealed for, before it expires. Replicas share no store, so "once" holds per process: each
 process opens a given (call, step) once; see PROTOCOL.md for what that does and does not
 guarantee.
+
+A continuation is its head (the :class:`CallState` but its journal) followed by the journal's
+segments, ``head,segment,segment...``: each round seals the answers it adds as one more segment,
+bound to the call and to its place, and the head says how many there are. So a round costs the
+same however long the call has run (the replica holding the call live never opens the segments
+it passes on), and a replica that replays the call takes only the segments sealed for this call,
+all of them, in their order (:meth:`ContinuationSealer.entries`).
 """
 
 from __future__ import annotations
@@ -30,11 +37,21 @@ from mcp.server.request_state import AESGCMRequestStateCodec, InvalidRequestStat
 from ..wire.modern import MAX_CONTINUATION_CHARS
 from .exceptions import ContinuationRefusedError, TooLargeError
 
-__all__ = ["CallState", "ContinuationSealer", "digest", "load_state_keys"]
+__all__ = [
+    "CallState",
+    "ContinuationSealer",
+    "Entries",
+    "Journal",
+    "digest",
+    "journal_too_large",
+    "load_state_keys",
+]
 
 log = logging.getLogger(__name__)
 
-_VERSION = 1
+_VERSION = 2
+# What separates the head and the segments of a continuation (outside the sealer's alphabet).
+_SEGMENT_MARK = ","
 # Minted at most this far in the future (replicas' clocks differ a little).
 _FUTURE_SKEW = 60.0
 
@@ -43,6 +60,27 @@ def digest(value: Any) -> str:
     """A short digest of a JSON value, the same for equal values whatever their key order."""
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()[:18]).decode()
+
+
+Entries = tuple[tuple[str, Mapping[str, Any]], ...]
+
+
+@dataclass(frozen=True)
+class Journal:
+    """A call's recorded answers as its continuation carries them: sealed segments, one a round.
+
+    Attributes
+    ----------
+    segments
+        The sealed segments, in the order sealed (each the entries a round added).
+    """
+
+    segments: tuple[str, ...] = ()
+
+    @property
+    def chars(self) -> int:
+        """The characters its segments take in a continuation."""
+        return sum(len(segment) + 1 for segment in self.segments)
 
 
 @dataclass(frozen=True)
@@ -64,8 +102,9 @@ class CallState:
     batch
         The batch this continuation answers: ``(id, operation key)`` pairs.
     journal
-        Every operation answered so far, in the order answered: ``(operation key, answer)``,
-        the answer ``{"result": …}`` or ``{"error": …}``; ``None`` when the call is live in one
+        Every operation answered so far, in the order answered, as sealed segments of
+        ``(operation key, answer)`` entries, the answer ``{"result": …}`` or ``{"error": …}``
+        (:meth:`ContinuationSealer.entries` opens them); ``None`` when the call is live in one
         instance only (:mod:`.live_calls`) and cannot be replayed elsewhere.
     """
 
@@ -76,7 +115,7 @@ class CallState:
     arguments: str
     principal: str
     batch: tuple[tuple[str, str], ...]
-    journal: tuple[tuple[str, Mapping[str, Any]], ...] | None
+    journal: Journal | None
 
 
 class ContinuationSealer:
@@ -119,14 +158,15 @@ class ContinuationSealer:
         return secrets.token_urlsafe(16)
 
     def seal(self, state: CallState) -> str:
-        """The continuation of *state*.
+        """The continuation of *state*: its head, then its journal's segments.
 
         Raises
         ------
         TooLargeError
-            The sealed state would outgrow a continuation's 1.25 MiB (``journal_too_large``).
+            The continuation would outgrow its 1.25 MiB (``journal_too_large``).
         """
         now = time.time()
+        journal = state.journal
         claims = {
             "v": _VERSION,
             "call": state.call,
@@ -138,23 +178,54 @@ class ContinuationSealer:
             "args": state.arguments,
             "p": state.principal,
             "batch": [list(pair) for pair in state.batch],
-            "journal": None
-            if state.journal is None
-            else [[key, dict(answer)] for key, answer in state.journal],
+            "journal": None if journal is None else len(journal.segments),
         }
-        payload = _compressed(json.dumps(claims, separators=(",", ":")).encode())
-        token = None if payload is None else self._codec.seal(payload)
-        if token is None or len(token) > MAX_CONTINUATION_CHARS:
-            raise TooLargeError(
-                "the call's recorded answers outgrow a continuation: read less in one call, "
-                "or call this tool on the legacy wire",
-                data={
-                    "error": "TOO_LARGE",
-                    "reason": "journal_too_large",
-                    "maxBytes": MAX_CONTINUATION_CHARS,
-                },
-            )
+        token = self._codec.seal(zlib.compress(json.dumps(claims, separators=(",", ":")).encode(), 1))
+        if journal is not None and journal.segments:
+            token = _SEGMENT_MARK.join((token, *journal.segments))
+        if len(token) > MAX_CONTINUATION_CHARS:
+            raise journal_too_large()
         return token
+
+    def extend(self, journal: Journal, call: str, entries: Entries) -> Journal | None:
+        """*journal* with *entries* (the answers of one round of call *call*) sealed as its next
+        segment; ``None`` when they do not fit in a continuation (the head aside)."""
+        if not entries:
+            return journal
+        room = MAX_CONTINUATION_CHARS - _HEAD_ROOM - journal.chars
+        # Base64 of random bytes compresses little: past four times the room, do not even try.
+        if room <= 0 or _entries_chars(entries) > 4 * room:
+            return None
+        index = len(journal.segments)
+        text = json.dumps(
+            [call, index, [[key, dict(answer)] for key, answer in entries]], separators=(",", ":")
+        )
+        payload = _compressed(text.encode(), (room - 128) * 3 // 4)
+        segment = None if payload is None else self._codec.seal(payload)
+        if segment is None or len(segment) + 1 > room:
+            return None
+        return Journal((*journal.segments, segment))
+
+    def entries(self, journal: Journal, call: str) -> Entries:
+        """The answers *journal* records for call *call*, in the order answered.
+
+        Raises
+        ------
+        ContinuationRefusedError
+            The segments are not the ones sealed for this call, all of them, in their order.
+        """
+        recorded: list[tuple[str, Mapping[str, Any]]] = []
+        for index, segment in enumerate(journal.segments):
+            try:
+                owner, at, items = json.loads(zlib.decompress(self._codec.unseal(segment), bufsize=1 << 16))
+                if (owner, at) != (call, index):
+                    raise ValueError("another segment")
+                recorded += ((str(key), cast("Mapping[str, Any]", answer)) for key, answer in items)
+            except InvalidRequestState as exc:
+                raise _refuse("invalid", f"journal seal: {exc}") from None
+            except (ValueError, TypeError, zlib.error):
+                raise _refuse("invalid", "malformed journal") from None
+        return tuple(recorded)
 
     def open(self, token: str, *, tool: str, arguments: str, principal: str) -> CallState:
         """The state sealed in *token*, for this tool, arguments digest and principal digest.
@@ -166,8 +237,12 @@ class ContinuationSealer:
             principal, has expired, or was opened by this process before. Nothing is touched;
             the real reason is logged, the error says only ``expired`` or ``invalid``.
         """
+        head, *segments = token.split(_SEGMENT_MARK)
         try:
-            claims = json.loads(zlib.decompress(self._codec.unseal(token), bufsize=1 << 16))
+            claims = json.loads(zlib.decompress(self._codec.unseal(head), bufsize=1 << 16))
+            journal = claims["journal"]
+            if journal is not None and int(journal) != len(segments):
+                raise ValueError("segments missing or added")
             state = CallState(
                 str(claims["call"]),
                 int(claims["step"]),
@@ -176,9 +251,7 @@ class ContinuationSealer:
                 str(claims["args"]),
                 str(claims["p"]),
                 tuple((str(i), str(k)) for i, k in claims["batch"]),
-                None
-                if claims["journal"] is None
-                else tuple((str(k), cast("Mapping[str, Any]", a)) for k, a in claims["journal"]),
+                None if journal is None else Journal(tuple(segments)),
             )
             issued, expires, version = float(claims["iat"]), float(claims["exp"]), claims["v"]
         except InvalidRequestState as exc:
@@ -209,17 +282,27 @@ class ContinuationSealer:
         self._opened[(call, step)] = expires
 
 
-# The compressed bytes a continuation can hold (base64url of them, the seal's own bytes aside).
-_MAX_PAYLOAD = (MAX_CONTINUATION_CHARS - 128) * 3 // 4
+# What a continuation keeps for its head (a few hundred characters) and segment marks.
+_HEAD_ROOM = 8 * 1024
 _PIECE = 256 * 1024
 
 
-def _compressed(text: bytes) -> bytes | None:
-    """*text* compressed; ``None`` as soon as it is clear that it will not fit in a continuation.
+def _entries_chars(entries: Entries) -> int:
+    """Roughly the characters *entries* take: their content dominates."""
+    total = 0
+    for _, answer in entries:
+        result = answer.get("result")
+        content = result.get("content") if isinstance(result, Mapping) else None
+        total += 64 + (len(content) if isinstance(content, str) else 0)
+    return total
 
-    Level 1: a journal is compressed again in each round that carries it, and level 1 costs a
-    fifth of level 6 for some tenth less room. Stopping early bounds what a journal that does not
-    fit costs to the room of a continuation.
+
+def _compressed(text: bytes, room: int) -> bytes | None:
+    """*text* compressed; ``None`` as soon as it is clear that it will not fit in *room* bytes.
+
+    Level 1: a fifth of level 6's cost for some tenth less room. Stopping early bounds what
+    answers that do not fit cost: once a piece is in, the rest is judged by how well it went
+    (base64 of random bytes, a binary file's read, keeps three quarters of its size).
     """
     packer = zlib.compressobj(1)
     out: list[bytes] = []
@@ -227,10 +310,21 @@ def _compressed(text: bytes) -> bytes | None:
     for start in range(0, len(text), _PIECE):
         out.append(packer.compress(text[start : start + _PIECE]))
         size += len(out[-1])
-        if size > _MAX_PAYLOAD:
+        done = min(start + _PIECE, len(text))
+        if size > room or (size > _PIECE // 8 and size * len(text) > 2 * room * done):
             return None
     out.append(packer.flush())
     return b"".join(out)
+
+
+def journal_too_large() -> TooLargeError:
+    """The error of a call whose recorded answers outgrow a continuation, and which no
+    instance keeps live."""
+    return TooLargeError(
+        "the call's recorded answers outgrow a continuation: read less in one call, "
+        "or call this tool on the legacy wire",
+        data={"error": "TOO_LARGE", "reason": "journal_too_large", "maxBytes": MAX_CONTINUATION_CHARS},
+    )
 
 
 def _refuse(reason: str, why: str) -> ContinuationRefusedError:

@@ -35,8 +35,8 @@ BIG = 5 * 1024 * 1024  # random bytes: over twice what a continuation's journal 
 class Served:
     """A server with the files extension, and the tools' runs that have ended (by path)."""
 
-    def __init__(self, **extension: Any) -> None:
-        self.extension = FilesExtension(**extension)
+    def __init__(self, keys: list[bytes] | None = None, **extension: Any) -> None:
+        self.extension = FilesExtension(keys, **extension)
         self.server: MCPServer[Any] = MCPServer("live-test", extensions=[self.extension])
         enable_files(self.server)
         self.ended: dict[str, asyncio.Event] = {}
@@ -55,6 +55,11 @@ class Served:
                 return f"{text} {(await fs.stat(path)).size}"
             finally:
                 self.ended_event(path).set()
+
+        @self.server.tool()
+        async def three_reads(path: str, ctx: Context) -> str:
+            fs = files(ctx)
+            return "|".join([await fs.read_text(path) for _ in range(3)])
 
         @self.server.tool()
         async def progress_between(path: str, ctx: Context) -> str:
@@ -221,3 +226,69 @@ async def test_closing_the_extension_ends_every_kept_call(core: Any) -> None:
             await served.ended_event("data/a.txt").wait()
             await served.ended_event("data/b.txt").wait()
         assert len(served.extension.live) == 0
+
+
+async def _third_batch(client: Client, answerer: BatchAnswerer) -> dict[str, Any]:
+    """The continuation meta answering the third batch of ``three_reads`` (not yet sent): its
+    journal holds the answers of the first two rounds, a sealed segment each."""
+    arguments = {"path": "data/a.txt"}
+    result = await client.session.call_tool(
+        "three_reads", arguments, meta=answerer.first_meta(), allow_claimed=True
+    )
+    for rounds in (1, 2, 3):
+        batch = result.model_dump(by_alias=True, mode="json")
+        meta = continuation_meta(
+            answerer.connection_id, batch["continuation"], answerer.answer(batch["operations"])
+        )
+        if rounds == 3:
+            return meta
+        result = await client.session.call_tool(
+            "three_reads", arguments, meta={EXTENSION_ID: meta}, allow_claimed=True
+        )
+    raise AssertionError("three_reads should take three rounds")
+
+
+def _forgeries(token: str, other: str) -> dict[str, str]:
+    """*token* (``head,segment,segment``) altered in each way a client could try; *other* is a
+    continuation of another call of the same tool and principal."""
+    head, first, second = token.split(",")
+    flipped = second[:40] + ("A" if second[40] != "A" else "B") + second[41:]
+    return {
+        "a segment altered": f"{head},{first},{flipped}",
+        "a segment dropped": f"{head},{second}",
+        "the segments swapped": f"{head},{second},{first}",
+        "a segment of another call": f"{head},{first},{other.split(',')[2]}",
+        "a segment added": f"{head},{first},{second},{first}",
+    }
+
+
+async def test_another_replica_replays_the_journal_only_as_it_was_sealed(core: Any) -> None:
+    keys = [os.urandom(32)]
+    holder = Served(keys)
+    answerer = BatchAnswerer(core)
+    async with Client(holder.server, mode=MODERN, extensions=[answerer]) as client:
+        meta = await _third_batch(client, answerer)
+        other = await _third_batch(client, answerer)
+    assert meta["continuation"].count(",") == 2, "a segment a round, after the head"
+    asked = list(answerer.methods)
+    for what, token in _forgeries(meta["continuation"], other["continuation"]).items():
+        replica = Served(keys)
+        async with Client(replica.server, mode=MODERN, extensions=[answerer]) as client:
+            with pytest.raises(MCPError) as info:
+                await client.session.call_tool(
+                    "three_reads",
+                    {"path": "data/a.txt"},
+                    meta={EXTENSION_ID: {**meta, "continuation": token}},
+                    allow_claimed=True,
+                )
+        assert info.value.error.data == {"error": "CONTINUATION_REFUSED", "reason": "invalid"}, what
+        assert answerer.methods == asked, f"{what}: nothing asked of the client"
+    # The continuation as sealed goes on there: the tool re-runs over the first two answers.
+    replica = Served(keys)
+    async with Client(replica.server, mode=MODERN, extensions=[answerer]) as client:
+        result = await client.session.call_tool(
+            "three_reads", {"path": "data/a.txt"}, meta={EXTENSION_ID: meta}, allow_claimed=True
+        )
+    assert isinstance(result, CallToolResult) and not result.is_error, result
+    assert result.content[0].text == "a.txt|a.txt|a.txt"  # type: ignore[union-attr]
+    assert answerer.methods == asked, "the replay asked the client nothing again"

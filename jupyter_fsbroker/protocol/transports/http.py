@@ -66,7 +66,8 @@ from mcp_types import (
     RequestId,
 )
 
-from ..framing import encode_outgoing, parse_message
+from ...core.buffers import BufferPool
+from ..framing import LentMessage, encode_outgoing, parse_message, release
 from .sse import EventStream
 
 __all__ = ["HttpWriter", "open_session"]
@@ -97,6 +98,10 @@ _INBOX = 32
 _KEEPALIVE_EXPIRY = 4.0
 # A one-way POST on a reused connection that the server had just closed is sent again, once.
 _STALE_CONNECTION = (httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.WriteError)
+# A large body is written in slices this long: httpx takes a body as bytes only (or streams an
+# iterable of them), and copying all of a lent buffer's megabytes into new bytes would make the
+# pages the buffer saves (each slice's copy is small and dropped at once).
+_BODY_SLICE = 256 * 1024
 
 _Item = SessionMessage | Exception
 
@@ -132,6 +137,10 @@ class HttpWriter:
 
     async def send(self, item: SessionMessage, /) -> None:
         """Send one message (a request: start its POST; anything else: POST it and wait)."""
+        await self.send_lending(item, None)
+
+    async def send_lending(self, item: SessionMessage, buffers: BufferPool | None, /) -> None:
+        """:meth:`send`, a large message encoded in a buffer lent by *buffers* (a continuation)."""
         if self._closed:
             raise anyio.ClosedResourceError
         message = item.message
@@ -139,7 +148,7 @@ class HttpWriter:
         metadata = item.metadata
         if isinstance(metadata, ClientMessageMetadata) and metadata.headers:
             extra = {key.lower(): value for key, value in metadata.headers.items()}
-        body = encode_outgoing(message)
+        body = encode_outgoing(message, buffers=buffers)
         if isinstance(message, JSONRPCRequest):
             if message.method == "initialize":
                 self.protocol_version = None  # negotiated anew
@@ -147,7 +156,10 @@ class HttpWriter:
                 self.protocol_version = extra[_VERSION_HEADER]
             self._tg.start_soon(self._request, message, body, extra)
             return
-        await self._post_one_way(body, extra)
+        try:
+            await self._post_one_way(body, extra)
+        finally:
+            release(body)
         if isinstance(message, JSONRPCNotification) and message.method == "notifications/initialized":
             self._start_get_stream()
 
@@ -155,8 +167,7 @@ class HttpWriter:
         """POST one response or notification already encoded as JSON; return once it is accepted."""
         if self._closed:
             raise anyio.ClosedResourceError
-        # httpx takes a body as bytes only (anything else it would stream, chunked).
-        await self._post_one_way(data if isinstance(data, bytes) else bytes(data), {})
+        await self._post_one_way(data, {})
 
     def close(self) -> None:
         self._closed = True
@@ -195,10 +206,22 @@ class HttpWriter:
         headers.update(extra)
         return headers
 
-    async def _post_one_way(self, body: bytes, extra: Mapping[str, str]) -> None:
+    def _body(
+        self, body: bytes | memoryview | LentMessage, extra: Mapping[str, str]
+    ) -> tuple[bytes | _Slices, dict[str, str]]:
+        """The content to give httpx for *body*, and the headers to send with it."""
+        headers = self._headers(extra)
+        if isinstance(body, bytes):
+            return body, headers
+        view = body.view if isinstance(body, LentMessage) else body
+        headers["content-length"] = str(len(view))  # not chunked: what the server's limit reads
+        return _Slices(view), headers
+
+    async def _post_one_way(self, body: bytes | memoryview | LentMessage, extra: Mapping[str, str]) -> None:
+        content, headers = self._body(body, extra)
         for attempt in (1, 2):
             try:
-                response = await self._client.post(self._url, content=body, headers=self._headers(extra))
+                response = await self._client.post(self._url, content=content, headers=headers)
                 break
             except _STALE_CONNECTION:
                 if attempt == 2:
@@ -210,8 +233,19 @@ class HttpWriter:
         if response.status_code >= 400:
             log.warning("the server refused a message (HTTP %d)", response.status_code)
 
-    async def _request(self, message: JSONRPCRequest, body: bytes, extra: Mapping[str, str]) -> None:
-        request = self._client.build_request("POST", self._url, content=body, headers=self._headers(extra))
+    async def _request(
+        self, message: JSONRPCRequest, body: bytes | LentMessage, extra: Mapping[str, str]
+    ) -> None:
+        try:
+            await self._post_request(message, body, extra)
+        finally:
+            release(body)
+
+    async def _post_request(
+        self, message: JSONRPCRequest, body: bytes | LentMessage, extra: Mapping[str, str]
+    ) -> None:
+        content, headers = self._body(body, extra)
+        request = self._client.build_request("POST", self._url, content=content, headers=headers)
         for _ in range(self._client.max_redirects + 1):
             response = await self._client.send(request, stream=True)
             try:
@@ -435,6 +469,17 @@ class HttpWriter:
 def _retry_delay(events: EventStream, default: float) -> float:
     """Seconds to wait before reconnecting *events*' stream: the server's ``retry``, else *default*."""
     return default if events.retry_ms is None else events.retry_ms / 1000
+
+
+class _Slices:
+    """A body httpx streams from a buffer, in slices; it can be sent again (a redirect, a sign-in)."""
+
+    def __init__(self, view: memoryview) -> None:
+        self._view = view
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for start in range(0, len(self._view), _BODY_SLICE):
+            yield bytes(self._view[start : start + _BODY_SLICE])
 
 
 def _same_origin_redirect(response: httpx2.Response, *, method_kept: bool) -> httpx2.Request | None:

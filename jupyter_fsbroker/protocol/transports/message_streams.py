@@ -8,11 +8,13 @@ the exceptions that stood in for one), the write side sends the client's.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from mcp.shared.message import SessionMessage
 
-__all__ = ["MessageReader", "MessageWriter"]
+from ...core.buffers import BufferPool
+
+__all__ = ["LendingWriter", "MessageReader", "MessageWriter"]
 
 
 class MessageReader(Protocol):
@@ -25,3 +27,11 @@ class MessageWriter(Protocol):
     """The write side of a transport."""
 
     async def send(self, item: SessionMessage, /) -> None: ...
+
+
+@runtime_checkable
+class LendingWriter(Protocol):
+    """A write side that can encode a large message in a buffer lent by a pool (the project's
+    transports), so that each continuation of a streaming call reuses the same memory."""
+
+    async def send_lending(self, item: SessionMessage, buffers: BufferPool | None, /) -> None: ...

@@ -46,9 +46,10 @@ from collections.abc import Callable, Sequence
 import anyio
 from mcp.shared.message import SessionMessage
 
+from ...core.buffers import BufferPool
 from ...core.hop import post
 from ..desk.route import Where
-from ..framing import MalformedMessage, encode_outgoing, parse_message, too_large
+from ..framing import LentMessage, MalformedMessage, encode_outgoing, parse_message, release, too_large
 from .lines import LineSplitter
 from .reading import ReadingThreads
 
@@ -363,8 +364,15 @@ class PipeWriter:
 
     async def send(self, item: SessionMessage, /) -> None:
         """Write one ``SessionMessage``."""
-        data = encode_outgoing(item.message)
-        await self.send_bytes(data)
+        await self.send_lending(item, None)
+
+    async def send_lending(self, item: SessionMessage, buffers: BufferPool | None, /) -> None:
+        """:meth:`send`, a large message encoded in a buffer lent by *buffers* (a continuation)."""
+        data = encode_outgoing(item.message, buffers=buffers)
+        try:
+            await self.send_bytes(data.view if isinstance(data, LentMessage) else data)
+        finally:
+            release(data)
 
     async def send_bytes(self, data: bytes | memoryview, /) -> None:
         """Write one message already encoded as UTF-8 JSON (without its newline), from any buffer.
