@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 
 import pytest
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
+from jupyter_fsbroker.core.buffers import BufferPool
 from jupyter_fsbroker.protocol.framing import (
     MAX_MESSAGE_BYTES,
+    LentMessage,
     MalformedMessage,
     encode_message,
     encode_outgoing,
@@ -153,6 +156,26 @@ def test_a_continuations_read_contents_are_spliced_in_and_the_message_reads_the_
         # Byte for byte what pydantic writes, whatever is spliced in.
         assert encode_outgoing(message) == message.model_dump_json(by_alias=True, exclude_unset=True).encode()
     assert json.loads(encode_outgoing(messages[0]))["params"]["_meta"] == meta
+
+
+def test_a_large_continuation_is_encoded_in_a_lent_buffer_the_next_one_reuses() -> None:
+    content = base64.b64encode(os.urandom(768 * 1024)).decode()
+    answers = [{"id": str(n), "result": {"content": content, "encoding": "base64"}} for n in range(2)]
+    meta = {
+        "io.github.jupyter-fsbroker/files": {"connection": "c_x", "continuation": "t", "answers": answers}
+    }
+    message = JSONRPCRequest(jsonrpc="2.0", id=7, method="tools/call", params={"name": "t", "_meta": meta})
+    pool = BufferPool()
+    lent = encode_outgoing(message, buffers=pool)
+    assert isinstance(lent, LentMessage)
+    assert bytes(lent.view) == encode_outgoing(message)
+    lent.release()
+    again = encode_outgoing(message, buffers=pool)
+    assert isinstance(again, LentMessage) and pool.made == 1, "the second continuation reused the buffer"
+    again.release()
+    # A continuation with nothing large in it is plain bytes, lent nothing.
+    small = JSONRPCRequest(jsonrpc="2.0", id=8, method="tools/call", params={"name": "t", "arguments": {}})
+    assert isinstance(encode_outgoing(small, buffers=pool), bytes)
 
 
 def test_server_sent_events_are_split_on_any_line_ending_across_chunks() -> None:
