@@ -164,10 +164,10 @@ def count_rounds() -> None:
 
     perform = BatchDesk.perform
 
-    async def counted(self: BatchDesk, operations: Any) -> list[dict[str, Any]]:
+    async def counted(self: BatchDesk, operations: Any, progress: Any = None) -> list[dict[str, Any]]:
         ROUNDS["rounds"] += 1
         ROUNDS["operations"] += len(operations)
-        return await perform(self, operations)
+        return await perform(self, operations, progress)
 
     BatchDesk.perform = counted  # type: ignore[method-assign]
 

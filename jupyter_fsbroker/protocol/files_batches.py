@@ -17,33 +17,47 @@ The answers' error codes are those of the modern wire
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import logging
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal, cast
 
+import anyio
 import mcp_types as types
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
 from ..wire.catalogue import to_modern
 from ..wire.methods import FILES_PREFIX
-from ..wire.modern import CHANGES_FEATURE, EXTENSION_ID, MAX_BATCH_OPERATIONS, RESULT_TYPE, ROOTS_LIST
+from ..wire.modern import (
+    CANCEL,
+    CANCEL_FEATURE,
+    CHANGES_FEATURE,
+    EXTENSION_ID,
+    MAX_BATCH_OPERATIONS,
+    RESULT_TYPE,
+    ROOTS_LIST,
+)
 from .client_errors import ConnectionClosedError, ServerError
 from .files_intake import FilesCore, FilesIntake
 
 __all__ = [
     "BATCH_RESULT_TYPE",
+    "CANCEL_GRACE",
     "EXTENSION",
     "FEATURES",
     "MAX_OPERATIONS",
     "BatchDesk",
     "FilesBatch",
     "FilesBatchExtension",
+    "Progress",
     "calling",
     "continue_call",
     "new_connection_id",
@@ -54,13 +68,15 @@ EXTENSION = EXTENSION_ID
 #: The ``resultType`` of a ``tools/call`` result that carries a batch.
 BATCH_RESULT_TYPE = RESULT_TYPE
 #: The features of the extension this client implements.
-FEATURES: tuple[str, ...] = ("perPathConsent", CHANGES_FEATURE)
+FEATURES: tuple[str, ...] = ("perPathConsent", CHANGES_FEATURE, CANCEL_FEATURE)
 #: The most operations one batch may carry.
 MAX_OPERATIONS = MAX_BATCH_OPERATIONS
 
 # Besides files/*, the one method a batch may ask: the modern wire has no roots/list of its own.
 _ROOTS_LIST = ROOTS_LIST
 _CONSENT = "files/consent"
+
+log = logging.getLogger(__name__)
 
 #: The call a batch belongs to, for a resolver called by mcp's ``Client`` (``name``, ``arguments``).
 _CALL: ContextVar[tuple[str, dict[str, Any] | None] | None] = ContextVar("fsbroker_call", default=None)
@@ -114,6 +130,24 @@ class _Answers:
         self.waiting.clear()
 
 
+class Progress:
+    """The operations of one batch started so far, and the answers of those that are done."""
+
+    def __init__(self) -> None:
+        self.started: list[asyncio.Future[dict[str, Any]]] = []
+        #: The answers so far (as :meth:`BatchDesk.perform` gives them), by operation id.
+        self.answers: dict[str, dict[str, Any]] = {}
+
+    def follow(self, op_id: object, future: asyncio.Future[dict[str, Any]]) -> None:
+        self.started.append(future)
+
+        def done(future: asyncio.Future[dict[str, Any]]) -> None:
+            if isinstance(op_id, str) and not future.cancelled() and future.exception() is None:
+                self.answers[op_id] = {"id": op_id, **_modern(future.result())}
+
+        future.add_done_callback(done)
+
+
 class BatchDesk:
     """Performs the batches of one connection through a desk of its own over the same core.
 
@@ -154,12 +188,15 @@ class BatchDesk:
         self._ids = itertools.count(1)
         self._closed: str | None = None
 
-    async def perform(self, operations: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def perform(
+        self, operations: Sequence[dict[str, Any]], progress: Progress | None = None
+    ) -> list[dict[str, Any]]:
         """The answers to *operations*, one per operation, by ``id``, in batch order.
 
         Operations run concurrently as the desk allows, except that those naming the same path
         run in batch order and a ``files/consent`` runs after every earlier operation and before
-        every later one.
+        every later one. *progress*, when given, follows the operations started and answered
+        (what a cancelled call still answers).
 
         Raises
         ------
@@ -178,6 +215,8 @@ class BatchDesk:
                 await asyncio.wait(before)
             future = self._start(op_id, method, params)
             pending.append(future)
+            if progress is not None:
+                progress.follow(op_id, future)
             for path in paths:
                 by_path[path] = future
             if method == _CONSENT:
@@ -187,6 +226,15 @@ class BatchDesk:
             answer = await future
             answers.append({"id": operation.get("id"), **_modern(answer)})
         return answers
+
+    def withdraw(self, operations: Sequence[asyncio.Future[dict[str, Any]]]) -> None:
+        """Withdraw the *operations* (of :meth:`perform`) still running: a consent prompt is taken
+        down, a lock no longer waited for, an answer never given (the call was cancelled)."""
+        for request_id, future in list(self._answers.waiting.items()):
+            if future in operations and not future.done():
+                del self._answers.waiting[request_id]
+                self._intake.cancel({"requestId": request_id})
+                future.cancel()
 
     def close(self, reason: str) -> None:
         """Fail every operation still waiting for its answer (the connection ended)."""
@@ -234,11 +282,16 @@ async def continue_call(
     connection_id: str,
     timeout: float | None,
     is_open: Callable[[], str | None],
+    cancels: bool = False,
 ) -> types.CallToolResult:
     """Perform *batch* and each batch after it, continuing the call, until its ``CallToolResult``.
 
     *is_open* returns ``None`` while the connection is open, else why it closed: then no
-    continuation is sent and the call ends with :class:`ConnectionClosedError`.
+    continuation is sent and the call ends with :class:`ConnectionClosedError`. Cancelled, and
+    with *cancels* (the server lists the ``cancel`` feature), it tells the server, which ends
+    the tool, and performs the tool's clean-up (releasing its locks, ending its watches) for at
+    most :data:`CANCEL_GRACE` seconds before the cancellation goes on (PROTOCOL.md, "Cancelling
+    a call").
 
     Raises
     ------
@@ -247,26 +300,105 @@ async def continue_call(
     ServerError
         A batch that breaks the contract (no operations, too many).
     """
-    result: types.CallToolResult | types.Result = batch
-    while isinstance(result, FilesBatch):
-        if not 1 <= len(result.operations) <= MAX_OPERATIONS:
-            raise ServerError(
-                types.INVALID_PARAMS,
-                f"the server's batch for tool {name!r} has {len(result.operations)} operations"
-                f" (1 to {MAX_OPERATIONS} are allowed)",
+    result: types.CallToolResult | types.Result | None = batch
+    progress = Progress()
+    try:
+        while isinstance(result, FilesBatch):
+            _check(result, name)
+            progress = Progress()
+            answers = await desk.perform(result.operations, progress)
+            closed = is_open()
+            if closed is not None:
+                raise ConnectionClosedError(f"the call of tool {name!r} ended: {closed}")
+            sent = asyncio.ensure_future(
+                _continue(session, name, arguments, timeout, _meta(connection_id, result, answers))
             )
-        answers = await desk.perform(result.operations)
-        closed = is_open()
-        if closed is not None:
-            raise ConnectionClosedError(f"the call of tool {name!r} ended: {closed}")
-        ours = {"connection": connection_id, "continuation": result.continuation, "answers": answers}
-        meta = cast("types.RequestParamsMeta", {EXTENSION: ours})
-        result = await session.call_tool(
-            name, arguments, read_timeout_seconds=timeout, meta=meta, allow_claimed=True
-        )
+            try:
+                result = await asyncio.shield(sent)
+            except asyncio.CancelledError:
+                # The continuation is on its way: what it brings back is what to cancel.
+                result, progress = None, Progress()
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(CANCEL_GRACE),
+                    contextlib.suppress(Exception),
+                ):
+                    result = await sent
+                sent.cancel()
+                raise
+    except asyncio.CancelledError:
+        if cancels and isinstance(result, FilesBatch) and is_open() is None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_GRACE):
+                await _cancel(session, desk, result, progress, name, arguments, connection_id, timeout)
+        raise
     if not isinstance(result, types.CallToolResult):
         raise ServerError(types.INTERNAL_ERROR, f"the server's result for tool {name!r} is not a tool result")
     return result
+
+
+#: Seconds a cancelled call may take to tell the server and to perform the tool's clean-up.
+CANCEL_GRACE = 10.0
+
+
+async def _cancel(
+    session: ClientSession,
+    desk: BatchDesk,
+    batch: FilesBatch,
+    progress: Progress,
+    name: str,
+    arguments: dict[str, Any] | None,
+    connection_id: str,
+    timeout: float | None,
+) -> None:
+    """Cancel the call *batch* belongs to: the answers of its operations that are done, with
+    ``cancel`` (those still running are withdrawn, as a cancelled legacy request is); then the
+    clean-up batches, to the call's end."""
+    desk.withdraw(progress.started)
+    by_id = progress.answers
+    answers = [by_id[op_id] for op_id in (op.get("id") for op in batch.operations) if op_id in by_id]
+    meta = _meta(connection_id, batch, answers, cancel=True)
+    try:
+        result: types.Result = await _continue(session, name, arguments, timeout, meta)
+        while isinstance(result, FilesBatch):
+            _check(result, name)
+            answers = await desk.perform(result.operations)
+            result = await _continue(session, name, arguments, timeout, _meta(connection_id, result, answers))
+    except (ServerError, ConnectionClosedError, MCPError) as exc:
+        log.debug("cancelling the call of tool %r: %s", name, exc)
+
+
+def _check(batch: FilesBatch, name: str) -> None:
+    if not 1 <= len(batch.operations) <= MAX_OPERATIONS:
+        raise ServerError(
+            types.INVALID_PARAMS,
+            f"the server's batch for tool {name!r} has {len(batch.operations)} operations"
+            f" (1 to {MAX_OPERATIONS} are allowed)",
+        )
+
+
+def _meta(
+    connection_id: str, batch: FilesBatch, answers: list[dict[str, Any]], *, cancel: bool = False
+) -> types.RequestParamsMeta:
+    ours: dict[str, Any] = {
+        "connection": connection_id,
+        "continuation": batch.continuation,
+        "answers": answers,
+    }
+    if cancel:
+        ours[CANCEL] = True
+    return cast("types.RequestParamsMeta", {EXTENSION: ours})
+
+
+async def _continue(
+    session: ClientSession,
+    name: str,
+    arguments: dict[str, Any] | None,
+    timeout: float | None,
+    meta: types.RequestParamsMeta,
+) -> types.Result:
+    return await session.call_tool(
+        name, arguments, read_timeout_seconds=timeout, meta=meta, allow_claimed=True
+    )
 
 
 class FilesBatchExtension(ClientExtension):
@@ -280,16 +412,24 @@ class FilesBatchExtension(ClientExtension):
         The connection id every ``tools/call`` carries.
     is_open
         ``None`` while the connection is open, else why it closed.
+    server_features
+        The features of the extension the server lists (it takes a cancelled call's ``cancel``
+        when it lists ``cancel``).
     """
 
     identifier = EXTENSION
 
     def __init__(
-        self, desk: Callable[[], BatchDesk | None], connection_id: str, is_open: Callable[[], str | None]
+        self,
+        desk: Callable[[], BatchDesk | None],
+        connection_id: str,
+        is_open: Callable[[], str | None],
+        server_features: Callable[[], Sequence[str]] = tuple,
     ) -> None:
         self._desk = desk
         self.connection_id = connection_id
         self._is_open = is_open
+        self._server_features = server_features
 
     def settings(self) -> dict[str, Any]:
         """What the client says it implements: ``{"features": [...]}``."""
@@ -326,6 +466,7 @@ class FilesBatchExtension(ClientExtension):
             connection_id=self.connection_id,
             timeout=timeout,
             is_open=self._is_open,
+            cancels=CANCEL_FEATURE in self._server_features(),
         )
 
     async def _resolve(self, batch: FilesBatch, ctx: ClaimContext) -> types.CallToolResult:

@@ -101,6 +101,14 @@ class ServerInfo:
         return isinstance(extensions, Mapping) and EXTENSION in extensions
 
     @property
+    def files_features(self) -> tuple[str, ...]:
+        """The features of the files extension the server lists (empty when it lists none)."""
+        extensions = self.capabilities.get("extensions")
+        ours = extensions.get(EXTENSION) if isinstance(extensions, Mapping) else None
+        features = ours.get("features") if isinstance(ours, Mapping) else None
+        return tuple(f for f in features if isinstance(f, str)) if isinstance(features, list) else ()
+
+    @property
     def name(self) -> str | None:
         """The name the server gives itself (``serverInfo.name``)."""
         name = self.server_info.get("name")

@@ -133,7 +133,9 @@ class ConnectionTask:
         self.info = ServerInfo()
         self.tools: tuple[dict[str, Any], ...] = ()
         self.liveness = Liveness(self)
-        self.extension = FilesBatchExtension(lambda: self.batches, new_connection_id(), self._closed_reason)
+        self.extension = FilesBatchExtension(
+            lambda: self.batches, new_connection_id(), self._closed_reason, lambda: self.info.files_features
+        )
         self.batches: BatchDesk | None = None
         self._asked_reason: str | None = None  # set by ask_close() before the broker side closes
         self._interrupted = False

@@ -28,7 +28,7 @@ from typing import Any, cast
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension
 from mcp.server.request_state import authenticated_principal
-from mcp_types import CallToolRequestParams
+from mcp_types import CallToolRequestParams, CallToolResult, TextContent
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..wire.modern import (
@@ -116,6 +116,7 @@ class FilesExtension(Extension):
             return await call_next(ctx)  # no one to bind a continuation to: files(ctx) refuses
         tool, arguments = params.name, digest(raw.get("arguments") or {})
         added: Entries = ()
+        cancelling = answered_only = False
         if continuation is None or continuation.token is None:
             call, started = ContinuationSealer.new_call_id(), time.time()
             journal: Journal | None = Journal()
@@ -125,12 +126,15 @@ class FilesExtension(Extension):
             _, sealed = split_route(continuation.token)
             state = self.sealer.open(sealed, tool=tool, arguments=arguments, principal=principal)
             call, started, journal = state.call, state.started, state.journal
+            cancelling = state.cancelled or continuation.cancel
             answered = _answered(state, continuation)
             added = tuple((key, answer) for _, key, answer in answered)
             kept = self.live.take(call)
             if kept is not None and kept.round == state.step:
                 kept.step.answer({op_id: answer for op_id, _, answer in answered})
                 live = LiveCall(kept.step, kept.task, state.step + 1)
+                # Cancelled, the tool may wait on an operation the client did not perform.
+                answered_only = continuation.cancel
             else:
                 if kept is not None:  # another replica carried the call on meanwhile
                     kept.cancel()
@@ -140,12 +144,28 @@ class FilesExtension(Extension):
                 step = ReplayStep(self._client(meta, principal), recorded, started=started)
                 live = LiveCall(step, _start(step, ctx, call_next), state.step + 1)
         step = live.step
-        result = await settle(step, live.task)
+        # The tool takes the answers it was sent (a lock's id, say, which it releases) before a
+        # cancelled call is cancelled where it waits; a run replaying a cancelled call is
+        # cancelled where the call was, and goes on with its clean-up's recorded answers.
+        ended = await settle(step, live.task, wait=not answered_only)
+        if cancelling and not step.cancelled and not ended:
+            step.cancel()
+            live.task.cancel()
+            ended = await settle(step, live.task)
         if step.diverged:
             live.cancel()
             raise ReplayDivergedError(tool)
-        if result is not None:
-            return cast("HandlerResult", result[0])
+        if ended:
+            if live.task.cancelled():
+                return CallToolResult(
+                    content=[
+                        TextContent(
+                            type="text", text=f"the call of tool {tool!r} was cancelled by the client"
+                        )
+                    ],
+                    is_error=True,
+                )
+            return cast("HandlerResult", live.task.result())
         batch = step.hand_out()
         kept_live = self.live.keep(call, live, self._live_ttl(started))
         if not kept_live:
@@ -163,6 +183,7 @@ class FilesExtension(Extension):
                 principal,
                 tuple((op.id, key) for op, key in batch),
                 journal,
+                cancelled=step.cancelled,
             )
             token = self.sealer.seal(state)
         except BaseException:
@@ -197,13 +218,19 @@ def _answered(state: CallState, continuation: Continuation) -> tuple[tuple[str, 
     Raises
     ------
     ContinuationRefusedError
-        The answers are not exactly one per operation of the batch.
+        The answers are not exactly one per operation of the batch (of some of them, when the
+        client cancels the call), or one is for no operation of it.
     """
     answers = {answer.id: answer for answer in continuation.answers}
-    if len(answers) != len(continuation.answers) or set(answers) != {op_id for op_id, _ in state.batch}:
+    asked = {op_id for op_id, _ in state.batch}
+    if len(answers) != len(continuation.answers) or not set(answers) <= asked:
+        raise ContinuationRefusedError("invalid")
+    if set(answers) != asked and not continuation.cancel:
         raise ContinuationRefusedError("invalid")
     entries: list[tuple[str, str, Mapping[str, Any]]] = []
     for op_id, key in state.batch:
+        if op_id not in answers:
+            continue
         wire = answers[op_id].to_wire()
         del wire["id"]
         entries.append((op_id, key, wire))

@@ -105,20 +105,21 @@ class LiveCalls:
             live.cancel()
 
 
-async def settle(step: ReplayStep, task: asyncio.Future[Any]) -> tuple[Any] | None:
-    """Let the tool run until it ends, ``(its result,)``, or waits with a batch for the client,
-    ``None``. Cancelled (the request went away), it cancels the tool."""
+async def settle(step: ReplayStep, task: asyncio.Future[Any], *, wait: bool = True) -> bool:
+    """Let the tool run until it ends (``True``: *task* is done) or waits with a batch for the
+    client (``False``); with *wait* false, only until it is quiet (it may wait on an operation
+    that no answer will come for: the client cancelled the call). Cancelled (the request went
+    away), it cancels the tool."""
     waiter = asyncio.ensure_future(step.wait_for_new())
     try:
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if wait:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
         quiet = 0
         while not task.done() and quiet < _QUIET_TURNS and not step.full:
             asked = step.asked
             await asyncio.sleep(0)
             quiet = quiet + 1 if step.asked == asked else 0
-        if task.done():
-            return (task.result(),)
-        return None
+        return task.done()
     except BaseException:
         step.close()
         task.cancel()

@@ -91,6 +91,8 @@ class ReplayStep:
         self._closed = False
         # The batch is with the client: what the tool asks from now on waits for the next round.
         self._out = False
+        #: Whether the call is being cancelled (:meth:`cancel`): the tool is ending.
+        self.cancelled = False
 
     @property
     def asked(self) -> int:
@@ -120,6 +122,18 @@ class ReplayStep:
         self._waiting.clear()
         self._overflow.clear()
 
+    def cancel(self) -> None:
+        """The client cancelled the call: every call the tool waits in is cancelled, but what it
+        asks from now on (releasing its locks, ending its watches) is asked of the client."""
+        self.cancelled = True
+        for waiting in (*self._waiting.values(), *(item[3] for item in self._overflow)):
+            waiting.cancel()
+        self._waiting.clear()
+        self._overflow.clear()
+        self.batch = []
+        self._read_bytes = self._write_bytes = 0
+        self._new.clear()
+
     def hand_out(self) -> list[tuple[Operation, str]]:
         """End the round: its batch, as it goes to the client. A call the tool makes from now
         on (a read-ahead going on meanwhile, say) joins the next round's batch."""
@@ -128,12 +142,16 @@ class ReplayStep:
 
     def answer(self, answers: Mapping[str, Mapping[str, Any]]) -> None:
         """Hand the batch's answers (by operation id, ``{"result"}`` or ``{"error"}``) to the
-        calls waiting for them, and begin the next round (with what did not fit in this one)."""
+        calls waiting for them, and begin the next round (with what did not fit in this one).
+        An operation without an answer (the client cancelled before it) stays unanswered: the
+        call is cancelled next (:meth:`cancel`)."""
         batch, self.batch = self.batch, []
         self._read_bytes = self._write_bytes = 0
         self._out = False
         self._new.clear()
         for op, _ in batch:
+            if op.id not in answers:
+                continue
             waiting = self._waiting.pop(op.id, None)
             if waiting is not None and not waiting.done():
                 waiting.set_result(answers[op.id])

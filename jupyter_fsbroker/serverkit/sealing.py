@@ -106,6 +106,8 @@ class CallState:
         ``(operation key, answer)`` entries, the answer ``{"result": …}`` or ``{"error": …}``
         (:meth:`ContinuationSealer.entries` opens them); ``None`` when the call is live in one
         instance only (:mod:`.live_calls`) and cannot be replayed elsewhere.
+    cancelled
+        Whether the client cancelled the call: the batch is the tool's clean-up as it ends.
     """
 
     call: str
@@ -116,6 +118,7 @@ class CallState:
     principal: str
     batch: tuple[tuple[str, str], ...]
     journal: Journal | None
+    cancelled: bool = False
 
 
 class ContinuationSealer:
@@ -179,6 +182,7 @@ class ContinuationSealer:
             "p": state.principal,
             "batch": [list(pair) for pair in state.batch],
             "journal": None if journal is None else len(journal.segments),
+            "cancelled": state.cancelled,
         }
         token = self._codec.seal(zlib.compress(json.dumps(claims, separators=(",", ":")).encode(), 1))
         if journal is not None and journal.segments:
@@ -252,6 +256,7 @@ class ContinuationSealer:
                 str(claims["p"]),
                 tuple((str(i), str(k)) for i, k in claims["batch"]),
                 None if journal is None else Journal(tuple(segments)),
+                claims["cancelled"] is True,
             )
             issued, expires, version = float(claims["iat"]), float(claims["exp"]), claims["v"]
         except InvalidRequestState as exc:

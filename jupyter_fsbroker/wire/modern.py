@@ -20,6 +20,8 @@ from .methods import FILES_METHODS
 __all__ = [
     "ANSWERS",
     "BATCH_METHODS",
+    "CANCEL",
+    "CANCEL_FEATURE",
     "CHANGES",
     "CHANGES_FEATURE",
     "CLIENT_CAPABILITIES_META",
@@ -57,6 +59,8 @@ CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
 
 #: The feature of ``files/changes``: watching without notifications.
 CHANGES_FEATURE = "changes"
+#: The feature of a server that ends a call the client cancels, its clean-up included.
+CANCEL_FEATURE = "cancel"
 
 #: The batch operation that hands over a watch's buffered events.
 CHANGES = "files/changes"
@@ -71,6 +75,7 @@ BATCH_METHODS: frozenset[str] = FILES_METHODS | {CHANGES, ROOTS_LIST}
 CONNECTION = "connection"
 CONTINUATION = "continuation"
 ANSWERS = "answers"
+CANCEL = "cancel"
 
 MAX_BATCH_OPERATIONS = 64
 #: The ``length`` a batch's reads ask for, summed, at most.
@@ -174,14 +179,18 @@ class Continuation:
         The continuation to open, ``None`` on a call's first request.
     answers
         The answers to the last batch, by ``id`` (empty on a first request).
+    cancel
+        Whether the client cancels the call: *answers* are then those of the operations it
+        performed before it stopped, and the server ends the tool (PROTOCOL.md, "Cancelling a call").
     """
 
     connection: str | None
     token: str | None = None
     answers: tuple[Answer, ...] = ()
+    cancel: bool = False
 
 
-def extension_settings(*, features: Sequence[str] = (CHANGES_FEATURE,)) -> dict[str, Any]:
+def extension_settings(*, features: Sequence[str] = (CHANGES_FEATURE, CANCEL_FEATURE)) -> dict[str, Any]:
     """The server's ``capabilities.extensions[EXTENSION_ID]``."""
     return {"resultType": RESULT_TYPE, "features": list(features)}
 
@@ -229,14 +238,16 @@ def read_batch(result: Mapping[str, Any]) -> tuple[tuple[Operation, ...], str]:
 
 
 def continuation_meta(
-    connection: str, token: str | None = None, answers: Sequence[Answer] = ()
+    connection: str, token: str | None = None, answers: Sequence[Answer] = (), *, cancel: bool = False
 ) -> dict[str, Any]:
     """``_meta[EXTENSION_ID]`` of a ``tools/call``: the connection id, and on a continuation the
-    token and the answers."""
+    token and the answers (and ``cancel`` when the client cancels the call)."""
     meta: dict[str, Any] = {CONNECTION: connection}
     if token is not None:
         meta[CONTINUATION] = token
         meta[ANSWERS] = [answer.to_wire() for answer in answers]
+        if cancel:
+            meta[CANCEL] = True
     return meta
 
 
@@ -267,4 +278,7 @@ def read_continuation(meta: Mapping[str, Any] | None) -> Continuation | None:
     read = [Answer.from_wire(answer) for answer in answers]
     if any(answer is None for answer in read):
         raise ValueError("an answer is neither a result nor an error")
-    return Continuation(connection, token, tuple(cast("list[Answer]", read)))
+    cancel = item.get(CANCEL, False)
+    if not isinstance(cancel, bool):
+        raise ValueError("cancel is not a boolean")
+    return Continuation(connection, token, tuple(cast("list[Answer]", read)), cancel)

@@ -113,7 +113,7 @@ async def test_initialize_gets_the_brokering_capability_and_keeps_the_rest() -> 
                     "filesystemBrokering": True,
                     "filesystemBrokeringFeatures": ["perPathConsent"],
                 },
-                "extensions": {EXTENSION: {"features": ["perPathConsent", "changes"]}},
+                "extensions": {EXTENSION: {"features": ["perPathConsent", "changes", "cancel"]}},
             },
             "clientInfo": {"name": "x", "version": "1"},
         }
@@ -125,7 +125,7 @@ async def test_initialize_gets_the_brokering_capability_and_keeps_the_rest() -> 
         assert isinstance(sent, JSONRPCRequest) and sent.params is not None
         assert sent.params["capabilities"] == {
             "roots": ROOTS_CAPABILITY,
-            "extensions": {EXTENSION: {"features": ["perPathConsent", "changes"]}},
+            "extensions": {EXTENSION: {"features": ["perPathConsent", "changes", "cancel"]}},
         }
 
 

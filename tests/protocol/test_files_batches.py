@@ -198,6 +198,30 @@ async def test_disconnect_mid_call_sends_no_continuation_and_ends_closed(
     assert [r.method for r in broker.audit.records() if r.method == "files/read"] == []
 
 
+async def test_a_cancelled_call_withdraws_its_prompt_tells_the_server_and_releases_its_lock(
+    broker: Broker, transport: str, batch_http: HandedOverServer
+) -> None:
+    broker.allow("data", ops=("read",))
+    held = HeldConsenter()
+    async with connected(broker, where(transport, batch_http), consenter=held) as conn:
+        async with anyio.create_task_group() as tg:
+            steps = [
+                [op("l", "files/read", path="data/hello.txt", length=0, keepLocked=True)],
+                [consent("c", "data/sub", "write")],
+            ]
+            tg.start_soon(run, conn, *steps)
+            _, prompt = await held.next()
+            tg.cancel_scope.cancel()  # the user interrupts the cell while the prompt shows
+        # The prompt was withdrawn, not left for an answer that no call awaits.
+        assert prompt.cancelled()
+        cancels = payload(await conn.call_tool("cancels", {}))["cancels"]
+    # The server was told, with no answer for the operation that was withdrawn.
+    assert cancels[-1] == {"step": 2, "answers": []}
+    methods = [(r.method, r.error) for r in broker.audit.records()]
+    assert methods[0] == ("files/read", None)
+    assert ("files/unlock", None) in methods, "the tool's clean-up released its lock"
+
+
 @pytest.fixture(scope="module")
 def plain_http() -> Iterator[HandedOverServer]:
     with HandedOverServer([sys.executable, BATCH_SERVER], "--no-extension") as server:

@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
 from jupyter_fsbroker.core import Broker, BrokerConfig
+from jupyter_fsbroker.core.errors import FilesError
 from jupyter_fsbroker.serverkit import FilesExtension, enable_files, files
 from jupyter_fsbroker.wire.modern import EXTENSION_ID, MAX_CONTINUATION_CHARS, continuation_meta
 from tests.support.modern_files import BatchAnswerer, call
@@ -55,6 +56,13 @@ class Served:
                 return f"{text} {(await fs.stat(path)).size}"
             finally:
                 self.ended_event(path).set()
+
+        @self.server.tool()
+        async def locked_reads(path: str, ctx: Context) -> str:
+            fs = files(ctx)
+            async with fs.lock(path):
+                while True:  # until the client cancels the call
+                    await fs.read_text(path)
 
         @self.server.tool()
         async def three_reads(path: str, ctx: Context) -> str:
@@ -292,3 +300,63 @@ async def test_another_replica_replays_the_journal_only_as_it_was_sealed(core: A
     assert isinstance(result, CallToolResult) and not result.is_error, result
     assert result.content[0].text == "a.txt|a.txt|a.txt"  # type: ignore[union-attr]
     assert answerer.methods == asked, "the replay asked the client nothing again"
+
+
+async def _locked_and_reading(client: Client, answerer: BatchAnswerer) -> tuple[dict[str, Any], str]:
+    """The third batch of ``locked_reads`` (a read, not performed) as a continuation meta without
+    answers, and the id of the lock the call holds."""
+    arguments = {"path": "data/a.txt"}
+    result = await client.session.call_tool(
+        "locked_reads", arguments, meta=answerer.first_meta(), allow_claimed=True
+    )
+    lock_id = ""
+    for _ in range(2):
+        batch = result.model_dump(by_alias=True, mode="json")
+        answers = answerer.answer(batch["operations"])
+        lock_id = lock_id or answers[0].result["lockId"]  # type: ignore[index]
+        meta = continuation_meta(answerer.connection_id, batch["continuation"], answers)
+        result = await client.session.call_tool(
+            "locked_reads", arguments, meta={EXTENSION_ID: meta}, allow_claimed=True
+        )
+    batch = result.model_dump(by_alias=True, mode="json")
+    assert [op["method"] for op in batch["operations"]] == ["files/read"]
+    return continuation_meta(answerer.connection_id, batch["continuation"], cancel=True), lock_id
+
+
+async def _cancelled_to_the_end(client: Client, answerer: BatchAnswerer, meta: dict[str, Any]) -> Any:
+    """Send the cancelling continuation *meta*, perform the clean-up batches, and return the end."""
+    result = await client.session.call_tool(
+        "locked_reads", {"path": "data/a.txt"}, meta={EXTENSION_ID: meta}, allow_claimed=True
+    )
+    while not isinstance(result, CallToolResult):
+        batch = result.model_dump(by_alias=True, mode="json")
+        answers = answerer.answer(batch["operations"])
+        meta = continuation_meta(answerer.connection_id, batch["continuation"], answers)
+        result = await client.session.call_tool(
+            "locked_reads", {"path": "data/a.txt"}, meta={EXTENSION_ID: meta}, allow_claimed=True
+        )
+    return result
+
+
+@pytest.mark.parametrize("where", ["the replica holding it", "another replica"])
+async def test_a_cancelled_call_releases_its_lock_and_ends(core: Any, where: str) -> None:
+    keys = [os.urandom(32)]
+    holder = Served(keys)
+    answerer = BatchAnswerer(core)
+    async with Client(holder.server, mode=MODERN, extensions=[answerer]) as client:
+        meta, lock_id = await _locked_and_reading(client, answerer)
+        asked = len(answerer.methods)
+        if where == "another replica":
+            # The holder restarted: another replica replays the call to where it was, cancels it there.
+            holder.extension.close()
+            other = Served(keys)
+            async with Client(other.server, mode=MODERN, extensions=[answerer]) as elsewhere:
+                result = await _cancelled_to_the_end(elsewhere, answerer, meta)
+        else:
+            result = await _cancelled_to_the_end(client, answerer, meta)
+            assert len(holder.extension.live) == 0, "the cancelled call is no longer kept"
+    assert result.is_error and "cancelled" in result.content[0].text, result
+    # What the cancelled tool asked was its clean-up only: the release of its lock.
+    assert answerer.methods[asked:] == ["files/unlock"]
+    with pytest.raises(FilesError):  # released: the lock id is no longer the connection's
+        core.handle("files/unlock", {"lockId": lock_id})

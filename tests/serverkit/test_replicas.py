@@ -12,6 +12,7 @@ nginx is started and stopped by the test (``daemon off``, its own prefix in a te
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import os
@@ -20,9 +21,11 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -31,7 +34,7 @@ from jupyter_fsbroker.core import Broker, BrokerConfig
 from jupyter_fsbroker.core.audit import AuditRecord
 from jupyter_fsbroker.core.consent import CallbackConsenter, ConsentDecision, ConsentRequest
 from jupyter_fsbroker.protocol import ConnectionClosedError, open_connection
-from jupyter_fsbroker.protocol.files_batches import BatchDesk
+from jupyter_fsbroker.protocol.files_batches import BatchDesk, Progress
 from jupyter_fsbroker.wire import catalogue
 from jupyter_fsbroker.wire.modern import EXTENSION_ID
 from tests.protocol.servers.harness import approve_all
@@ -295,9 +298,11 @@ def _performed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     methods: list[str] = []
     perform = BatchDesk.perform
 
-    async def spy(self: BatchDesk, operations: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def spy(
+        self: BatchDesk, operations: Sequence[dict[str, Any]], progress: Progress | None = None
+    ) -> list[dict[str, Any]]:
         methods.extend(str(op.get("method")) for op in operations)
-        return await perform(self, operations)
+        return await perform(self, operations, progress)
 
     monkeypatch.setattr(BatchDesk, "perform", spy)
     return methods
@@ -408,3 +413,44 @@ async def test_disconnect_mid_call_ends_the_call_and_touches_nothing_more(
     ) as other:
         profile = await other.call_tool("profile_csv", {"path": "data/sales.csv"}, timeout=120)
     assert profile["isError"] is False and profile["structuredContent"]["rows"] == 4 * ROWS
+
+
+async def test_a_call_cancelled_mid_watch_ends_its_watch_through_the_replicas(
+    deployment: tuple[str, list[AnalysisServer], Path],
+    bare: tuple[Path, Broker],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url, _, access_log = deployment
+    _, broker = bare
+    methods: list[str] = []
+    waiting = asyncio.Event()
+    perform = BatchDesk.perform
+
+    async def spy(
+        self: BatchDesk, operations: Sequence[dict[str, Any]], progress: Progress | None = None
+    ) -> list[dict[str, Any]]:
+        methods.extend(str(op.get("method")) for op in operations)
+        if any(op.get("method") == "files/changes" for op in operations):
+            waiting.set()  # the watch is on, and the client waits for its changes
+        return await perform(self, operations, progress)
+
+    monkeypatch.setattr(BatchDesk, "perform", spy)
+    before = len(_served(access_log))
+    async with open_connection(broker, "replicas", consenter=approve_all(), era="modern", url=url) as conn:
+        with anyio.fail_after(60):  # the watch would last 300 s
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    partial(conn.call_tool, "watch_changes", {"path": "data", "seconds": 300}, timeout=600)
+                )
+                await waiting.wait()
+                tg.cancel_scope.cancel()  # the user interrupts the cell
+        # The server was told and ended the tool, whose clean-up ended the watch; the broker
+        # keeps serving the connection.
+        again = await conn.call_tool("profile_csv", {"path": "data/sales.csv"}, timeout=120)
+    # Cancelled while the client waited for changes: what the tool asked next was its clean-up.
+    changes = methods.index("files/changes")
+    assert methods[changes + 1] == "files/unwatch" and methods.count("files/changes") == 1, methods
+    unwatched = [r for r in broker.audit.records(server="replicas") if r.method == "files/unwatch"]
+    assert len(unwatched) == 1 and unwatched[0].error is None
+    assert len(set(_served(access_log)[before:])) >= 2, "the call went through several replicas"
+    assert again["isError"] is False, again

@@ -14,6 +14,11 @@ Tools:
     structured content is ``{"answers": [[...], ...], "connections": [...]}``: every batch's
     answers as the client sent them, and the connection id each request of the call carried.
     Without the extension's ``_meta`` (the handshake era), the tool runs as a plain tool.
+    A continuation with ``cancel`` (the server lists the ``cancel`` feature) ends the call: the
+    server answers with a clean-up batch that releases every lock the call's answers hold, if
+    any, then with the answers as above; it records each cancel it took.
+``cancels {}``
+    The cancels this process took: ``{"cancels": [{"step", "answers"}, ...]}``.
 ``plain {}``
     ``"plain"``: a tool that needs no files.
 """
@@ -43,6 +48,10 @@ EXTENSION = "io.github.jupyter-fsbroker/files"
 BATCH = "io.github.jupyter-fsbroker/filesBatch"
 
 
+#: The cancels this process took (``cancels`` returns them).
+CANCELS: list[dict[str, Any]] = []
+
+
 def _seal(progress: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(progress).encode()).decode()
 
@@ -56,7 +65,7 @@ class Batches(Extension):
     identifier = EXTENSION
 
     def settings(self) -> dict[str, Any]:
-        return {"resultType": BATCH, "features": []}
+        return {"resultType": BATCH, "features": ["cancel"]}
 
     async def intercept_tool_call(
         self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -72,6 +81,27 @@ class Batches(Extension):
             progress["answers"].append(ours["answers"])
         progress["connections"].append(ours.get("connection"))
         step = len(progress["answers"])
+        if ours.get("cancel") is True:
+            CANCELS.append({"step": step, "answers": ours["answers"]})
+            held = [
+                answer["result"]["lockId"]
+                for answers in progress["answers"]
+                for answer in answers
+                if "lockId" in answer.get("result", {})
+            ]
+            if held:
+                progress["cleaning"] = True
+                unlocks = [
+                    {"id": f"u{n}", "method": "files/unlock", "params": {"lockId": lock}}
+                    for n, lock in enumerate(held)
+                ]
+                return {"resultType": BATCH, "operations": unlocks, "continuation": _seal(progress)}
+        if progress.get("cleaning") or ours.get("cancel") is True:
+            return {
+                "resultType": "complete",
+                "content": [{"type": "text", "text": "cancelled"}],
+                "isError": True,
+            }
         if step < len(steps):
             return {"resultType": BATCH, "operations": steps[step], "continuation": _seal(progress)}
         return {
@@ -91,6 +121,11 @@ def build(extension: bool) -> MCPServer[Any]:
     async def batches(steps: list[list[dict[str, Any]]]) -> dict[str, Any]:
         """Answered by the extension (batches, then the answers)."""
         return {"unanswered": "the files extension is not in use"}
+
+    @server.tool()
+    async def cancels() -> dict[str, Any]:
+        """The cancels this process took."""
+        return {"cancels": CANCELS}
 
     @server.tool()
     async def plain() -> str:
