@@ -63,6 +63,11 @@ def test_a_batch_and_its_continuation_round_trip() -> None:
         {EXTENSION_ID: {"connection": "c_1"}}
     )
     assert read_continuation({}) is None
+    assert read.cancel is False
+    cancelling = read_continuation(
+        {EXTENSION_ID: continuation_meta("c_1", "v1.token", answers[:1], cancel=True)}
+    )
+    assert cancelling is not None and cancelling.cancel and cancelling.answers == tuple(answers[:1])
 
 
 @pytest.mark.parametrize(
@@ -79,6 +84,7 @@ def test_a_batch_and_its_continuation_round_trip() -> None:
             "answers": [{"id": "0", "error": {"code": True, "message": ""}}],
         },
         {"connection": "c", "continuation": "x" * (2 * 1024 * 1024), "answers": []},
+        {"connection": "c", "continuation": "t", "answers": [], "cancel": "yes"},
     ],
 )
 def test_a_malformed_continuation_member_is_refused(member: object) -> None:
