@@ -43,7 +43,7 @@ from ..wire.modern import (
     split_route,
 )
 from .exceptions import ContinuationRefusedError, ReplayDivergedError
-from .live_calls import LiveCall, LiveCalls, settle
+from .live_calls import LiveCall, LiveCalls, run_round
 from .peers import ConnectionFiles, KeptLockIds
 from .replay import ReplayStep
 from .sealing import CallState, ContinuationSealer, Entries, Journal, digest, journal_too_large
@@ -144,28 +144,12 @@ class FilesExtension(Extension):
                 step = ReplayStep(self._client(meta, principal), recorded, started=started)
                 live = LiveCall(step, _start(step, ctx, call_next), state.step + 1)
         step = live.step
-        # The tool takes the answers it was sent (a lock's id, say, which it releases) before a
-        # cancelled call is cancelled where it waits; a run replaying a cancelled call is
-        # cancelled where the call was, and goes on with its clean-up's recorded answers.
-        ended = await settle(step, live.task, wait=not answered_only)
-        if cancelling and not step.cancelled and not ended:
-            step.cancel()
-            live.task.cancel()
-            ended = await settle(step, live.task)
+        ended = await run_round(live, cancelling=cancelling, answered_only=answered_only)
         if step.diverged:
             live.cancel()
             raise ReplayDivergedError(tool)
         if ended:
-            if live.task.cancelled():
-                return CallToolResult(
-                    content=[
-                        TextContent(
-                            type="text", text=f"the call of tool {tool!r} was cancelled by the client"
-                        )
-                    ],
-                    is_error=True,
-                )
-            return cast("HandlerResult", live.task.result())
+            return _outcome(tool, live.task)
         batch = step.hand_out()
         kept_live = self.live.keep(call, live, self._live_ttl(started))
         if not kept_live:
@@ -203,6 +187,14 @@ class FilesExtension(Extension):
     def _live_ttl(self, started: float) -> float:
         """How long a kept run waits for its continuation: as long as the continuation is valid."""
         return min(self.sealer.ttl, started + self.sealer.call_lifetime - time.time())
+
+
+def _outcome(tool: str, task: asyncio.Future[Any]) -> HandlerResult:
+    """What the tool's ended run answers: its result; cancelled by the client, an error result."""
+    if task.cancelled():
+        text = f"the call of tool {tool!r} was cancelled by the client"
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+    return cast("HandlerResult", task.result())
 
 
 def _start(step: ReplayStep, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> asyncio.Future[Any]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from .replay import ReplayStep
 
-__all__ = ["LiveCall", "LiveCalls", "settle"]
+__all__ = ["LiveCall", "LiveCalls", "run_round", "settle"]
 
 log = logging.getLogger(__name__)
 
@@ -126,3 +126,21 @@ async def settle(step: ReplayStep, task: asyncio.Future[Any], *, wait: bool = Tr
         raise
     finally:
         waiter.cancel()
+
+
+async def run_round(live: LiveCall, *, cancelling: bool, answered_only: bool) -> bool:
+    """Run the round of *live* until the tool ends (``True``) or waits with a batch (``False``).
+
+    *cancelling*: the client cancelled the call. The tool takes the answers it was sent (a lock's
+    id, say, which it then releases) before it is cancelled where it waits; a run replaying a
+    cancelled call is cancelled where the call was, and goes on with its clean-up's recorded
+    answers. *answered_only*: the tool may wait on an operation no answer will come for (the
+    client sent the answers of those it performed before it cancelled).
+    """
+    step, task = live.step, live.task
+    ended = await settle(step, task, wait=not answered_only)
+    if cancelling and not step.cancelled and not ended:
+        step.cancel()
+        task.cancel()
+        ended = await settle(step, task)
+    return ended

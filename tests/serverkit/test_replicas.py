@@ -293,15 +293,21 @@ class _Asked:
         return ConsentDecision.approve_all(request) if len(self.requests) == 1 else ConsentDecision.deny()
 
 
-def _performed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The methods of every batch operation the client performs, in order."""
+def _performed(
+    monkeypatch: pytest.MonkeyPatch, on_batch: Callable[[list[str]], object] | None = None
+) -> list[str]:
+    """The methods of every batch operation the client performs, in order (*on_batch* is given
+    each batch's as the client begins it)."""
     methods: list[str] = []
     perform = BatchDesk.perform
 
     async def spy(
         self: BatchDesk, operations: Sequence[dict[str, Any]], progress: Progress | None = None
     ) -> list[dict[str, Any]]:
-        methods.extend(str(op.get("method")) for op in operations)
+        batch = [str(op.get("method")) for op in operations]
+        methods.extend(batch)
+        if on_batch is not None:
+            on_batch(batch)
         return await perform(self, operations, progress)
 
     monkeypatch.setattr(BatchDesk, "perform", spy)
@@ -422,19 +428,13 @@ async def test_a_call_cancelled_mid_watch_ends_its_watch_through_the_replicas(
 ) -> None:
     url, _, access_log = deployment
     _, broker = bare
-    methods: list[str] = []
     waiting = asyncio.Event()
-    perform = BatchDesk.perform
 
-    async def spy(
-        self: BatchDesk, operations: Sequence[dict[str, Any]], progress: Progress | None = None
-    ) -> list[dict[str, Any]]:
-        methods.extend(str(op.get("method")) for op in operations)
-        if any(op.get("method") == "files/changes" for op in operations):
+    def on_batch(batch: list[str]) -> None:
+        if "files/changes" in batch:
             waiting.set()  # the watch is on, and the client waits for its changes
-        return await perform(self, operations, progress)
 
-    monkeypatch.setattr(BatchDesk, "perform", spy)
+    methods = _performed(monkeypatch, on_batch)
     before = len(_served(access_log))
     async with open_connection(broker, "replicas", consenter=approve_all(), era="modern", url=url) as conn:
         with anyio.fail_after(60):  # the watch would last 300 s

@@ -167,13 +167,19 @@ class PanelState:
         ask.future.add_done_callback(lambda future: self._ended(ask))
 
     def _ended(self, ask: Ask) -> None:
+        if self._record(ask):
+            self._changed()
+
+    def _record(self, ask: Ask) -> bool:
+        """Record how *ask* ended, once; whether this call recorded it."""
         with self._lock:
-            if self._closed:
-                return
-            here = ask.request.id in self._answered_here
-            self._answered_here.discard(ask.request.id)
+            request_id = ask.request.id
+            if self._closed or any(outcome.id == request_id for outcome in self._outcomes):
+                return False
+            here = request_id in self._answered_here
+            self._answered_here.discard(request_id)
             self._outcomes.append(_outcome(ask, here))
-        self._changed()
+            return True
 
     # -- what the panel may do -----------------------------------------------------------------
 
@@ -214,11 +220,20 @@ class PanelState:
         alone follows.
         """
         broker = self._broker
+        pending = self.pending()
+        # A request no longer waiting has its outcome in the same snapshot: its future is done
+        # before the callback that records the outcome has run (on another thread), and a view
+        # that saw it go without one could say only that it no longer waits.
+        with self._lock:
+            followed = list(self._followed)
+        for ask in followed:
+            if ask.future.done():
+                self._record(ask)
         with self._lock:
             changes = list(self._changes)
             outcomes = list(self._outcomes)
         connections = sorted(broker.connections.values(), key=lambda conn: conn.name)
-        state = state_snapshot(broker.core, connections, pending=self.pending(), activity=TAIL)
+        state = state_snapshot(broker.core, connections, pending=pending, activity=TAIL)
         _add_sign_ins(state["connections"], broker)
         state["grants"].sort(key=lambda g: (g["connectionId"] is not None, g["server"], g["path"]))
         state["consents"] = state.pop("pending")
