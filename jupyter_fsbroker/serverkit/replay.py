@@ -117,22 +117,14 @@ class ReplayStep:
         """End the call here: every call the tool waits in, or makes from now on (say, while it
         is being cancelled), is cancelled at once instead of waiting for an answer."""
         self._closed = True
-        for waiting in (*self._waiting.values(), *(item[3] for item in self._overflow)):
-            waiting.cancel()  # even a shielded wait (an unwatch while closing) ends now
-        self._waiting.clear()
-        self._overflow.clear()
+        self._cancel_waiting()
 
     def cancel(self) -> None:
         """The client cancelled the call: every call the tool waits in is cancelled, but what it
         asks from now on (releasing its locks, ending its watches) is asked of the client."""
         self.cancelled = True
-        for waiting in (*self._waiting.values(), *(item[3] for item in self._overflow)):
-            waiting.cancel()
-        self._waiting.clear()
-        self._overflow.clear()
-        self.batch = []
-        self._read_bytes = self._write_bytes = 0
-        self._new.clear()
+        self._cancel_waiting()
+        self._begin_round()
 
     def hand_out(self) -> list[tuple[Operation, str]]:
         """End the round: its batch, as it goes to the client. A call the tool makes from now
@@ -145,10 +137,8 @@ class ReplayStep:
         calls waiting for them, and begin the next round (with what did not fit in this one).
         An operation without an answer (the client cancelled before it) stays unanswered: the
         call is cancelled next (:meth:`cancel`)."""
-        batch, self.batch = self.batch, []
-        self._read_bytes = self._write_bytes = 0
-        self._out = False
-        self._new.clear()
+        batch = self.batch
+        self._begin_round()
         for op, _ in batch:
             if op.id not in answers:
                 continue
@@ -206,6 +196,20 @@ class ReplayStep:
         else:
             self._overflow.append((method, wire, key, waiting))
         return _unwrap(await waiting, method)
+
+    def _cancel_waiting(self) -> None:
+        """Cancel every call the tool waits in, in the batch or past it."""
+        for waiting in (*self._waiting.values(), *(item[3] for item in self._overflow)):
+            waiting.cancel()  # even a shielded wait (an unwatch while closing) ends now
+        self._waiting.clear()
+        self._overflow.clear()
+
+    def _begin_round(self) -> None:
+        """An empty batch, not yet handed out, that what the tool asks next joins."""
+        self.batch = []
+        self._read_bytes = self._write_bytes = 0
+        self._out = False
+        self._new.clear()
 
     def _fits(self, method: str, params: Mapping[str, Any]) -> bool:
         reads, writes = _size(method, params)
